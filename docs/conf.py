@@ -1,0 +1,216 @@
+"""Sphinx configuration for the literate_transformer site.
+
+Every setting below says why it is there.  The site must build with
+``sphinx-build -W -n`` (warnings are errors, every cross-reference must
+resolve), offline, and deterministically: chapters and gallery examples are
+executed at build time on the CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+
+# ---------------------------------------------------------------------------
+# Paths and environment
+# ---------------------------------------------------------------------------
+# The package is installed (editable) by `nox -s docs`; putting the checkout
+# first on the path also lets a bare `sphinx-build docs docs/_build/html` work
+# and guarantees autodoc documents *this* source, not another installed copy.
+sys.path.insert(0, str(ROOT))
+# Local extensions of this site (offline inventories, the side-by-side source pages).
+sys.path.insert(0, str(DOCS / "_ext"))
+# Executed pages and gallery scripts inherit these: no hub requests, no
+# progress bars in the outputs, no tokenizer thread warnings, stable hashing.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("PYTHONHASHSEED", "0")
+# Matplotlib must not try to open a window while the gallery runs.
+os.environ.setdefault("MPLBACKEND", "agg")
+
+# ---------------------------------------------------------------------------
+# Project information
+# ---------------------------------------------------------------------------
+project = "literate_transformer"
+author = "The literate_transformer authors"
+copyright = "2026, " + author  # noqa: A001 (Sphinx's name)
+import literate_transformer  # noqa: E402
+
+release = literate_transformer.__version__
+version = release
+
+# ---------------------------------------------------------------------------
+# Extensions
+# ---------------------------------------------------------------------------
+extensions = [
+    # Chapters are MyST Markdown notebooks, executed at build time.
+    "myst_nb",
+    # The API reference comes from the package's docstrings (Google/NumPy style via napoleon).
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    # Links to Python, PyTorch and transformers docs, from local inventories (see below).
+    "sphinx.ext.intersphinx",
+    # Math rendered by a self-hosted MathJax (see mathjax_path).
+    "sphinx.ext.mathjax",
+    # Example scripts in gallery/ are executed and rendered with their figures.
+    "sphinx_gallery.gen_gallery",
+    # A "copy" button on every code block, which skips prompts and outputs.
+    "sphinx_copybutton",
+    # Cards, tabs and grids on the landing page.
+    "sphinx_design",
+    # Every name in a code block links to its API entry.
+    "sphinx_codeautolink",
+]
+
+# Sources: Markdown chapters (myst-nb), reStructuredText (sphinx-gallery output, API pages).
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+root_doc = "index"
+exclude_patterns = [
+    "_build",
+    "jupyter_execute",
+    "README.md",
+    "**.ipynb_checkpoints",
+    # sphinx-gallery writes a notebook next to each generated page; it is a
+    # download, not a source: without this myst-nb would parse it as a second
+    # copy of the page ("duplicate document" warnings).
+    "auto_examples/*.ipynb",
+    "auto_examples/*.py",
+    "auto_examples/*.zip",
+    "auto_examples/*.md5",
+    "auto_examples/*.json",
+    # Its execution-time tables load jQuery and DataTables from a CDN; the
+    # build log prints the same times (see sphinx_gallery_conf below).
+    "sg_execution_times.rst",
+    "auto_examples/sg_execution_times.rst",
+]
+
+# ---------------------------------------------------------------------------
+# Strictness
+# ---------------------------------------------------------------------------
+# Every cross-reference must resolve: a broken link to an API entry is a build error.
+nitpicky = True
+# Type hints render in the parameter descriptions, where napoleon puts the prose.
+autodoc_typehints = "description"
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+# Members documented in a module's __all__ only, so helpers stay private.
+autodoc_class_signature = "separated"
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False
+
+# ---------------------------------------------------------------------------
+# Offline intersphinx
+# ---------------------------------------------------------------------------
+# `sphinx-build -W` fails when it cannot reach an inventory, and the build
+# machines have no internet.  The names these pages link to are listed in
+# docs/_intersphinx/*.txt and written as local inventories at build time; set
+# LT_INTERSPHINX_ONLINE=1 to try the projects' own inventories first.
+from offline_inventory import write_inventory  # noqa: E402
+
+_INVENTORIES = {
+    "python": ("https://docs.python.org/3/", "Python", "3"),
+    "torch": ("https://docs.pytorch.org/docs/stable/", "PyTorch", "stable"),
+    "transformers": ("https://huggingface.co/docs/transformers/main/en/", "transformers", "main"),
+}
+_ONLINE = os.environ.get("LT_INTERSPHINX_ONLINE") == "1"
+intersphinx_mapping = {}
+for _name, (_url, _project, _version) in _INVENTORIES.items():
+    _local = write_inventory(
+        DOCS / "_intersphinx" / f"{_name}.txt", DOCS / "_build" / "inventories" / f"{_name}.inv", _project, _version
+    )
+    intersphinx_mapping[_name] = (_url, ((None, str(_local)) if _ONLINE else (str(_local),)))
+intersphinx_timeout = 5
+# Only explicit :external: references or resolvable names go to other projects.
+intersphinx_disabled_reftypes = ["std:doc"]
+
+# ---------------------------------------------------------------------------
+# myst-nb: execution of the chapters
+# ---------------------------------------------------------------------------
+# "cache": a page is executed once and its outputs reused until it changes.
+# myst-nb keys its cache on the cells' source only, so editing the package
+# would leave stale outputs.  We therefore key the cache folder on a hash of
+# the package source: any change to literate_transformer/ re-executes every
+# page (they all import it); an unchanged rebuild reuses everything.
+nb_execution_mode = "cache"
+
+
+def _package_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "literate_transformer").rglob("*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+_CACHE_ROOT = DOCS / "_build" / ".jupyter_cache"
+nb_execution_cache_path = str(_CACHE_ROOT / _package_digest())
+# Caches of older package versions are dead weight.
+if _CACHE_ROOT.is_dir():
+    for _old in _CACHE_ROOT.iterdir():
+        if _old.is_dir() and str(_old) != nb_execution_cache_path:
+            shutil.rmtree(_old, ignore_errors=True)
+# A failing cell fails the build (with -W), and its traceback is printed.
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+# The slowest page loads a 90 MB checkpoint and runs it a few times on 2 cores.
+nb_execution_timeout = 300
+# Dollar math and LaTeX environments in the Markdown; ::: fences for admonitions.
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist", "substitution"]
+myst_heading_anchors = 3
+# Rich outputs: prefer images and HTML over plain text reprs.
+nb_mime_priority_overrides = [("html", "text/plain", 90)]
+
+# ---------------------------------------------------------------------------
+# sphinx-gallery: the executed example scripts in gallery/
+# ---------------------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "gallery"),
+    "gallery_dirs": "auto_examples",
+    # Only plot_*.py scripts are executed (helpers may live beside them).
+    "filename_pattern": r"/plot_",
+    # An example that raises fails the build: a silently broken example is worse than none.
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    # The per-example times go to the build log; their HTML table would need a CDN.
+    "write_computation_times": False,
+    # Each script seeds itself (so it also runs standalone); matplotlib is reset between them.
+    "reset_modules": ("matplotlib",),
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "show_memory": False,
+    "min_reported_time": 0,
+    # Link names in the examples to the API reference.
+    "reference_url": {"literate_transformer": None},
+    "doc_module": ("literate_transformer",),
+}
+
+# ---------------------------------------------------------------------------
+# HTML output
+# ---------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = "literate_transformer"
+html_static_path = ["_static"]
+html_theme_options = {
+    # Each executed chapter can be downloaded (source and notebook).
+    "use_download_button": True,
+    "use_fullscreen_button": True,
+    "show_toc_level": 2,
+    "home_page_in_toc": True,
+}
+# MathJax from our own _static folder (npm mathjax@3.2.2): the default loads
+# it from a CDN, and offline the math would show as raw TeX.
+mathjax_path = "vendor/mathjax/tex-chtml.js"
+# Sphinx's own copy of the sources is not needed next to the download button.
+html_copy_source = True
+html_show_sourcelink = False
+# copybutton: strip ">>> " and "$ " prompts when copying.
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True

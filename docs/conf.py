@@ -150,7 +150,8 @@ def _package_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-_CACHE_ROOT = DOCS / "_build" / ".jupyter_cache"
+# LT_JUPYTER_CACHE moves the cache (e.g. for builds into another output folder).
+_CACHE_ROOT = Path(os.environ.get("LT_JUPYTER_CACHE", DOCS / "_build" / ".jupyter_cache"))
 nb_execution_cache_path = str(_CACHE_ROOT / _package_digest())
 # Caches of older package versions are dead weight.
 if _CACHE_ROOT.is_dir():

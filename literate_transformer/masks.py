@@ -1,0 +1,194 @@
+r"""Masks: which keys each query may look at.
+
+Attention lets every query position mix information from every key position.
+Two things restrict that:
+
+*Padding.*  Sentences in a batch have different lengths, so the short ones are
+padded with ``[PAD]`` tokens.  No query should attend to a padding key; the
+tokenizer's ``attention_mask`` (1 for real tokens, 0 for padding) says which
+keys are real.
+
+*Causality.*  A decoder predicts token :math:`t+1` from tokens :math:`\le t`;
+during training it sees the whole target sequence at once, so query
+:math:`i` must not look at keys :math:`j > i`.  This is the look-ahead (causal)
+mask, a lower-triangular matrix.
+
+Two ways to write a mask
+------------------------
+PyTorch's modules take a **boolean** mask.  This package uses ``True`` for
+"may attend" (as :func:`torch.nn.functional.scaled_dot_product_attention`
+does; :class:`torch.nn.MultiheadAttention`'s ``key_padding_mask`` uses the
+opposite convention, ``True`` for *ignore*).
+
+BERT (HuggingFace's ``modeling_bert.py``) uses an **additive** mask: a float
+tensor that is ``0`` where attention is allowed and a very negative number
+where it is not, *added* to the attention scores before the softmax:
+
+.. math::
+
+    \operatorname{softmax}(s_j + m_j) = \frac{e^{s_j} e^{m_j}}{\sum_k e^{s_k} e^{m_k}},
+    \qquad e^{m_j} \approx 0 \text{ when } m_j \ll 0 .
+
+:func:`to_additive` and :func:`to_boolean` convert between the two.
+
+Why not :math:`-\infty`?
+------------------------
+Filling masked scores with ``-inf`` is exact for a row with at least one
+visible key, but a row whose keys are *all* masked (a padding query, or a
+fully padded example) becomes :math:`\operatorname{softmax}(-\infty, \dots) =
+0/0 =` NaN, and NaN spreads through every later layer and gradient.  Some
+versions of this material do exactly that.  Here masked scores are set to
+the most negative *finite* value of the dtype, ``torch.finfo(dtype).min``:
+a fully masked row then gets uniform weights (a harmless average that the
+padding position's output never feeds into real tokens), and no NaN appears
+in fp32, fp16 or bf16.  :func:`masked_fill_scores` also clamps additive masks,
+because ``score + finfo.min`` can overflow to ``-inf`` in half precision.
+
+>>> causal_mask(3)
+tensor([[ True, False, False],
+        [ True,  True, False],
+        [ True,  True,  True]])
+>>> padding_mask(torch.tensor([[1, 1, 0]])).shape
+torch.Size([1, 1, 1, 3])
+>>> to_additive(torch.tensor([True, False]))
+tensor([ 0.0000e+00, -3.4028e+38])
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "padding_mask",
+    "causal_mask",
+    "combine_masks",
+    "to_additive",
+    "to_boolean",
+    "masked_fill_scores",
+]
+
+
+def padding_mask(attention_mask: Tensor) -> Tensor:
+    """Turn a tokenizer's ``attention_mask`` into a boolean key mask.
+
+    Args:
+        attention_mask: ``(B, S)``, 1 (or ``True``) for real tokens and 0 for padding.
+
+    Returns:
+        A boolean ``(B, 1, 1, S)`` mask, ``True`` where a key may be attended
+        to; it broadcasts over heads ``H`` and queries ``T``.
+
+    Raises:
+        TypeError: if ``attention_mask`` is not a tensor.
+        ValueError: if it is not 2-D or holds values other than 0 and 1.
+    """
+    from ._checks import check_attention_mask
+
+    attention_mask = check_attention_mask(attention_mask, None, None)
+    return attention_mask.bool()[:, None, None, :]
+
+
+def causal_mask(query_length: int, key_length: int | None = None, device: torch.device | str | None = None) -> Tensor:
+    """The look-ahead mask: query ``i`` may see keys ``j <= i``.
+
+    With a key/value cache the queries are the *last* ``query_length`` of
+    ``key_length`` positions, so query ``i`` sits at absolute position
+    ``key_length - query_length + i`` and may see every key up to it.
+
+    Args:
+        query_length: Number of queries ``T``.
+        key_length: Number of keys ``S`` (defaults to ``T``); at least ``T``.
+        device: Where to build the mask.
+
+    Returns:
+        A boolean ``(T, S)`` mask.
+
+    Raises:
+        ValueError: for non-positive lengths or ``key_length < query_length``.
+
+    >>> causal_mask(1, 3)  # one new token after two cached ones sees all three
+    tensor([[True, True, True]])
+    """
+    if key_length is None:
+        key_length = query_length
+    for name, value in (("query_length", query_length), ("key_length", key_length)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if key_length < query_length:
+        raise ValueError(
+            f"key_length ({key_length}) must be at least query_length ({query_length}): "
+            "queries are the last positions of the keys"
+        )
+    offset = key_length - query_length
+    query_positions = torch.arange(query_length, device=device)[:, None] + offset  # (T, 1)
+    key_positions = torch.arange(key_length, device=device)[None, :]  # (1, S)
+    return key_positions <= query_positions
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of boolean masks (broadcasting), skipping ``None``.
+
+    >>> combine_masks(causal_mask(2), None, torch.tensor([True, False])).tolist()
+    [[True, False], [True, False]]
+    """
+    present = [mask for mask in masks if mask is not None]
+    if not present:
+        return None
+    combined = present[0].bool()
+    for mask in present[1:]:
+        combined = combined & mask.bool()
+    return combined
+
+
+def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Boolean mask (``True`` = attend) to BERT's additive form.
+
+    Returns ``0.0`` where ``mask`` is ``True`` and ``torch.finfo(dtype).min``
+    where it is ``False``.
+    """
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
+    additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return additive.masked_fill(~mask, torch.finfo(dtype).min)
+
+
+def to_boolean(additive_mask: Tensor) -> Tensor:
+    """BERT's additive mask back to a boolean one (``True`` = attend).
+
+    A position counts as masked when its value is below half the dtype's
+    most negative value, so the conversion is robust to ``-inf`` and to the
+    rounding of ``finfo.min`` after arithmetic.
+    """
+    if not additive_mask.is_floating_point():
+        raise TypeError(f"additive_mask must be a floating-point tensor, got dtype {additive_mask.dtype}")
+    return additive_mask > torch.finfo(additive_mask.dtype).min / 2
+
+
+def masked_fill_scores(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Apply a boolean or additive mask to attention scores, NaN-free.
+
+    Args:
+        scores: Attention scores ``(..., T, S)``.
+        mask: ``None``, a boolean mask (``True`` = attend) or an additive
+            float mask, broadcastable to ``scores``.
+
+    Returns:
+        Scores where masked positions hold ``torch.finfo(scores.dtype).min``
+        (boolean masks) or ``scores + mask`` clamped to that value (additive
+        masks): finite everywhere, so a fully masked row softmaxes to uniform
+        weights rather than NaN.
+
+    >>> s = torch.zeros(1, 2)
+    >>> torch.softmax(masked_fill_scores(s, torch.tensor([[False, False]])), dim=-1)
+    tensor([[0.5000, 0.5000]])
+    """
+    if mask is None:
+        return scores
+    lowest = torch.finfo(scores.dtype).min
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, lowest)
+    if not mask.is_floating_point():
+        raise TypeError(f"mask must be boolean or floating point, got dtype {mask.dtype}")
+    # Adding finfo.min to a negative score overflows to -inf in fp16/bf16: clamp.
+    return (scores + mask.to(scores.dtype)).clamp(min=lowest)

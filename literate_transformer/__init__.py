@@ -5,11 +5,14 @@ read them in this order:
 
 1. :mod:`~literate_transformer.config` and :mod:`~literate_transformer.checkpoints`:
    the numbers that define a model, and the pretrained BERT we compare against.
+2. :mod:`~literate_transformer.attention`: scaled dot-product attention, one
+   head, many heads (the book's ``AttentionHead`` and ``MultiHeadAttention``).
 
 The public names are re-exported here, so ``import literate_transformer as lt``
 and ``lt.TransformerConfig`` is all a reader needs.
 """
 
+from .attention import AttentionHead, AttentionOutput, MultiHeadAttention, scaled_dot_product_attention
 from .checkpoints import (
     CheckpointError,
     CheckpointIntegrityError,
@@ -23,6 +26,10 @@ from .config import TransformerConfig, as_config
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttentionHead",
+    "AttentionOutput",
+    "MultiHeadAttention",
+    "scaled_dot_product_attention",
     "CheckpointError",
     "CheckpointIntegrityError",
     "CheckpointNotFoundError",

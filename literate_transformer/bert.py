@@ -1,0 +1,921 @@
+r"""BERT, line by line: HuggingFace's ``modeling_bert.py`` without the machinery.
+
+This module rebuilds :class:`transformers.BertModel` with **the same module
+and parameter names** (``embeddings.word_embeddings``,
+``encoder.layer.0.attention.self.query``, ``...output.LayerNorm``, ``pooler.dense``),
+so that a pretrained checkpoint loads into it with a plain
+:meth:`~torch.nn.Module.load_state_dict` (see
+:mod:`~literate_transformer.pretrained` and :meth:`BertModel.from_pretrained`),
+and the tests can prove, number by number, that it computes what HuggingFace
+computes.  What it drops is the production machinery: key/value caches,
+head pruning, feed-forward chunking, gradient checkpointing, ``return_dict``
+and tuple outputs.
+
+The shape legend of the whole package: ``B`` batch, ``T`` query (target)
+length, ``S`` key/value (source) length, ``H`` heads, ``D`` head size,
+``E`` hidden size, ``F`` intermediate size.  Every tensor-producing line of a
+``forward`` below ends with its shape, and a test runs the code and checks
+each of those comments.
+
+The model
+---------
+A token sequence :math:`x_1 \dots x_T` (with segment ids :math:`s_t`) becomes
+vectors in three lookups and a layer norm (:class:`BertEmbeddings`),
+
+.. math::
+
+    h^{(0)}_t = \operatorname{LayerNorm}\big(W^{\text{word}}_{x_t} + W^{\text{pos}}_{t} + W^{\text{type}}_{s_t}\big),
+
+then passes through ``num_hidden_layers`` identical layers (:class:`BertLayer`),
+each made of two sub-layers with a residual connection and a layer norm
+*after* the sum (BERT is **post**-LN, like the 2017 paper):
+
+.. math::
+
+    a = \operatorname{LayerNorm}\big(h + \operatorname{MultiHead}(h)\,W^O\big), \qquad
+    h' = \operatorname{LayerNorm}\big(a + \operatorname{act}(a W_1 + b_1) W_2 + b_2\big).
+
+The book *Natural Language Processing with Transformers* builds its encoder
+**pre**-LN instead (:math:`h + \operatorname{MultiHead}(\operatorname{LayerNorm}(h))`),
+which trains more stably; the two arrangements are not interchangeable, and
+pretrained BERT weights only reproduce BERT in the post-LN one written here.
+Finally :class:`BertPooler` turns the ``[CLS]`` vector into a sentence vector,
+:math:`\tanh(W h_{\text{CLS}} + b)`.
+
+Self-attention, step by step
+----------------------------
+:meth:`BertSelfAttention.forward` is the heart of the model, and the part the
+source notebooks annotate.  For hidden states :math:`X` of shape ``(B, T, E)``:
+
+1. **Project.**  Three linear layers ``query``, ``key`` and ``value``, each
+   ``E -> E``, give :math:`Q = X W^Q`, :math:`K = X W^K`, :math:`V = X W^V`.
+   For cross-attention (a decoder reading an encoder), :math:`K` and
+   :math:`V` come from ``encoder_hidden_states`` (``(B, S, E)``) instead.
+2. **Split into heads** (``transpose_for_scores``): the last dimension
+   ``E`` is viewed as ``H`` heads of ``D = E / H`` features, and the heads are
+   moved before the sequence: ``(B, T, E) -> (B, T, H, D) -> (B, H, T, D)``.
+   BERT-base has 12 heads of 64 features (hidden size 768); the default
+   checkpoint here, MiniLM-L6, has 12 heads of 32 (hidden size 384).
+3. **Score** every query against every key (``attention_scores``), scaled
+   by :math:`\sqrt{D}` so that the dot products do not grow with the head size
+   and saturate the softmax:
+
+   .. math::
+
+       \text{scores} = \frac{Q K^\top}{\sqrt{D}} \in \mathbb{R}^{B \times H \times T \times S}.
+
+4. **Mask** (additively, as BERT does): padding keys get
+   ``torch.finfo(dtype).min`` added to their scores, so that the softmax gives
+   them (numerically) zero weight.  A decoder's self-attention also hides
+   future keys (the causal mask).  Masked scores are the most negative
+   *finite* number, never :math:`-\infty`: a row whose keys are all masked
+   still softmaxes to finite weights instead of NaN (see
+   :mod:`~literate_transformer.masks`).
+5. **Normalise** each row with a softmax over the keys (``attention_probs``),
+   then apply dropout to those probabilities (active in training only), and
+   optionally ``head_mask``, a per-head factor (0 switches a head off).
+6. **Mix** the values: ``context_layer`` :math:`= \operatorname{softmax}(\cdot) V`,
+   ``(B, H, T, D)``, and merge the heads back, ``(B, T, H, D) -> (B, T, E)``.
+
+Together:
+:math:`\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\big(QK^\top / \sqrt{D} + M\big)\,V`.
+:class:`BertSelfOutput` then applies the output projection :math:`W^O`
+(``dense``), dropout, the residual and the layer norm.
+
+Fused projections versus one module per head
+--------------------------------------------
+The book writes multi-head attention as a list of ``AttentionHead`` modules,
+each with its own ``q``, ``k``, ``v`` layers of size ``E -> D``, whose outputs
+are concatenated and fed to ``output_linear``.  HuggingFace fuses the ``H``
+per-head projections into one ``E -> E`` layer each: rows
+``h*D:(h+1)*D`` of ``query.weight`` *are* head ``h``'s query projection, and
+``transpose_for_scores`` is what separates them.  The two are the same
+function with the weights arranged differently;
+:func:`split_bert_attention_into_heads` converts one into the other, and a
+test proves them equal on the pretrained checkpoint.
+
+Eager and SDPA
+--------------
+``config.attn_implementation`` chooses how steps 3 to 6 run.  ``"eager"``
+(the default) is the commented code above.  ``"sdpa"`` calls
+:func:`torch.nn.functional.scaled_dot_product_attention`, which fuses them
+into one kernel (flash or memory-efficient attention on a GPU) and never
+materialises the ``(B, H, T, S)`` probabilities.  So when
+``output_attentions=True`` (or a ``head_mask`` is given), that call falls
+back to the eager path; the tests show both paths agree.
+
+Then and now: ``output_attentions``
+-----------------------------------
+Older ``transformers`` releases (those the source notebook on
+``BertSelfAttention`` was written against) read ``config.output_attentions``
+and returned tuples such as ``(context_layer, attention_probs)``.  Today
+``output_attentions`` is an argument of ``forward``, outputs are dataclasses,
+and attention probabilities are only returned by the eager implementation:
+a model loaded with the default SDPA attention returns none.  This module
+follows today's API with a small :class:`BertModelOutput` dataclass.
+
+>>> import torch
+>>> from literate_transformer import TransformerConfig
+>>> config = TransformerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+...                            num_attention_heads=4, intermediate_size=32, max_position_embeddings=20)
+>>> model = BertModel(config).eval()
+>>> input_ids = torch.tensor([[2, 7, 9, 3], [2, 5, 3, 0]])
+>>> out = model(input_ids, attention_mask=torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]), output_attentions=True)
+>>> out.last_hidden_state.shape, out.pooler_output.shape
+(torch.Size([2, 4, 16]), torch.Size([2, 16]))
+>>> len(out.attentions), out.attentions[0].shape  # one (B, H, T, T) tensor per layer
+(2, torch.Size([2, 4, 4, 4]))
+>>> out.attentions[0][1, :, :, 3].max().item() < 1e-6  # nobody attends to the padding key
+True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ._checks import (
+    check_attention_mask,
+    check_hidden_states,
+    check_input_ids,
+    check_tensor,
+    check_token_type_ids,
+)
+from .config import TransformerConfig, as_config
+from .masks import causal_mask, masked_fill_scores, padding_mask, to_additive
+
+__all__ = [
+    "BertModelOutput",
+    "BertEmbeddings",
+    "BertSelfAttention",
+    "BertSelfOutput",
+    "BertAttention",
+    "BertIntermediate",
+    "BertOutput",
+    "BertLayer",
+    "BertLayerOutput",
+    "BertEncoder",
+    "BertPooler",
+    "BertModel",
+]
+
+
+def _activation(name: str) -> nn.Module:
+    """The feed-forward activation named by ``config.hidden_act`` (HuggingFace's names)."""
+    activations = {
+        # BERT's own: the exact GELU, x * Phi(x).
+        "gelu": lambda: nn.GELU(),
+        # GPT-2's tanh approximation of GELU, under its two HuggingFace names.
+        "gelu_new": lambda: nn.GELU(approximate="tanh"),
+        "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
+        "relu": lambda: nn.ReLU(),
+        "silu": lambda: nn.SiLU(),
+        "swish": lambda: nn.SiLU(),
+        "tanh": lambda: nn.Tanh(),
+    }
+    if name not in activations:
+        raise ValueError(f"hidden_act must be one of {sorted(activations)}, got {name!r}")
+    return activations[name]()
+
+
+@dataclass
+class BertModelOutput:
+    """What :class:`BertModel` (and :class:`BertEncoder`) return.
+
+    Attributes:
+        last_hidden_state: The last layer's output, ``(B, T, E)``.
+        pooler_output: The pooled ``[CLS]`` vector, ``(B, E)``; ``None`` for
+            :class:`BertEncoder` or a model built without a pooler.
+        hidden_states: With ``output_hidden_states=True``: the embeddings'
+            output and every layer's output, ``num_hidden_layers + 1``
+            tensors of shape ``(B, T, E)``.
+        attentions: With ``output_attentions=True``: every layer's
+            self-attention probabilities, ``(B, H, T, T)`` each.
+        cross_attentions: With ``output_attentions=True`` in a model with
+            cross-attention: every layer's cross-attention probabilities,
+            ``(B, H, T, S)`` each.
+    """
+
+    last_hidden_state: Tensor
+    pooler_output: Tensor | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+    cross_attentions: tuple[Tensor, ...] | None = None
+
+
+class BertLayerOutput(NamedTuple):
+    """What :meth:`BertLayer.forward` returns.
+
+    Attributes:
+        hidden_states: The layer's output, ``(B, T, E)``.
+        attentions: Self-attention probabilities ``(B, H, T, T)`` when asked for, else ``None``.
+        cross_attentions: Cross-attention probabilities ``(B, H, T, S)`` when asked for
+            and the layer has cross-attention, else ``None``.
+    """
+
+    hidden_states: Tensor
+    attentions: Tensor | None
+    cross_attentions: Tensor | None
+
+
+# ---------------------------------------------------------------------------
+# Embeddings
+# ---------------------------------------------------------------------------
+class BertEmbeddings(nn.Module):
+    r"""Token, position and segment embeddings, summed and normalised.
+
+    .. math::
+
+        h^{(0)}_t = \operatorname{Dropout}\Big(\operatorname{LayerNorm}\big(W^{\text{word}}_{x_t}
+        + W^{\text{pos}}_{p_t} + W^{\text{type}}_{s_t}\big)\Big)
+
+    The positions are *learned* (one trained vector per position up to
+    ``max_position_embeddings``), not the 2017 paper's sinusoids.  The
+    position ids are built on the input's device at each call (HuggingFace
+    keeps them in a buffer; some source notebooks built them on the CPU
+    whatever the input's device).
+
+    Args:
+        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+            ``transformers`` config.
+    """
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.config = config
+        #: One vector per vocabulary entry (``V x E``); the padding token's row starts at zero.
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        #: One learned vector per position (``max_position_embeddings x E``).
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        #: One vector per segment (sentence A / sentence B).
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        # The capitalised name breaks PEP 8 on purpose: it is the name of the
+        # parameters in every BERT checkpoint (it comes from the original
+        # TensorFlow code), so keeping it lets the weights load 1:1.
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+    ) -> Tensor:
+        """Embed token ids.
+
+        Args:
+            input_ids: ``(B, T)`` token ids.
+            token_type_ids: ``(B, T)`` segment ids; all zeros when omitted.
+            position_ids: ``(B, T)`` or ``(1, T)`` positions; ``0 .. T-1`` when omitted.
+
+        Returns:
+            The embeddings, ``(B, T, E)``.
+        """
+        batch_size, seq_length = input_ids.shape
+        # Positions 0, 1, ..., T-1, made where the input lives.
+        if position_ids is None:
+            position_ids = torch.arange(seq_length, device=input_ids.device)[None, :]  # (1, T)
+        position_ids = position_ids.expand(batch_size, seq_length)  # (B, T)
+        # Without segment ids every token belongs to sentence A (segment 0).
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)  # (B, T)
+        # The three lookups: what the token is, where it is, which sentence it belongs to.
+        inputs_embeds = self.word_embeddings(input_ids)  # (B, T, E)
+        token_type_embeddings = self.token_type_embeddings(token_type_ids)  # (B, T, E)
+        position_embeddings = self.position_embeddings(position_ids)  # (B, T, E)
+        # Their sum (HuggingFace's order of additions, for bit-for-bit closeness).
+        embeddings = inputs_embeds + token_type_embeddings + position_embeddings  # (B, T, E)
+        # Normalise each token vector, then dropout (active in training only).
+        embeddings = self.LayerNorm(embeddings)  # (B, T, E)
+        embeddings = self.dropout(embeddings)  # (B, T, E)
+        return embeddings
+
+
+# ---------------------------------------------------------------------------
+# Attention
+# ---------------------------------------------------------------------------
+class BertSelfAttention(nn.Module):
+    r"""Multi-head scaled dot-product attention with fused projections.
+
+    .. math::
+
+        \operatorname{head}_h = \operatorname{softmax}\Big(\frac{Q_h K_h^\top}{\sqrt{D}} + M\Big) V_h,
+        \qquad \text{context} = [\operatorname{head}_1; \dots; \operatorname{head}_H]
+
+    The output projection :math:`W^O` is not here but in
+    :class:`BertSelfOutput` (``dense``), as in HuggingFace.
+
+    Args:
+        config: The model config.
+        is_causal: Hide future keys (a decoder's self-attention).
+        is_cross_attention: Take keys and values from ``encoder_hidden_states``
+            (a decoder's attention over the encoder output).
+    """
+
+    def __init__(
+        self, config: TransformerConfig | Any, is_causal: bool = False, is_cross_attention: bool = False
+    ) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.config = config
+        self.num_attention_heads = config.num_attention_heads  # H
+        self.attention_head_size = config.head_size  # D = E / H
+        self.all_head_size = self.num_attention_heads * self.attention_head_size  # H * D = E
+        self.is_causal = is_causal
+        self.is_cross_attention = is_cross_attention
+        # The H heads' projections, side by side in one E -> E layer each.
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.key = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def transpose_for_scores(self, x: Tensor) -> Tensor:
+        """Split the last dimension into heads: ``(B, L, E) -> (B, H, L, D)``."""
+        batch_size, length, _ = x.shape
+        # View the E features as H heads of D: (B, L, E) -> (B, L, H, D) ...
+        x = x.view(batch_size, length, self.num_attention_heads, self.attention_head_size)
+        # ... and put the heads before the positions: (B, H, L, D).
+        return x.permute(0, 2, 1, 3)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``hidden_states`` to itself (or to ``encoder_hidden_states``).
+
+        Args:
+            hidden_states: The queries' input, ``(B, T, E)``.
+            attention_mask: ``None``, or a mask broadcastable to ``(B, H, T, S)``:
+                additive (``0`` keep, ``finfo.min`` hide; what :class:`BertModel`
+                passes on the eager path) or boolean (``True`` = may attend).
+                The causal mask of a decoder is added here, not by the caller.
+            head_mask: ``(H,)`` factors multiplying each head's probabilities.
+            encoder_hidden_states: ``(B, S, E)``, the keys' and values' input
+                for cross-attention.
+            output_attentions: Also return the probabilities (forces the eager path).
+
+        Returns:
+            ``(context_layer, attention_probs)``: ``(B, T, E)`` and
+            ``(B, H, T, S)`` or ``None``.
+        """
+        if self.is_cross_attention and encoder_hidden_states is None:
+            raise ValueError("encoder_hidden_states is required: this is a cross-attention layer")
+        batch_size, query_length, _ = hidden_states.shape
+        # 1) Queries from the tokens themselves; keys and values from the same
+        #    tokens (self-attention) or from the encoder's output (cross-attention).
+        key_value_states = encoder_hidden_states if self.is_cross_attention else hidden_states
+        mixed_query_layer = self.query(hidden_states)  # (B, T, E)
+        # 2) Split E into H heads of D features and put the heads first.
+        query_layer = self.transpose_for_scores(mixed_query_layer)  # (B, H, T, D)
+        key_layer = self.transpose_for_scores(self.key(key_value_states))  # (B, H, S, D)
+        value_layer = self.transpose_for_scores(self.value(key_value_states))  # (B, H, S, D)
+        key_length = key_layer.shape[-2]
+
+        use_sdpa = self.config.attn_implementation == "sdpa" and not output_attentions and head_mask is None
+        if use_sdpa:
+            # The fused kernel does steps 3-6 at once; a decoder without
+            # padding needs no mask tensor at all (is_causal=True).
+            context_layer = self._sdpa(query_layer, key_layer, value_layer, attention_mask)  # (B, H, T, D)
+            attention_probs = None
+        else:
+            # 3) Raw scores Q K^T: one per (query, key) pair in every head ...
+            attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))  # (B, H, T, S)
+            # ... scaled by 1/sqrt(D) so their spread does not grow with the head size.
+            attention_scores = attention_scores / math.sqrt(self.attention_head_size)  # (B, H, T, S)
+            # 4) Padding: add the (additive) mask, finfo.min on hidden keys, never -inf.
+            attention_scores = masked_fill_scores(attention_scores, attention_mask)  # (B, H, T, S)
+            # 4') A decoder: query i may not see keys after position i.
+            if self.is_causal:
+                future = causal_mask(query_length, key_length, device=attention_scores.device)  # (T, S)
+                attention_scores = masked_fill_scores(attention_scores, future)  # (B, H, T, S)
+            # 5) Softmax over the keys: each query's weights sum to 1.
+            attention_probs = F.softmax(attention_scores, dim=-1)  # (B, H, T, S)
+            # Dropout on the weights: a query randomly ignores some keys (training only).
+            attention_probs = self.dropout(attention_probs)  # (B, H, T, S)
+            # head_mask scales (0 disables) whole heads.
+            if head_mask is not None:
+                head_factors = head_mask.to(attention_probs.dtype).view(1, -1, 1, 1)  # (1, H, 1, 1)
+                attention_probs = attention_probs * head_factors  # (B, H, T, S)
+            # 6) Weighted average of the values.
+            context_layer = torch.matmul(attention_probs, value_layer)  # (B, H, T, D)
+        # Merge the heads back: (B, H, T, D) -> (B, T, H, D) -> (B, T, E).
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()  # (B, T, H, D)
+        context_layer = context_layer.view(batch_size, query_length, self.all_head_size)  # (B, T, E)
+        return context_layer, (attention_probs if output_attentions else None)
+
+    def _sdpa(self, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """Steps 3 to 6 in PyTorch's fused kernel."""
+        dropout_p = self.dropout.p if self.training else 0.0
+        if attention_mask is None:
+            is_causal = self.is_causal and query.shape[-2] > 1
+            return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p, is_causal=is_causal)
+        mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(query.dtype)
+        if self.is_causal:
+            future = causal_mask(query.shape[-2], key.shape[-2], device=query.device)
+            if mask.dtype == torch.bool:
+                mask = mask & future
+            else:
+                mask = torch.where(future, mask, torch.finfo(mask.dtype).min)
+        if mask.dtype == torch.bool:
+            # A query whose keys are all hidden (a fully padded example) may
+            # attend to all of them instead: its row is meaningless either way,
+            # and an all-False row is NaN in some fused kernels.
+            mask = mask | ~mask.any(dim=-1, keepdim=True)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+
+
+class BertSelfOutput(nn.Module):
+    r"""The attention sub-layer's output projection, residual and post-layer norm.
+
+    .. math:: \operatorname{LayerNorm}\big(x + \operatorname{Dropout}(\text{context}\, W^O + b^O)\big)
+    """
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        #: :math:`W^O`, mixing the heads' concatenated outputs.
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        # Capitalised as in the checkpoints, so the weights load by name.
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+        """``hidden_states``: the attention context ``(B, T, E)``; ``input_tensor``: the sub-layer's input."""
+        # Output projection W^O.
+        hidden_states = self.dense(hidden_states)  # (B, T, E)
+        hidden_states = self.dropout(hidden_states)  # (B, T, E)
+        # Post-LN: the residual sum is normalised (the book's pre-LN normalises the input instead).
+        hidden_states = self.LayerNorm(hidden_states + input_tensor)  # (B, T, E)
+        return hidden_states
+
+
+class BertAttention(nn.Module):
+    """One attention sub-layer: :class:`BertSelfAttention` (``self``) + :class:`BertSelfOutput` (``output``).
+
+    Args:
+        config: The model config.
+        is_causal: Passed to :class:`BertSelfAttention`.
+        is_cross_attention: Passed to :class:`BertSelfAttention`.
+    """
+
+    def __init__(
+        self, config: TransformerConfig | Any, is_causal: bool = False, is_cross_attention: bool = False
+    ) -> None:
+        super().__init__()
+        # `self` is an odd attribute name in Python, but it is the checkpoints'
+        # (attention.self.query.weight, ...), so it stays.
+        self.self = BertSelfAttention(config, is_causal=is_causal, is_cross_attention=is_cross_attention)
+        self.output = BertSelfOutput(config)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """See :meth:`BertSelfAttention.forward`; returns ``(output (B, T, E), probabilities or None)``."""
+        # Attention, then projection + residual + LayerNorm.
+        context_layer, attention_probs = self.self(
+            hidden_states, attention_mask, head_mask, encoder_hidden_states, output_attentions
+        )
+        attention_output = self.output(context_layer, hidden_states)  # (B, T, E)
+        return attention_output, attention_probs
+
+
+class BertIntermediate(nn.Module):
+    r"""The first half of the feed-forward sub-layer: :math:`\operatorname{act}(a W_1 + b_1)`, ``E -> F``."""
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = _activation(config.hidden_act)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, F)``."""
+        # Widen each token vector to F features (4 E in BERT) ...
+        hidden_states = self.dense(hidden_states)  # (B, T, F)
+        # ... and apply the non-linearity (GELU in BERT), token by token.
+        hidden_states = self.intermediate_act_fn(hidden_states)  # (B, T, F)
+        return hidden_states
+
+
+class BertOutput(nn.Module):
+    r"""The second half of the feed-forward sub-layer, with residual and post-layer norm.
+
+    .. math:: \operatorname{LayerNorm}\big(a + \operatorname{Dropout}(u W_2 + b_2)\big)
+    """
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        # Capitalised as in the checkpoints, so the weights load by name.
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+        """``hidden_states``: ``(B, T, F)`` from :class:`BertIntermediate`; ``input_tensor``: ``(B, T, E)``."""
+        # Back from F to E features.
+        hidden_states = self.dense(hidden_states)  # (B, T, E)
+        hidden_states = self.dropout(hidden_states)  # (B, T, E)
+        # Residual, then LayerNorm (post-LN).
+        hidden_states = self.LayerNorm(hidden_states + input_tensor)  # (B, T, E)
+        return hidden_states
+
+
+class BertLayer(nn.Module):
+    """One transformer layer: self-attention, (cross-attention,) feed-forward.
+
+    With ``config.is_decoder`` the self-attention is causal; with
+    ``config.add_cross_attention`` (a decoder only) a ``crossattention``
+    sub-layer between the two attends to the encoder's output.
+
+    Args:
+        config: The model config.
+
+    Raises:
+        ValueError: for ``add_cross_attention`` without ``is_decoder``.
+    """
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.is_decoder = config.is_decoder
+        self.add_cross_attention = config.add_cross_attention
+        self.attention = BertAttention(config, is_causal=config.is_decoder)
+        if config.add_cross_attention:
+            if not config.is_decoder:
+                raise ValueError("add_cross_attention=True needs is_decoder=True: only a decoder reads an encoder")
+            self.crossattention = BertAttention(config, is_cross_attention=True)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> BertLayerOutput:
+        """Run the layer.
+
+        Args:
+            hidden_states: ``(B, T, E)``.
+            attention_mask: Self-attention mask, see :meth:`BertSelfAttention.forward`.
+            head_mask: ``(H,)`` head factors, applied to both attentions.
+            encoder_hidden_states: ``(B, S, E)``; required with cross-attention.
+            encoder_attention_mask: Cross-attention mask, broadcastable to ``(B, H, T, S)``.
+            output_attentions: Also return the attention probabilities.
+
+        Returns:
+            A :class:`BertLayerOutput`.
+        """
+        if self.add_cross_attention and encoder_hidden_states is None:
+            raise ValueError(
+                "encoder_hidden_states is required: this layer has cross-attention (config.add_cross_attention)"
+            )
+        if not self.add_cross_attention and encoder_hidden_states is not None:
+            raise ValueError(
+                "encoder_hidden_states was given, but this layer has no cross-attention "
+                "(build it with is_decoder=True and add_cross_attention=True)"
+            )
+        # Sub-layer 1: (masked) self-attention + residual + LayerNorm.
+        attention_output, self_attention_probs = self.attention(
+            hidden_states, attention_mask, head_mask, None, output_attentions
+        )
+        cross_attention_probs = None
+        # Sub-layer 2 (decoders that read an encoder): queries from the decoder, keys/values from the encoder.
+        if self.add_cross_attention:
+            attention_output, cross_attention_probs = self.crossattention(
+                attention_output, encoder_attention_mask, head_mask, encoder_hidden_states, output_attentions
+            )
+        # Last sub-layer: position-wise feed-forward + residual + LayerNorm.
+        intermediate_output = self.intermediate(attention_output)  # (B, T, F)
+        layer_output = self.output(intermediate_output, attention_output)  # (B, T, E)
+        return BertLayerOutput(layer_output, self_attention_probs, cross_attention_probs)
+
+
+class BertEncoder(nn.Module):
+    """The stack of ``num_hidden_layers`` :class:`BertLayer` modules (``layer``)."""
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.config = config
+        # A list, not a loop over one module: each layer has its own weights (layer.0, layer.1, ...).
+        self.layer = nn.ModuleList([BertLayer(config) for _ in range(config.num_hidden_layers)])
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BertModelOutput:
+        """Run every layer in turn.
+
+        Args:
+            hidden_states: The embeddings, ``(B, T, E)``.
+            attention_mask: See :meth:`BertSelfAttention.forward`.
+            head_mask: ``(L, H)`` factors, one row per layer, or ``None``.
+            encoder_hidden_states: ``(B, S, E)`` for cross-attention.
+            encoder_attention_mask: Cross-attention mask.
+            output_attentions: Collect every layer's attention probabilities.
+            output_hidden_states: Collect the input and every layer's output.
+
+        Returns:
+            A :class:`BertModelOutput` (without ``pooler_output``).
+        """
+        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        all_cross_attentions = [] if output_attentions and self.config.add_cross_attention else None
+        for index, layer_module in enumerate(self.layer):
+            layer_head_mask = head_mask[index] if head_mask is not None else None
+            layer_outputs = layer_module(
+                hidden_states,
+                attention_mask,
+                layer_head_mask,
+                encoder_hidden_states,
+                encoder_attention_mask,
+                output_attentions,
+            )
+            # Each layer's output is the next one's input.
+            hidden_states = layer_outputs.hidden_states  # (B, T, E)
+            if all_hidden_states is not None:
+                all_hidden_states.append(hidden_states)
+            if all_attentions is not None:
+                all_attentions.append(layer_outputs.attentions)
+            if all_cross_attentions is not None:
+                all_cross_attentions.append(layer_outputs.cross_attentions)
+        return BertModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden_states) if all_hidden_states is not None else None,
+            attentions=tuple(all_attentions) if all_attentions is not None else None,
+            cross_attentions=tuple(all_cross_attentions) if all_cross_attentions is not None else None,
+        )
+
+
+class BertPooler(nn.Module):
+    r"""The sentence vector: :math:`\tanh(W h_{\text{CLS}} + b)` from the first token's hidden state.
+
+    BERT's pre-training trains it on next-sentence prediction; a
+    classification head usually reads it (or the raw ``[CLS]`` state).
+    """
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, E)``."""
+        # The [CLS] token sits at position 0 of every sequence.
+        first_token_tensor = hidden_states[:, 0]  # (B, E)
+        pooled_output = self.dense(first_token_tensor)  # (B, E)
+        pooled_output = self.activation(pooled_output)  # (B, E)
+        return pooled_output
+
+
+# ---------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------
+class BertModel(nn.Module):
+    """BERT: :class:`BertEmbeddings`, :class:`BertEncoder` and :class:`BertPooler`.
+
+    Module and parameter names are HuggingFace's, so
+    ``BertModel.from_pretrained()`` loads a checkpoint by name, and
+    ``model.state_dict()`` has exactly the keys of
+    :meth:`transformers.BertModel.state_dict` (without its non-persistent
+    buffers).
+
+    Args:
+        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+            :class:`transformers.BertConfig`.
+        add_pooling_layer: Build the ``pooler`` (as HuggingFace does by default).
+    """
+
+    def __init__(self, config: TransformerConfig | Any, add_pooling_layer: bool = True) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+
+    # ------------------------------------------------------------------
+    # Loading weights
+    # ------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path_or_name: str | os.PathLike[str] | None = None, **config_changes: Any) -> BertModel:
+        """Build the model of a checkpoint and load its weights (in evaluation mode).
+
+        Args:
+            path_or_name: A checkpoint folder or hub name; by default the
+                offline, SHA-256-verified checkpoint (see
+                :func:`~literate_transformer.checkpoints.resolve_checkpoint`).
+            **config_changes: Config fields to override, e.g.
+                ``attn_implementation="sdpa"``.
+
+        Raises:
+            ValueError: for a checkpoint that is not BERT, or whose tensors do
+                not match the model (listing the missing, unexpected and
+                mis-shaped keys).
+        """
+        from .pretrained import load_pretrained
+
+        return load_pretrained(cls, path_or_name, **config_changes)
+
+    @classmethod
+    def from_hf(cls, hf_model: nn.Module, **config_changes: Any) -> BertModel:
+        """Copy a live :class:`transformers.BertModel` (weights and config) through the same key map.
+
+        Args:
+            hf_model: A ``transformers`` BERT model; ``BertForPreTraining``-style
+                models work too (the ``bert.`` prefix is stripped and the
+                ``cls.*`` heads dropped).
+            **config_changes: Config fields to override.
+
+        Returns:
+            The model, in the same training/evaluation mode as ``hf_model``.
+        """
+        from .pretrained import load_from_hf
+
+        return load_from_hf(cls, hf_model, **config_changes)
+
+    # ------------------------------------------------------------------
+    # Masks and inputs
+    # ------------------------------------------------------------------
+    def get_extended_attention_mask(
+        self, attention_mask: Tensor | None, dtype: torch.dtype, use_sdpa: bool
+    ) -> Tensor | None:
+        """A tokenizer's ``(B, S)`` mask in the form the attention path wants.
+
+        Eager: BERT's additive ``(B, 1, 1, S)`` mask, ``0`` for real tokens and
+        ``finfo(dtype).min`` for padding (HuggingFace's name for the
+        conversion is kept).  SDPA: a boolean ``(B, 1, 1, S)`` mask, or
+        ``None`` when nothing is padded, so that the fused kernel runs unmasked.
+        """
+        if attention_mask is None:
+            return None
+        if use_sdpa:
+            if bool(attention_mask.all()):
+                return None
+            return padding_mask(attention_mask)
+        return to_additive(padding_mask(attention_mask), dtype=dtype)
+
+    def _check_inputs(
+        self,
+        input_ids: Any,
+        attention_mask: Any,
+        token_type_ids: Any,
+        position_ids: Any,
+        head_mask: Any,
+        encoder_hidden_states: Any,
+        encoder_attention_mask: Any,
+    ) -> Tensor | None:
+        config = self.config
+        input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings)
+        batch_size, seq_length = input_ids.shape
+        if attention_mask is not None:
+            check_attention_mask(attention_mask, batch_size, seq_length)
+        if token_type_ids is not None:
+            check_token_type_ids(token_type_ids, (batch_size, seq_length), config.type_vocab_size)
+        if position_ids is not None:
+            check_tensor(position_ids, "position_ids", dtypes=("int",), ndim=2)
+            if position_ids.shape[0] not in (1, batch_size) or position_ids.shape[1] != seq_length:
+                raise ValueError(
+                    f"position_ids must have shape ({batch_size}, {seq_length}) or (1, {seq_length}), "
+                    f"got {tuple(position_ids.shape)}"
+                )
+            if position_ids.numel() and (
+                int(position_ids.min()) < 0 or int(position_ids.max()) >= config.max_position_embeddings
+            ):
+                raise ValueError(
+                    f"position_ids must be in [0, max_position_embeddings={config.max_position_embeddings})"
+                )
+        if head_mask is not None:
+            check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"))
+            heads, layers = config.num_attention_heads, config.num_hidden_layers
+            if head_mask.shape == (heads,):
+                head_mask = head_mask.expand(layers, heads)
+            elif head_mask.shape != (layers, heads):
+                raise ValueError(
+                    f"head_mask must have shape (H,) = ({heads},) or (L, H) = ({layers}, {heads}), "
+                    f"got {tuple(head_mask.shape)}"
+                )
+        if encoder_hidden_states is not None:
+            if not config.add_cross_attention:
+                raise ValueError(
+                    "encoder_hidden_states was given, but the model has no cross-attention "
+                    "(config.is_decoder and config.add_cross_attention must be True)"
+                )
+            check_hidden_states(encoder_hidden_states, config.hidden_size, "encoder_hidden_states")
+            if encoder_hidden_states.shape[0] != batch_size:
+                raise ValueError(
+                    f"encoder_hidden_states has batch size {encoder_hidden_states.shape[0]}, "
+                    f"but input_ids has {batch_size}"
+                )
+            if encoder_attention_mask is not None:
+                check_attention_mask(
+                    encoder_attention_mask, batch_size, encoder_hidden_states.shape[1], "encoder_attention_mask"
+                )
+        elif config.add_cross_attention:
+            raise ValueError("encoder_hidden_states is required: the model has cross-attention layers")
+        elif encoder_attention_mask is not None:
+            raise ValueError("encoder_attention_mask was given without encoder_hidden_states")
+        return head_mask
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BertModelOutput:
+        """Encode a batch of token sequences.
+
+        Args:
+            input_ids: ``(B, T)`` token ids.
+            attention_mask: ``(B, T)``, 1 for real tokens and 0 for padding.
+            token_type_ids: ``(B, T)`` segment ids (0 for sentence A, 1 for B).
+            position_ids: ``(B, T)`` or ``(1, T)``; ``0 .. T-1`` by default.
+            head_mask: ``(H,)`` or ``(L, H)`` factors on the attention
+                probabilities (0 switches a head off); forces the eager path.
+            encoder_hidden_states: ``(B, S, E)``, required by (and only by) a
+                model with cross-attention.
+            encoder_attention_mask: ``(B, S)``, the padding of the encoder's output.
+            output_attentions: Return every layer's attention probabilities
+                (forces the eager path for this call).
+            output_hidden_states: Return the embeddings and every layer's output.
+
+        Returns:
+            A :class:`BertModelOutput`.
+
+        Raises:
+            TypeError: for inputs of the wrong type or dtype.
+            ValueError: for out-of-range ids, too long sequences, masks of the
+                wrong shape or values, and encoder states that do not fit.
+        """
+        head_mask = self._check_inputs(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            head_mask,
+            encoder_hidden_states,
+            encoder_attention_mask,
+        )
+        # Which path the attention layers will take in this call.
+        use_sdpa = self.config.attn_implementation == "sdpa" and not output_attentions and head_mask is None
+        # 1) Token ids -> vectors.
+        embedding_output = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, E)
+        # 2) Padding masks for self- and cross-attention (the causal part lives in the layers).
+        extended_attention_mask = self.get_extended_attention_mask(attention_mask, embedding_output.dtype, use_sdpa)
+        encoder_extended_attention_mask = self.get_extended_attention_mask(
+            encoder_attention_mask, embedding_output.dtype, use_sdpa
+        )
+        # 3) The layers.
+        encoder_outputs = self.encoder(
+            embedding_output,
+            attention_mask=extended_attention_mask,
+            head_mask=head_mask,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_extended_attention_mask,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        sequence_output = encoder_outputs.last_hidden_state  # (B, T, E)
+        # 4) The [CLS] sentence vector.
+        pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
+        return BertModelOutput(
+            last_hidden_state=sequence_output,
+            pooler_output=pooled_output,
+            hidden_states=encoder_outputs.hidden_states,
+            attentions=encoder_outputs.attentions,
+            cross_attentions=encoder_outputs.cross_attentions,
+        )

@@ -61,6 +61,8 @@ extensions = [
     "sphinx.ext.mathjax",
     # Example scripts in gallery/ are executed and rendered with their figures.
     "sphinx_gallery.gen_gallery",
+    # ...and an example that ran but drew nothing (or never ran) fails the build (docs/_ext).
+    "gallery_check",
     # A "copy" button on every code block, which skips prompts and outputs.
     "sphinx_copybutton",
     # Cards, tabs and grids on the landing page.

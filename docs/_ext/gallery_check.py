@@ -1,0 +1,71 @@
+"""Fail the build when a gallery example silently produced nothing.
+
+sphinx-gallery's ``abort_on_example_error`` stops the build when an example
+*raises*.  An example can also fail quietly: a script that no longer matches
+``filename_pattern`` is rendered as plain code without being run, a script
+whose figure-making code sits behind a condition that is false on the build
+machine produces a page without a figure, and a stale ``auto_examples``
+folder can hide a script that was never executed at all.
+
+When an HTML build finishes, this extension checks that every
+``gallery/plot_*.py`` has its page in the output and that the page shows at
+least one figure produced by that script (``sphx_glr_<name>_NNN.png``).
+Anything missing is reported by name and the build fails.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+
+def missing_gallery_outputs(examples_dir: Path, html_dir: Path, gallery_dir: str) -> list[str]:
+    """Describe each ``plot_*.py`` in ``examples_dir`` whose page or figure is missing.
+
+    Args:
+        examples_dir: The folder holding the gallery scripts.
+        html_dir: The HTML output folder of the build.
+        gallery_dir: The gallery's folder inside the output (``auto_examples``).
+
+    Returns:
+        One line per problem; empty when every script rendered a figure.
+    """
+    problems = []
+    for script in sorted(examples_dir.glob("plot_*.py")):
+        page = html_dir / gallery_dir / f"{script.stem}.html"
+        if not page.is_file():
+            problems.append(f"{script.name}: no page {page.relative_to(html_dir)} was built")
+            continue
+        figure = re.compile(rf"sphx_glr_{re.escape(script.stem)}_\d{{3}}\.(png|svg|jpg)")
+        if not figure.search(page.read_text(encoding="utf-8")):
+            problems.append(f"{script.name}: its page shows no figure (did the script run and call plt.show()?)")
+    return problems
+
+
+def check_gallery(app: Sphinx, exception: Exception | None) -> None:
+    """``build-finished`` handler: raise when a gallery script left no figure."""
+    if exception is not None or app.builder.format != "html":
+        return
+    conf = app.config.sphinx_gallery_conf
+    examples_dirs = conf["examples_dirs"]
+    gallery_dirs = conf["gallery_dirs"]
+    if isinstance(examples_dirs, str):
+        examples_dirs, gallery_dirs = [examples_dirs], [gallery_dirs]
+    problems = []
+    for examples_dir, gallery_dir in zip(examples_dirs, gallery_dirs, strict=True):
+        source = Path(app.confdir, examples_dir)
+        problems += missing_gallery_outputs(source, Path(app.outdir), gallery_dir)
+    if problems:
+        raise ExtensionError("gallery examples without output:\n  " + "\n  ".join(problems))
+    logger.info("gallery check: every example rendered at least one figure")
+
+
+def setup(app: Sphinx) -> dict[str, object]:
+    app.connect("build-finished", check_gallery)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

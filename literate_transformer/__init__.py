@@ -7,6 +7,11 @@ read them in this order:
    the numbers that define a model, and the pretrained BERT we compare against.
 2. :mod:`~literate_transformer.attention`: scaled dot-product attention, one
    head, many heads (the book's ``AttentionHead`` and ``MultiHeadAttention``).
+3. :mod:`~literate_transformer.feed_forward`: the position-wise feed-forward layer.
+4. :mod:`~literate_transformer.embeddings`: token, position and token-type
+   embeddings, and the 2017 paper's sinusoidal positions.
+5. :mod:`~literate_transformer.encoder`: residuals, pre- and post-layer-norm
+   encoder layers, the stack, and a classification head.
 
 The public names are re-exported here, so ``import literate_transformer as lt``
 and ``lt.TransformerConfig`` is all a reader needs.
@@ -22,6 +27,15 @@ from .checkpoints import (
     resolve_checkpoint,
 )
 from .config import TransformerConfig, as_config
+from .embeddings import Embeddings, SinusoidalPositionalEncoding
+from .encoder import (
+    EncoderLayerOutput,
+    EncoderOutput,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+    TransformerForSequenceClassification,
+)
+from .feed_forward import FeedForward
 
 __version__ = "0.1.0"
 
@@ -30,6 +44,14 @@ __all__ = [
     "AttentionOutput",
     "MultiHeadAttention",
     "scaled_dot_product_attention",
+    "FeedForward",
+    "Embeddings",
+    "SinusoidalPositionalEncoding",
+    "EncoderLayerOutput",
+    "EncoderOutput",
+    "TransformerEncoderLayer",
+    "TransformerEncoder",
+    "TransformerForSequenceClassification",
     "CheckpointError",
     "CheckpointIntegrityError",
     "CheckpointNotFoundError",

@@ -1,0 +1,132 @@
+r"""The feed-forward layer: each token thinks on its own.
+
+After attention has mixed information between positions, every layer of a
+transformer passes each token vector, *separately and identically*, through
+a small two-layer network:
+
+.. math::
+
+    \operatorname{FFN}(x) = \operatorname{Dropout}\big(
+    \operatorname{GELU}(x W_1 + b_1)\, W_2 + b_2\big),
+    \qquad W_1 \in \mathbb{R}^{E \times F},\; W_2 \in \mathbb{R}^{F \times E}.
+
+The hidden width :math:`F` (``intermediate_size``) is usually four times the
+model width :math:`E`: 3072 for BERT-base's 768.  Because the same weights are
+applied at every position, this is also called a *position-wise*
+feed-forward layer (a 1-D convolution with kernel size 1).  Most of a
+transformer's parameters sit here; attention decides *where* to look, the
+feed-forward layer what to *do* with what was found.
+
+How this maps to the book and to HuggingFace
+--------------------------------------------
+* The book's ``FeedForward`` has ``linear_1``, a GELU, ``linear_2`` and a
+  ``dropout``; :class:`FeedForward` keeps those names and takes the
+  activation from ``config.hidden_act`` (BERT's ``"gelu"`` is the exact,
+  erf-based GELU, :class:`torch.nn.GELU`).
+* HuggingFace splits the same computation over two modules:
+  ``BertIntermediate`` (``dense`` = our ``linear_1``, then the activation) and
+  ``BertOutput`` (``dense`` = our ``linear_2``, then dropout, then the residual
+  connection and ``LayerNorm``).  The residual and layer norm belong to the
+  encoder layer here (:mod:`~literate_transformer.encoder`).
+* :class:`torch.nn.TransformerEncoderLayer` calls them ``linear1`` and
+  ``linear2`` and applies dropout *between* them as well as after.
+
+What the source notebooks got wrong
+-----------------------------------
+The notebooks following the book fed the feed-forward layer ``attn_outputs``
+computed by a *single* attention head (width ``head_dim``), not the output of
+the multi-head layer (width ``hidden_size``), so the shapes only worked by
+accident of the sizes chosen.  In a transformer layer the feed-forward layer
+always reads the multi-head attention output (after the residual
+connection), a ``(B, T, E)`` tensor; :meth:`FeedForward.forward` checks that
+its input has width ``hidden_size`` and says so otherwise.
+
+>>> import torch
+>>> from literate_transformer import TransformerConfig
+>>> config = TransformerConfig(hidden_size=24, num_attention_heads=4, intermediate_size=40)
+>>> feed_forward = FeedForward(config)
+>>> feed_forward(torch.randn(2, 3, 24)).shape                # (B, T, E)
+torch.Size([2, 3, 24])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from ._checks import check_hidden_states
+from .config import as_config
+
+__all__ = ["FeedForward", "activation_module"]
+
+
+def activation_module(name: str) -> nn.Module:
+    """The activation module for a HuggingFace ``hidden_act`` name.
+
+    ``"gelu"`` is the exact GELU :math:`x\\,\\Phi(x)` (what BERT uses);
+    ``"gelu_new"`` and ``"gelu_pytorch_tanh"`` its tanh approximation.
+
+    Raises:
+        ValueError: for an unknown name.
+
+    >>> activation_module("gelu")
+    GELU(approximate='none')
+    """
+    if name == "gelu":
+        return nn.GELU()
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return nn.GELU(approximate="tanh")
+    if name == "relu":
+        return nn.ReLU()
+    if name in ("silu", "swish"):
+        return nn.SiLU()
+    if name == "tanh":
+        return nn.Tanh()
+    raise ValueError(
+        f"hidden_act must be one of gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish, tanh; got {name!r}"
+    )
+
+
+class FeedForward(nn.Module):
+    r"""The position-wise feed-forward layer, :math:`\operatorname{GELU}(x W_1 + b_1) W_2 + b_2`.
+
+    Args:
+        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+            ``transformers`` config; uses ``hidden_size``,
+            ``intermediate_size``, ``hidden_act`` and ``hidden_dropout_prob``.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.hidden_size = config.hidden_size
+        #: Expands each token vector, :math:`W_1` (E -> F).
+        self.linear_1 = nn.Linear(config.hidden_size, config.intermediate_size)
+        #: Projects back to the model width, :math:`W_2` (F -> E).
+        self.linear_2 = nn.Linear(config.intermediate_size, config.hidden_size)
+        #: The non-linearity named by ``config.hidden_act``.
+        self.activation = activation_module(config.hidden_act)
+        #: Dropout on the output (``hidden_dropout_prob``).
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_state: Tensor) -> Tensor:
+        """Apply the two-layer network to every position separately.
+
+        Args:
+            hidden_state: ``(B, T, E)``, the multi-head attention layer's
+                output (never a single head's ``(B, T, D)`` output).
+
+        Returns:
+            ``(B, T, E)``.
+        """
+        check_hidden_states(hidden_state, self.hidden_size, "hidden_state")
+        # Widen every token vector, x W_1 + b_1.
+        intermediate = self.linear_1(hidden_state)  # (B, T, F)
+        # The non-linearity (GELU for BERT): without it the two layers would be one.
+        intermediate = self.activation(intermediate)  # (B, T, F)
+        # Back to the model width, (.) W_2 + b_2.
+        output = self.linear_2(intermediate)  # (B, T, E)
+        # Dropout (active in training only).
+        output = self.dropout(output)  # (B, T, E)
+        return output

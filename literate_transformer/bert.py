@@ -147,6 +147,7 @@ from ._checks import (
     check_tensor,
     check_token_type_ids,
 )
+from .attention import MultiHeadAttention
 from .config import TransformerConfig, as_config
 from .masks import causal_mask, masked_fill_scores, padding_mask, to_additive
 
@@ -163,6 +164,7 @@ __all__ = [
     "BertEncoder",
     "BertPooler",
     "BertModel",
+    "split_bert_attention_into_heads",
 ]
 
 
@@ -919,3 +921,57 @@ class BertModel(nn.Module):
             attentions=encoder_outputs.attentions,
             cross_attentions=encoder_outputs.cross_attentions,
         )
+
+
+# ---------------------------------------------------------------------------
+# From fused projections to the book's heads
+# ---------------------------------------------------------------------------
+@torch.no_grad()
+def split_bert_attention_into_heads(bert_attention: BertAttention) -> MultiHeadAttention:
+    """Rebuild a BERT attention sub-layer as the book's per-head :class:`~literate_transformer.attention.MultiHeadAttention`.
+
+    Head ``h`` of BERT's fused ``query`` layer is rows ``h*D`` to ``(h+1)*D - 1``
+    of its weight (and bias); the same holds for ``key`` and ``value``.  Those
+    rows become the ``q``, ``k`` and ``v`` layers of the book's
+    ``heads[h]``, and ``output.dense`` (:math:`W^O`) becomes
+    ``output_linear``.  The result computes ``BertSelfAttention`` followed by
+    ``BertSelfOutput.dense``: BERT's residual connection and layer norm are
+    not part of it (the book puts them in its encoder layer).
+
+    Args:
+        bert_attention: A :class:`BertAttention` (e.g.
+            ``model.encoder.layer[0].attention``).
+
+    Returns:
+        A new :class:`~literate_transformer.attention.MultiHeadAttention` with
+        copied weights, in the same training/evaluation mode.
+
+    >>> from literate_transformer import TransformerConfig
+    >>> config = TransformerConfig(hidden_size=12, num_attention_heads=3, attention_probs_dropout_prob=0.0)
+    >>> bert_attention = BertAttention(config)
+    >>> heads = split_bert_attention_into_heads(bert_attention)
+    >>> len(heads.heads), heads.heads[0].q.weight.shape
+    (3, torch.Size([4, 12]))
+    >>> torch.equal(heads.heads[1].q.weight, bert_attention.self.query.weight[4:8])
+    True
+    """
+    if not isinstance(bert_attention, BertAttention):
+        raise TypeError(
+            "bert_attention must be a BertAttention (self-attention plus its output projection), "
+            f"got {type(bert_attention).__name__}"
+        )
+    self_attention = bert_attention.self
+    multi_head = MultiHeadAttention(self_attention.config)
+    head_size = self_attention.attention_head_size
+    for index, head in enumerate(multi_head.heads):
+        rows = slice(index * head_size, (index + 1) * head_size)
+        for ours, theirs in (
+            (head.q, self_attention.query),
+            (head.k, self_attention.key),
+            (head.v, self_attention.value),
+        ):
+            ours.weight.copy_(theirs.weight[rows])
+            ours.bias.copy_(theirs.bias[rows])
+    multi_head.output_linear.weight.copy_(bert_attention.output.dense.weight)
+    multi_head.output_linear.bias.copy_(bert_attention.output.dense.bias)
+    return multi_head.train(bert_attention.training)

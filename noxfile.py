@@ -82,3 +82,22 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "--diff", ".")
 
+
+@nox.session(python=PYTHON, reuse_venv=True)
+def gallery(session: nox.Session) -> None:
+    """Run every gallery script standalone (LT_GALLERY_SCALE=gpu for the heavy sizes)."""
+    _install(session, "test")
+    scripts = sorted((ROOT / "gallery").glob("plot_*.py"))
+    if session.posargs:
+        scripts = [script for script in scripts if any(name in script.name for name in session.posargs)]
+    for script in scripts:
+        # Each script must stand on its own: run it in a fresh interpreter, as a reader would.
+        session.run("python", str(script), env=OFFLINE_ENV)
+
+
+@nox.session(python=PYTHON, reuse_venv=True)
+def bench(session: nox.Session) -> None:
+    """Time our BertModel against transformers.BertModel, in one process, round-robin."""
+    _install(session, "test")
+    # Writes docs/benchmarks/results-<device>.{json,md}; `nox -s bench -- --help` lists the options.
+    session.run("python", str(ROOT / "benchmarks" / "bench_bert.py"), *session.posargs, env=OFFLINE_ENV)

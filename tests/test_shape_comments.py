@@ -1,0 +1,471 @@
+"""The trailing shape comments of the package are executed, not just read.
+
+Every line of ``literate_transformer/*.py`` of the form::
+
+    name = <expression>  # (B, H, T, D)
+
+inside a function is a claim about the shape of ``name`` after that line runs.
+This test runs a list of *scenarios* (small forward passes) under
+:func:`sys.settrace`, and each time such a line has run it compares the local
+variable's real shape with the comment.  It fails when
+
+* a comment is wrong (rank or size),
+* a commented line never ran in any scenario (so every new module must add a
+  scenario), or
+* a comment looks like a shape but uses a letter outside the legend, or sits on
+  a line the checker cannot check (not ``one_name = ...``, or outside a
+  function).
+
+The legend: ``B`` batch, ``T`` query/target length, ``S`` key/value (source)
+length, ``H`` heads, ``D`` head size, ``E`` hidden size, ``F`` intermediate
+size, ``V`` vocabulary size, ``C`` number of labels; integers stand for
+themselves.  ``T`` and ``S`` are bound *per call frame*: the first commented
+line of a call that mentions them fixes their values for the rest of that
+call.  The other letters are fixed for a scenario by :data:`DIMS`.
+
+Adding a scenario
+-----------------
+Write a function without arguments that runs the new code on
+:func:`tiny_config` with batch size ``DIMS["B"]`` (the sizes are all
+distinct, so a swapped dimension cannot hide), and append it to
+:data:`SCENARIOS`.  A scenario that needs other fixed sizes (for instance the
+real checkpoint, or another batch size) declares them with
+``@with_dims(B=1, E=384, ...)``; letters it does not name keep the values of
+:data:`DIMS`.  Scenarios run under ``torch.no_grad()`` with ``torch.manual_seed(0)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import io
+import re
+import sys
+import tokenize
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+
+import literate_transformer
+from literate_transformer import masks
+from literate_transformer.attention import AttentionHead, MultiHeadAttention
+from literate_transformer.config import TransformerConfig
+from literate_transformer.embeddings import Embeddings, SinusoidalPositionalEncoding
+from literate_transformer.encoder import (
+    TransformerEncoder,
+    TransformerEncoderLayer,
+    TransformerForSequenceClassification,
+)
+from literate_transformer.feed_forward import FeedForward
+
+PACKAGE = Path(literate_transformer.__file__).resolve().parent
+ROOT = PACKAGE.parent
+FIXTURES = Path(__file__).resolve().parent / "shape_fixtures"
+
+#: Fixed sizes of the legend letters in every scenario (all distinct).
+DIMS = {"B": 2, "H": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 3}
+#: Letters bound per call frame by their first occurrence.
+FREE_DIMS = ("T", "S")
+#: Query and key lengths the scenarios use (any values work; distinct ones catch swaps).
+T, S = 3, 5
+
+LEGEND = set(DIMS) | set(FREE_DIMS)
+# A trailing comment that is nothing but a parenthesised list of words or numbers.
+SHAPE_COMMENT = re.compile(r"^#\s*\(\s*(\w+(?:\s*,\s*\w+)*)\s*,?\s*\)\s*$")
+
+
+# ---------------------------------------------------------------------------
+# The checker
+# ---------------------------------------------------------------------------
+
+
+def _display(path: str | Path) -> str:
+    """A path relative to the repository when it is inside it."""
+    path = Path(path)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+@dataclass(frozen=True)
+class ShapeComment:
+    """One ``name = ...  # (dims)`` statement."""
+
+    path: str
+    line: int
+    end_line: int
+    #: The first line of the enclosing function's code object (decorators included) and its name.
+    function: tuple[int, str]
+    name: str
+    dims: tuple[str, ...]
+
+    def where(self) -> str:
+        return f"{_display(self.path)}:{self.line}"
+
+
+@dataclass
+class Report:
+    comments: list[ShapeComment] = field(default_factory=list)
+    #: Comments that look like shapes but cannot be checked.
+    problems: list[str] = field(default_factory=list)
+    #: Comments that were wrong when their line ran.
+    mismatches: list[str] = field(default_factory=list)
+    executed: set[ShapeComment] = field(default_factory=set)
+
+    @property
+    def unexecuted(self) -> list[str]:
+        missing = sorted((comment.path, comment.line) for comment in self.comments if comment not in self.executed)
+        return [f"{_display(path)}:{line}" for path, line in missing]
+
+
+def _trailing_comments(source: str) -> dict[int, str]:
+    """Line number -> text of a comment that follows code on that line."""
+    comments = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT and token.line[: token.start[1]].strip():
+            comments[token.start[0]] = token.string
+    return comments
+
+
+def _functions(tree: ast.AST) -> Iterable[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _own_statements(function: ast.AST) -> Iterable[ast.stmt]:
+    """Statements of a function, not of the functions or classes nested in it."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                stack.append(child)
+
+
+def find_shape_comments(path: Path) -> tuple[list[ShapeComment], list[str]]:
+    """Parse one file: its checkable shape comments and the malformed ones."""
+    source = path.read_text()
+    trailing = {line: SHAPE_COMMENT.match(text) for line, text in _trailing_comments(source).items()}
+    shape_lines = {line: match.group(1) for line, match in trailing.items() if match}
+    found, problems, claimed = [], [], set()
+    for function in _functions(ast.parse(source)):
+        first_line = min([function.lineno] + [decorator.lineno for decorator in function.decorator_list])
+        for statement in _own_statements(function):
+            if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                continue
+            lines = [line for line in range(statement.lineno, statement.end_lineno + 1) if line in shape_lines]
+            if not lines:
+                continue
+            claimed.update(lines)
+            text = shape_lines[lines[-1]]
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+                problems.append(
+                    f"{_display(path)}:{statement.lineno}: shape comment on an assignment to something other than one name"
+                )
+                continue
+            dims = tuple(dim.strip() for dim in text.split(","))
+            unknown = [dim for dim in dims if dim not in LEGEND and not dim.isdigit()]
+            if unknown:
+                problems.append(
+                    f"{_display(path)}:{statement.lineno}: shape comment ({text}) uses {unknown}, not in the legend"
+                )
+                continue
+            found.append(
+                ShapeComment(
+                    str(path), statement.lineno, statement.end_lineno, (first_line, function.name), targets[0].id, dims
+                )
+            )
+    for line in sorted(set(shape_lines) - claimed):
+        problems.append(
+            f"{_display(path)}:{line}: shape comment ({shape_lines[line]}) not on a `name = ...` line in a function"
+        )
+    return found, problems
+
+
+class ShapeTracer:
+    """Checks the shape comments of some files while code runs (use as a context manager)."""
+
+    def __init__(self, comments: Iterable[ShapeComment], report: Report) -> None:
+        self.report = report
+        self.dims = dict(DIMS)
+        #: path -> (function first line, name) -> line -> comment
+        self.index: dict[str, dict[tuple[int, str], dict[int, ShapeComment]]] = {}
+        for comment in comments:
+            lines = self.index.setdefault(comment.path, {}).setdefault(comment.function, {})
+            for line in range(comment.line, comment.end_line + 1):
+                lines[line] = comment
+
+    def __enter__(self) -> ShapeTracer:
+        self._previous = sys.gettrace()
+        sys.settrace(self._on_call)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.settrace(self._previous)
+
+    def _on_call(self, frame, event, arg):
+        if event != "call":
+            return None
+        functions = self.index.get(frame.f_code.co_filename)
+        if functions is None:
+            return None
+        lines = functions.get((frame.f_code.co_firstlineno, frame.f_code.co_name))
+        if lines is None:
+            return None
+        return self._frame_tracer(lines)
+
+    def _frame_tracer(self, lines: dict[int, ShapeComment]):
+        bindings: dict[str, int] = {}
+        pending: list[ShapeComment | None] = [None]
+
+        def trace(frame, event, arg):
+            comment = pending[0]
+            if event == "line":
+                if comment is not None and not comment.line <= frame.f_lineno <= comment.end_line:
+                    self._check(comment, frame, bindings)
+                    comment = pending[0] = None
+                if comment is None:
+                    pending[0] = lines.get(frame.f_lineno)
+            elif event == "return" and comment is not None:
+                self._check(comment, frame, bindings)
+                pending[0] = None
+            elif event == "exception":
+                # The statement did not complete: nothing was assigned.
+                pending[0] = None
+            return trace
+
+        return trace
+
+    def _check(self, comment: ShapeComment, frame, bindings: dict[str, int]) -> None:
+        self.report.executed.add(comment)
+        value = frame.f_locals.get(comment.name)
+        claim = f"{comment.where()}: {comment.name} is commented ({', '.join(comment.dims)})"
+        if not isinstance(value, torch.Tensor):
+            self.report.mismatches.append(f"{claim} but is a {type(value).__name__}, not a tensor")
+            return
+        actual = tuple(value.shape)
+        if len(actual) != len(comment.dims):
+            self.report.mismatches.append(f"{claim} but has shape {actual}")
+            return
+        for dim, size in zip(comment.dims, actual, strict=True):
+            if dim.isdigit():
+                expected = int(dim)
+            elif dim in FREE_DIMS:
+                expected = bindings.setdefault(dim, size)
+            else:
+                expected = self.dims[dim]
+            if size != expected:
+                bound = {**{k: self.dims[k] for k in comment.dims if k in self.dims}, **bindings}
+                self.report.mismatches.append(f"{claim} but has shape {actual} (with {bound})")
+                return
+
+
+def run_scenarios(paths: Iterable[Path], scenarios: Iterable[Callable[[], object]]) -> Report:
+    """Parse ``paths``, run every scenario under the tracer and report."""
+    report = Report()
+    for path in paths:
+        comments, problems = find_shape_comments(path)
+        report.comments.extend(comments)
+        report.problems.extend(problems)
+    tracer = ShapeTracer(report.comments, report)
+    for scenario in scenarios:
+        tracer.dims = {**DIMS, **getattr(scenario, "dims", {})}
+        torch.manual_seed(0)
+        try:
+            with torch.no_grad(), tracer:
+                scenario()
+        except Exception:  # a broken scenario is a failure, reported with its traceback
+            report.mismatches.append(f"scenario {scenario.__name__} raised:\n{traceback.format_exc()}")
+    return report
+
+
+# ---------------------------------------------------------------------------
+# The scenarios
+# ---------------------------------------------------------------------------
+
+
+def with_dims(**dims: int) -> Callable[[Callable[[], object]], Callable[[], object]]:
+    """Declare fixed sizes other than :data:`DIMS` for one scenario."""
+
+    def decorate(scenario):
+        scenario.dims = dims
+        return scenario
+
+    return decorate
+
+
+def tiny_config(**changes) -> TransformerConfig:
+    """A config whose sizes are the legend's: E=24, H=4 (D=6), F=40, V=50, C=3, no dropout."""
+    fields = dict(
+        vocab_size=DIMS["V"],
+        hidden_size=DIMS["E"],
+        num_attention_heads=DIMS["H"],
+        intermediate_size=DIMS["F"],
+        num_labels=DIMS["C"],
+        num_hidden_layers=2,
+        max_position_embeddings=16,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    fields.update(changes)
+    return TransformerConfig(**fields)
+
+
+def token_ids(length: int = T) -> torch.Tensor:
+    return torch.randint(1, DIMS["V"], (DIMS["B"], length))
+
+
+def hidden(length: int = T) -> torch.Tensor:
+    return torch.randn(DIMS["B"], length, DIMS["E"])
+
+
+def scenario_masks():
+    masks.causal_mask(T, S)
+    masks.padding_mask(torch.ones(DIMS["B"], S))
+
+
+def scenario_attention_head():
+    head = AttentionHead(DIMS["E"], DIMS["D"])
+    head(hidden())
+    head(hidden(), key_value_states=hidden(S), mask=torch.ones(T, S, dtype=torch.bool))
+
+
+def scenario_multi_head_attention():
+    attention = MultiHeadAttention(tiny_config()).eval()
+    attention(hidden(), mask=masks.causal_mask(T), return_weights=True)
+    encoder_states = hidden(S)
+    attention(hidden(), key_value_states=encoder_states)
+    attention(hidden(), key_value=attention.project_key_value(encoder_states), use_cache=True)
+    # Cached decoding: one new position after S - 1 cached ones.
+    past = attention(hidden(S - 1), use_cache=True).key_value
+    attention(hidden(1), mask=masks.causal_mask(1, S), past_key_value=past, use_cache=True)
+
+
+def scenario_fused_attention():
+    MultiHeadAttention(tiny_config(attn_implementation="sdpa")).eval()(hidden(), mask=masks.causal_mask(T))
+
+
+def scenario_feed_forward():
+    FeedForward(tiny_config())(hidden())
+
+
+def scenario_embeddings():
+    embeddings = Embeddings(tiny_config()).eval()
+    embeddings(token_ids())
+    embeddings(token_ids(1), token_type_ids=torch.ones(DIMS["B"], 1, dtype=torch.long), past_length=T)
+    SinusoidalPositionalEncoding(DIMS["E"], max_length=16)(hidden(), past_length=2)
+
+
+def scenario_encoder():
+    attention_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
+    attention_mask[1, -1] = 0
+    for norm_first in (True, False):
+        TransformerEncoderLayer(tiny_config(), norm_first=norm_first).eval()(hidden(), return_weights=True)
+        encoder = TransformerEncoder(tiny_config(), norm_first=norm_first).eval()
+        encoder(token_ids(), attention_mask)
+        encoder(token_ids(), return_weights=True)
+    TransformerForSequenceClassification(tiny_config()).eval()(token_ids(), attention_mask)
+
+
+#: Every scenario run by :func:`test_shape_comments_match_the_real_shapes`; append new ones here.
+SCENARIOS: list[Callable[[], object]] = [
+    scenario_masks,
+    scenario_attention_head,
+    scenario_multi_head_attention,
+    scenario_fused_attention,
+    scenario_feed_forward,
+    scenario_embeddings,
+    scenario_encoder,
+]
+
+
+# ---------------------------------------------------------------------------
+# The tests
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def package_report() -> Report:
+    return run_scenarios(sorted(PACKAGE.glob("*.py")), SCENARIOS)
+
+
+def test_package_has_shape_comments(package_report):
+    # Guards the parser: if it found nothing, every other test here would pass vacuously.
+    assert len(package_report.comments) >= 20
+
+
+def test_shape_comments_are_well_formed(package_report):
+    assert not package_report.problems, "\n".join(package_report.problems)
+
+
+def test_shape_comments_match_the_real_shapes(package_report):
+    assert not package_report.mismatches, "\n".join(package_report.mismatches)
+
+
+def test_every_shape_comment_runs_in_a_scenario(package_report):
+    # A commented line no scenario runs is unchecked: add a scenario to SCENARIOS.
+    assert not package_report.unexecuted, "shape-commented lines that no scenario in SCENARIOS runs:\n" + "\n".join(
+        package_report.unexecuted
+    )
+
+
+# --- the checker itself, on deliberately wrong code --------------------------
+
+
+def _load_fixture(name: str):
+    spec = importlib.util.spec_from_file_location(f"shape_fixtures_{name}", FIXTURES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_checker_reports_a_wrong_shape_comment():
+    fixture = _load_fixture("wrong_comments")
+    report = run_scenarios([FIXTURES / "wrong_comments.py"], [fixture.run_wrong_width])
+    assert len(report.mismatches) == 1
+    assert "wrong_comments.py" in report.mismatches[0] and "widened is commented (B, T, E)" in report.mismatches[0]
+    assert "(2, 3, 40)" in report.mismatches[0]
+
+
+def test_checker_reports_a_wrong_rank():
+    fixture = _load_fixture("wrong_comments")
+    report = run_scenarios([FIXTURES / "wrong_comments.py"], [fixture.run_wrong_rank])
+    assert len(report.mismatches) == 1 and "pooled is commented (B, T, E) but has shape (2, 24)" in report.mismatches[0]
+
+
+def test_checker_binds_t_within_a_call_and_frees_it_between_calls():
+    fixture = _load_fixture("wrong_comments")
+    # Two calls with different lengths: fine, T is bound per call.
+    assert run_scenarios([FIXTURES / "wrong_comments.py"], [fixture.run_two_lengths]).mismatches == []
+    # One call in which two variables claim the same T but differ: reported.
+    report = run_scenarios([FIXTURES / "wrong_comments.py"], [fixture.run_inconsistent_lengths])
+    assert len(report.mismatches) == 1 and "right is commented (B, T, E)" in report.mismatches[0]
+
+
+def test_checker_reports_a_commented_line_that_never_ran():
+    fixture = _load_fixture("wrong_comments")
+    report = run_scenarios([FIXTURES / "wrong_comments.py"], [fixture.run_two_lengths])
+    assert any(where.endswith(f"wrong_comments.py:{fixture.NEVER_CALLED_LINE}") for where in report.unexecuted)
+
+
+def test_checker_reports_malformed_comments():
+    _, problems = find_shape_comments(FIXTURES / "wrong_comments.py")
+    assert len(problems) == 3
+    assert any("uses ['Q'], not in the legend" in problem for problem in problems)
+    assert any("other than one name" in problem for problem in problems)
+    assert any("not on a `name = ...` line" in problem for problem in problems)
+
+
+def test_checker_reports_a_failing_scenario():
+    def broken():
+        raise RuntimeError("boom")
+
+    report = run_scenarios([], [broken])
+    assert len(report.mismatches) == 1 and "scenario broken raised" in report.mismatches[0]

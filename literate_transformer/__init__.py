@@ -12,12 +12,30 @@ read them in this order:
    embeddings, and the 2017 paper's sinusoidal positions.
 5. :mod:`~literate_transformer.encoder`: residuals, pre- and post-layer-norm
    encoder layers, the stack, and a classification head.
+6. :mod:`~literate_transformer.bert` and :mod:`~literate_transformer.pretrained`:
+   HuggingFace's BERT line by line, with its names, loading pretrained weights
+   1:1 and proved equal to :class:`transformers.BertModel`.
 
 The public names are re-exported here, so ``import literate_transformer as lt``
 and ``lt.TransformerConfig`` is all a reader needs.
 """
 
 from .attention import AttentionHead, AttentionOutput, MultiHeadAttention, scaled_dot_product_attention
+from .bert import (
+    BertAttention,
+    BertEmbeddings,
+    BertEncoder,
+    BertIntermediate,
+    BertLayer,
+    BertLayerOutput,
+    BertModel,
+    BertModelOutput,
+    BertOutput,
+    BertPooler,
+    BertSelfAttention,
+    BertSelfOutput,
+    split_bert_attention_into_heads,
+)
 from .checkpoints import (
     CheckpointError,
     CheckpointIntegrityError,
@@ -52,6 +70,19 @@ __all__ = [
     "TransformerEncoderLayer",
     "TransformerEncoder",
     "TransformerForSequenceClassification",
+    "BertModel",
+    "BertModelOutput",
+    "BertEmbeddings",
+    "BertSelfAttention",
+    "BertSelfOutput",
+    "BertAttention",
+    "BertIntermediate",
+    "BertOutput",
+    "BertLayer",
+    "BertLayerOutput",
+    "BertEncoder",
+    "BertPooler",
+    "split_bert_attention_into_heads",
     "CheckpointError",
     "CheckpointIntegrityError",
     "CheckpointNotFoundError",

@@ -212,17 +212,14 @@ class BertModelOutput:
 
 
 class BertLayerOutput(NamedTuple):
-    """What :meth:`BertLayer.forward` returns.
+    """What :meth:`BertLayer.forward` returns."""
 
-    Attributes:
-        hidden_states: The layer's output, ``(B, T, E)``.
-        attentions: Self-attention probabilities ``(B, H, T, T)`` when asked for, else ``None``.
-        cross_attentions: Cross-attention probabilities ``(B, H, T, S)`` when asked for
-            and the layer has cross-attention, else ``None``.
-    """
-
+    #: The layer's output, ``(B, T, E)``.
     hidden_states: Tensor
+    #: Self-attention probabilities ``(B, H, T, T)`` when asked for, else ``None``.
     attentions: Tensor | None
+    #: Cross-attention probabilities ``(B, H, T, S)`` when asked for and the
+    #: layer has cross-attention, else ``None``.
     cross_attentions: Tensor | None
 
 
@@ -707,8 +704,8 @@ class BertModel(nn.Module):
     Module and parameter names are HuggingFace's, so
     ``BertModel.from_pretrained()`` loads a checkpoint by name, and
     ``model.state_dict()`` has exactly the keys of
-    :meth:`transformers.BertModel.state_dict` (without its non-persistent
-    buffers).
+    the ``state_dict()`` of :class:`transformers.BertModel` (whose
+    position and token-type buffers are not saved either).
 
     Args:
         config: A :class:`~literate_transformer.config.TransformerConfig` or a

@@ -53,6 +53,7 @@ import torch
 import literate_transformer
 from literate_transformer import masks
 from literate_transformer.attention import AttentionHead, MultiHeadAttention
+from literate_transformer.bert import BertModel, split_bert_attention_into_heads
 from literate_transformer.config import TransformerConfig
 from literate_transformer.embeddings import Embeddings, SinusoidalPositionalEncoding
 from literate_transformer.encoder import (
@@ -374,6 +375,30 @@ def scenario_encoder():
     TransformerForSequenceClassification(tiny_config()).eval()(token_ids(), attention_mask)
 
 
+def scenario_bert():
+    attention_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
+    attention_mask[1, -1] = 0
+    token_type_ids = torch.ones(DIMS["B"], T, dtype=torch.long)
+    for implementation in ("eager", "sdpa"):
+        model = BertModel(tiny_config(attn_implementation=implementation)).eval()
+        model(token_ids(), attention_mask, token_type_ids, output_attentions=True, output_hidden_states=True)
+        model(token_ids(), attention_mask)
+        model(token_ids(), position_ids=torch.arange(T)[None], head_mask=torch.ones(DIMS["H"]))
+        # BERT as a decoder: causal self-attention over T, cross-attention over S encoder positions.
+        decoder = BertModel(tiny_config(attn_implementation=implementation, is_decoder=True, add_cross_attention=True))
+        encoder_attention_mask = torch.ones(DIMS["B"], S, dtype=torch.long)
+        encoder_attention_mask[0, -2:] = 0
+        for output_attentions in (False, True):
+            decoder.eval()(
+                token_ids(),
+                attention_mask,
+                encoder_hidden_states=hidden(S),
+                encoder_attention_mask=encoder_attention_mask,
+                output_attentions=output_attentions,
+            )
+    split_bert_attention_into_heads(model.encoder.layer[0].attention)(hidden())
+
+
 #: Every scenario run by :func:`test_shape_comments_match_the_real_shapes`; append new ones here.
 SCENARIOS: list[Callable[[], object]] = [
     scenario_masks,
@@ -383,6 +408,7 @@ SCENARIOS: list[Callable[[], object]] = [
     scenario_feed_forward,
     scenario_embeddings,
     scenario_encoder,
+    scenario_bert,
 ]
 
 

@@ -102,6 +102,12 @@ torch.Size([2, 3, 24])
 torch.Size([2, 4, 3, 3])
 >>> torch.allclose(weights.sum(dim=-1), torch.ones(2, 4, 3))
 True
+
+BERT-base's numbers (the defaults of :class:`~literate_transformer.config.TransformerConfig`):
+
+>>> bert_base = TransformerConfig()
+>>> bert_base.hidden_size, bert_base.num_attention_heads, bert_base.head_size
+(768, 12, 64)
 """
 
 from __future__ import annotations

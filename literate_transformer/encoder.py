@@ -83,6 +83,13 @@ What the source notebooks got wrong
 torch.Size([2, 4, 24])
 >>> TransformerForSequenceClassification(config)(input_ids, attention_mask).shape   # (B, C)
 torch.Size([2, 3])
+
+BERT-base (the defaults of :class:`~literate_transformer.config.TransformerConfig`) has 12 heads of 64
+features, not 6 of 128:
+
+>>> bert_base = TransformerConfig()
+>>> bert_base.num_attention_heads, bert_base.head_size
+(12, 64)
 """
 
 from __future__ import annotations

@@ -47,6 +47,11 @@ its input has width ``hidden_size`` and says so otherwise.
 >>> feed_forward = FeedForward(config)
 >>> feed_forward(torch.randn(2, 3, 24)).shape                # (B, T, E)
 torch.Size([2, 3, 24])
+
+BERT-base's widths (the defaults of :class:`~literate_transformer.config.TransformerConfig`):
+
+>>> TransformerConfig().hidden_size, TransformerConfig().intermediate_size
+(768, 3072)
 """
 
 from __future__ import annotations

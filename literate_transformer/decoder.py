@@ -107,15 +107,15 @@ encoder output ``memory``.
 
 Names across implementations
 ----------------------------
-========================  ===============================  ================================
-this module               ``torch.nn.TransformerDecoder``  HuggingFace ``BertLayer``
-========================  ===============================  ================================
-``self_attention``        ``self_attn``                    ``attention``
-``cross_attention``       ``multihead_attn``               ``crossattention``
-``feed_forward``          ``linear1``, ``linear2``         ``intermediate``, ``output``
-``layer_norm_1/2/3``      ``norm1/2/3``                    ``LayerNorm`` of each sub-layer
-``encoder_hidden_states`` ``memory``                       ``encoder_hidden_states``
-========================  ===============================  ================================
+=========================  ===============================  ================================
+this module                ``torch.nn.TransformerDecoder``  HuggingFace ``BertLayer``
+=========================  ===============================  ================================
+``self_attention``         ``self_attn``                    ``attention``
+``cross_attention``        ``multihead_attn``               ``crossattention``
+``feed_forward``           ``linear1``, ``linear2``         ``intermediate``, ``output``
+``layer_norm_1/2/3``       ``norm1/2/3``                    ``LayerNorm`` of each sub-layer
+``encoder_hidden_states``  ``memory``                       ``encoder_hidden_states``
+=========================  ===============================  ================================
 
 The tests map the weights of :class:`TransformerDecoderLayer` into
 :class:`torch.nn.TransformerDecoderLayer` (and of :class:`TransformerDecoder`

@@ -244,6 +244,16 @@ def test_classifier_dropout_defaults_to_hidden_dropout_and_follows_classifier_dr
     assert TransformerForSequenceClassification(make_config(classifier_dropout=0.4)).dropout.p == 0.4
 
 
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_classifier_runs_on_the_inputs_device(device):
+    model = TransformerForSequenceClassification(make_config()).eval()
+    input_ids = torch.randint(1, V, (B, T))
+    expected = model(input_ids, ATTENTION_MASK)
+    logits = model.to(device)(input_ids.to(device), ATTENTION_MASK.to(device))
+    assert logits.device.type == device
+    assert max_diff(logits.cpu(), expected) <= 1e-4
+
+
 def test_classifier_input_starts_with_cls_token(tokenizer):
     encoded = tokenizer(["time flies like an arrow", "fruit flies like a banana"], padding=True, return_tensors="pt")
     # Position 0 is [CLS] only when the tokenizer adds special tokens (its default).

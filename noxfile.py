@@ -76,6 +76,14 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, reuse_venv=True)
+def site_tests(session: nox.Session) -> None:
+    """Check the built site: every chapter executed, every source line shown."""
+    _install(session, "test")
+    # Reads docs/_build/html (or LT_SITE_HTML); fails, not skips, when no site was built.
+    session.run("pytest", "-m", "site", "tests/test_site.py", *session.posargs, env=OFFLINE_ENV)
+
+
+@nox.session(python=PYTHON, reuse_venv=True)
 def lint(session: nox.Session) -> None:
     """Check style and common bugs with ruff."""
     _install(session, "lint")

@@ -34,6 +34,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PYTHONHASHSEED", "0")
 # Matplotlib must not try to open a window while the gallery runs.
 os.environ.setdefault("MPLBACKEND", "agg")
+# transformers imports tqdm.auto, which warns on stderr in a kernel without
+# ipywidgets; that line would be the first output of every chapter.
+os.environ.setdefault("PYTHONWARNINGS", "ignore:IProgress not found")
 
 # ---------------------------------------------------------------------------
 # Project information
@@ -69,6 +72,10 @@ extensions = [
     "sphinx_design",
     # Every name in a code block links to its API entry.
     "sphinx_codeautolink",
+    # A side-by-side page of each module's source, commentary left and code right (docs/_ext).
+    "sidebyside",
+    # Each executed chapter downloadable as .ipynb; a table of execution times in the build log (docs/_ext).
+    "executed_pages",
 ]
 
 # Sources: Markdown chapters (myst-nb), reStructuredText (sphinx-gallery output, API pages).

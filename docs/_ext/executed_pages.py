@@ -1,0 +1,105 @@
+"""Executed chapters: a notebook download for each, and a table of execution times.
+
+Two small additions to myst-nb and sphinx-book-theme:
+
+* **Download as a notebook.**  myst-nb writes each executed page, outputs
+  included, as ``<outdir>/../jupyter_execute/<page>.ipynb``.  The theme's
+  download button offers that file only when launch buttons (Binder, Colab)
+  are configured, which an offline site does not use.  An
+  ``html-page-context`` handler that runs before the theme's own copies the
+  executed notebook into ``_sources/`` and names it in the page context, so
+  the button offers ``.ipynb`` next to the Markdown source.
+* **Execution times.**  At ``build-finished`` the build log gets one table
+  with the execution time of every chapter (from myst-nb's execution
+  metadata, saying whether it ran in this build or came from the cache) and
+  of every gallery example (from the "Total running time" line
+  sphinx-gallery writes into each example's page).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+_GALLERY_TIME = re.compile(r"Total running time of the script:\*\*\s*\(\s*(\d+)\s*minutes\s*([\d.]+)\s*seconds\)")
+
+
+def _note_start(app: Sphinx) -> None:
+    app.env.lt_build_started = time.time()  # type: ignore[attr-defined]
+
+
+def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
+    """Copy the executed notebook of a myst-nb page next to its source and offer it for download."""
+    if app.builder.format != "html" or "kernelspec" not in app.env.metadata.get(pagename, {}):
+        return
+    if context.get("ipynb_source") or str(context.get("page_source_suffix", "")).endswith(".ipynb"):
+        return
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if not executed.is_file():
+        logger.warning(f"no executed notebook {executed} for {pagename}: its .ipynb download is missing")
+        return
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.is_file() or target.read_bytes() != executed.read_bytes():
+        shutil.copyfile(executed, target)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def execution_rows(app: Sphinx) -> list[tuple[str, str, float | None]]:
+    """``(page, how, seconds)`` for every executed chapter and gallery example."""
+    rows = []
+    started = getattr(app.env, "lt_build_started", 0.0)
+    metadata = getattr(app.env, "nb_metadata", {})
+    for docname in sorted(metadata):
+        data = metadata[docname].get("exec_data")
+        if not data or docname not in app.env.found_docs:
+            continue
+        if not data.get("succeeded", True):
+            how = "FAILED"
+        elif data.get("method") == "cache" and data.get("mtime", 0) < started:
+            how = "cached"
+        else:
+            how = "executed"
+        rows.append((docname, how, data.get("runtime")))
+    gallery = getattr(app.config, "sphinx_gallery_conf", {}) or {}
+    gallery_dirs = gallery.get("gallery_dirs", [])
+    for folder in [gallery_dirs] if isinstance(gallery_dirs, str) else gallery_dirs:
+        for page in sorted((Path(app.srcdir) / folder).glob("*.rst")):
+            match = _GALLERY_TIME.search(page.read_text(encoding="utf-8"))
+            if match:
+                seconds = 60 * int(match.group(1)) + float(match.group(2))
+                # sphinx-gallery rewrites the page only when it runs the example again.
+                how = "executed" if page.stat().st_mtime >= started else "cached"
+                rows.append((f"{folder}/{page.stem}", how, seconds))
+    return rows
+
+
+def report_execution_times(app: Sphinx, exception: Exception | None) -> None:
+    """Print the per-page execution time table at the end of the build."""
+    rows = execution_rows(app)
+    if not rows:
+        return
+    width = max(len(page) for page, _, _ in rows)
+    lines = [f"{'page':<{width}}  {'status':<8}  {'seconds':>8}"]
+    for page, how, seconds in sorted(rows, key=lambda row: -(row[2] or 0)):
+        shown = f"{seconds:8.2f}" if seconds is not None else "       -"
+        lines.append(f"{page:<{width}}  {how:<8}  {shown}")
+    ran = sum(seconds or 0 for _, how, seconds in rows if how == "executed")
+    total = sum(seconds or 0 for _, _, seconds in rows)
+    lines.append(f"{len(rows)} pages; executed in this build: {ran:.2f} s; all pages when executed: {total:.2f} s")
+    logger.info("\nexecution times (chapters by myst-nb, examples by sphinx-gallery)\n" + "\n".join(lines))
+
+
+def setup(app: Sphinx) -> dict[str, object]:
+    app.connect("builder-inited", _note_start)
+    # Before sphinx-book-theme's header buttons (priority 501), which read "ipynb_source".
+    app.connect("html-page-context", offer_executed_notebook, priority=450)
+    app.connect("build-finished", report_execution_times)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

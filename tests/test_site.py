@@ -1,0 +1,374 @@
+"""Checks of the built site: every chapter executed, every source line shown.
+
+These tests read the HTML of a finished build; they do not build it.  Build
+first (``nox -s docs``), then run ``nox -s site_tests`` (or
+``pytest -m site``).  ``LT_SITE_HTML`` points at another output folder
+(default ``docs/_build/html``).  Without a built site they fail, they do not
+skip: a check that silently did not run must not look like a pass.
+
+* **Chapters.**  Every ``docs/chapters/*.md`` has a page; the page holds as
+  many executed cells as the chapter has code cells (none dropped); no cell
+  shows a traceback or anything on stderr; every cell whose code prints has
+  an output; and the executed notebook is offered for download with its
+  outputs.
+* **Annotated source.**  Every module of the package has a side-by-side
+  page that shows every line of the module: each code line, verbatim and in
+  order, in the code column; the words of each comment and docstring line,
+  in order, in the prose.  The API reference links each module to its page.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import re
+import tokenize
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.site
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(os.environ.get("LT_SITE_HTML", ROOT / "docs" / "_build" / "html"))
+CHAPTERS = sorted((ROOT / "docs" / "chapters").glob("*.md"))
+MODULES = sorted((ROOT / "literate_transformer").glob("*.py"))
+
+
+# ---------------------------------------------------------------------------
+# A minimal HTML tree (standard library only)
+# ---------------------------------------------------------------------------
+_BLOCK = {
+    "p",
+    "div",
+    "dt",
+    "dd",
+    "li",
+    "td",
+    "th",
+    "tr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "section",
+    "dl",
+    "ul",
+    "ol",
+}
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class Element:
+    """An HTML element: tag, attributes, children (elements and strings)."""
+
+    def __init__(self, tag: str, attrs: dict[str, str], parent: Element | None) -> None:
+        self.tag, self.attrs, self.parent = tag, attrs, parent
+        self.children: list[Element | str] = []
+        self.classes = set((attrs.get("class") or "").split())
+
+    def iter(self):
+        yield self
+        for child in self.children:
+            if isinstance(child, Element):
+                yield from child.iter()
+
+    def find_all(self, tag: str | None = None, cls: str | None = None) -> list[Element]:
+        return [
+            node for node in self.iter() if (tag is None or node.tag == tag) and (cls is None or cls in node.classes)
+        ]
+
+    def text(self) -> str:
+        if self.tag in ("script", "style"):
+            return ""
+        inner = "".join(child if isinstance(child, str) else child.text() for child in self.children)
+        # Block elements end a word ("<dt>head view</dt><dd>the tokens" reads "head view the tokens").
+        return f" {inner} " if self.tag in _BLOCK else inner
+
+
+class _TreeBuilder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Element("document", {}, None)
+        self.current = self.root
+
+    def handle_starttag(self, tag, attrs):
+        node = Element(tag, {key: value or "" for key, value in attrs}, self.current)
+        self.current.children.append(node)
+        if tag not in _VOID:
+            self.current = node
+
+    def handle_startendtag(self, tag, attrs):
+        self.current.children.append(Element(tag, {key: value or "" for key, value in attrs}, self.current))
+
+    def handle_endtag(self, tag):
+        node = self.current
+        while node is not None and node.tag != tag:
+            node = node.parent
+        if node is not None and node.parent is not None:
+            self.current = node.parent
+
+    def handle_data(self, data):
+        self.current.children.append(data)
+
+
+def parse_html(path: Path) -> Element:
+    builder = _TreeBuilder()
+    builder.feed(path.read_text(encoding="utf-8"))
+    return builder.root
+
+
+def article(page: Element) -> Element:
+    """The page's main content (pydata-sphinx-theme's ``<article class="bd-article">``)."""
+    found = page.find_all("article", "bd-article") or page.find_all("main") or [page]
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    if not (SITE / "index.html").is_file():
+        pytest.fail(
+            f"no built site in {SITE}: run `nox -s docs` first (or point LT_SITE_HTML at a built site)",
+            pytrace=False,
+        )
+    return SITE
+
+
+# ---------------------------------------------------------------------------
+# Chapters: executed, no errors, downloadable as notebooks
+# ---------------------------------------------------------------------------
+_CODE_CELL = re.compile(r"^(`{3,}|:{3,})\{code-cell\}")
+
+
+def chapter_cells(path: Path) -> list[str]:
+    """The source of each code cell of a MyST notebook that the page shows (``remove-cell`` ones excluded)."""
+    cells, lines, index = [], path.read_text(encoding="utf-8").splitlines(), 0
+    while index < len(lines):
+        opening = _CODE_CELL.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        fence = opening.group(1)
+        body, index = [], index + 1
+        while index < len(lines) and not lines[index].startswith(fence):
+            body.append(lines[index])
+            index += 1
+        index += 1
+        options = [line for line in body if line.startswith(":")]
+        if body and body[0].strip() == "---":  # YAML options block
+            end = body.index("---", 1) if "---" in body[1:] else 0
+            options, body = body[1:end], body[end + 1 :]
+        else:
+            body = [line for line in body if not line.startswith(":")]
+        if any("remove-cell" in option for option in options):
+            continue
+        cells.append("\n".join(body))
+    return cells
+
+
+def prints_something(code: str) -> bool:
+    """Whether a cell's code calls ``print`` (outside comments and strings)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # IPython magics: fall back to text
+        return bool(re.search(r"^[^#\n]*\bprint\(", code, flags=re.MULTILINE))
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+        for node in ast.walk(tree)
+    )
+
+
+def test_there_are_chapters_and_modules():
+    assert CHAPTERS, "no docs/chapters/*.md found"
+    assert MODULES, "no literate_transformer/*.py found"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[path.stem for path in CHAPTERS])
+def test_every_cell_of_the_chapter_ran_without_errors(site, chapter):
+    page_path = site / "chapters" / f"{chapter.stem}.html"
+    assert page_path.is_file(), f"{chapter.name} has no page {page_path} (is it in a toctree?)"
+    cells = chapter_cells(chapter)
+    shown = article(parse_html(page_path)).find_all("div", "cell")
+    assert len(shown) == len(cells), (
+        f"{chapter.name}: the source has {len(cells)} code cells but the page shows {len(shown)}"
+    )
+    problems = []
+    for number, (source, cell) in enumerate(zip(cells, shown, strict=True), start=1):
+        outputs = cell.find_all("div", "cell_output")
+        for output in cell.iter():
+            bad = output.classes & {"traceback", "stderr", "error"}
+            if bad and output.tag == "div":
+                problems.append(f"cell {number} shows {'/'.join(sorted(bad))} output: {output.text().strip()[:300]!r}")
+        if prints_something(source) and not any(output.text().strip() for output in outputs):
+            problems.append(f"cell {number} calls print() but shows no output (was it executed?): {source[:120]!r}")
+    assert not problems, f"{chapter.name}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[path.stem for path in CHAPTERS])
+def test_the_chapter_downloads_as_an_executed_notebook(site, chapter):
+    page = (site / "chapters" / f"{chapter.stem}.html").read_text(encoding="utf-8")
+    assert f"_sources/chapters/{chapter.stem}.ipynb" in page, f"{chapter.name}: the page offers no .ipynb download"
+    notebook_path = site / "_sources" / "chapters" / f"{chapter.stem}.ipynb"
+    assert notebook_path.is_file(), f"{chapter.name}: {notebook_path} is missing"
+    notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
+    code_cells = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    assert code_cells, f"{notebook_path.name} has no code cells"
+    for cell in code_cells:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if prints_something(source):
+            assert cell.get("outputs"), f"{notebook_path.name}: a printing cell has no outputs: {source[:120]!r}"
+        assert not any(output.get("output_type") == "error" for output in cell.get("outputs", [])), (
+            f"{notebook_path.name}: a cell raised: {source[:120]!r}"
+        )
+
+
+# ---------------------------------------------------------------------------
+# Annotated source pages: every line of every module
+# ---------------------------------------------------------------------------
+def module_name(path: Path) -> str:
+    return "literate_transformer" if path.stem == "__init__" else f"literate_transformer.{path.stem}"
+
+
+def classify_lines(source: str) -> dict[int, str]:
+    """Line number -> "code", "comment" or "docstring" for every non-blank line.
+
+    Written independently of the extension that renders the pages: comments
+    from the tokenizer, docstrings (any string statement alone on its lines)
+    from the syntax tree.
+    """
+    lines = source.splitlines()
+    kinds = {number: "code" for number, line in enumerate(lines, start=1) if line.strip()}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT and not token.line[: token.start[1]].strip():
+            kinds[token.start[0]] = "comment"
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and not lines[node.lineno - 1][: node.col_offset].strip()
+            and not lines[node.end_lineno - 1][node.end_col_offset :].strip()
+        ):
+            for number in range(node.lineno, node.end_lineno + 1):
+                if number in kinds:
+                    kinds[number] = "docstring"
+    return kinds
+
+
+_NAPOLEON_HEADER = re.compile(
+    r"^(Args|Arguments|Parameters|Keyword Args|Keyword Arguments|Other Parameters|Returns?|Raises|Yields?|"
+    r"Attributes|Methods|Warns|See Also|References|Examples?|Notes?|Todo|Warnings?):\s*$"
+)
+
+
+def _role_text(match: re.Match) -> str:
+    content = match.group(1)
+    explicit = re.match(r"^(.*?)\s*<[^>]*>$", content, flags=re.DOTALL)
+    if explicit:
+        return explicit.group(1)
+    content = content.lstrip("!")
+    if content.startswith("~"):
+        return content[1:].split(".")[-1]
+    return content.lstrip(".")
+
+
+def words(text: str) -> list[str]:
+    return [word.strip("_") for word in re.findall(r"\w+", text) if word.strip("_")]
+
+
+def prose_words(line: str) -> list[str]:
+    """The words a reader sees for one comment or docstring line, markup removed."""
+    text = line.strip()
+    text = re.sub(r'^[rRbBuUfF]*("""|\'\'\')', "", text)  # opening quotes of a docstring
+    text = re.sub(r'("""|\'\'\')$', "", text)  # closing quotes
+    text = re.sub(r"^#:?", "", text).strip()  # comment marker
+    text = re.sub(r"^(\d+[.)]|#\.|[-*+])\s+", "", text)  # a list item's marker is not a word on the page
+    if _NAPOLEON_HEADER.match(text) or re.match(r"^:(label|name|class|nowrap|no-index):", text):
+        return []
+    directive = re.match(r"^\.\.\s+[\w:-]+::\s*(.*)$", text)
+    if directive:
+        text = directive.group(1)
+    elif text.startswith(".. "):  # reST comment or link target: not shown
+        return []
+    text = re.sub(r"`([^`<]*?)\s*<[^>]*>`_{1,2}", r"\1", text)  # `title <url>`_
+    text = re.sub(r":[\w:.+-]+:`([^`]*)`", _role_text, text)  # :role:`target`
+    # A link or role split over two lines: drop the URL half, keep the text half.
+    text = re.sub(r"^[^`]*?<[^>`]*>`_{0,2}", "", text)
+    text = re.sub(r":[\w:.+-]+:`", "", text)
+    return words(text)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=[module_name(path) for path in MODULES])
+def test_the_annotated_source_page_shows_every_line(site, module):
+    name = module_name(module)
+    page_path = site / "source" / f"{name}.html"
+    assert page_path.is_file(), f"no annotated source page {page_path} for {module.name}"
+    content = article(parse_html(page_path))
+    code_lines = [
+        line.rstrip()
+        for column in content.find_all("div", "lt-sbs-code")
+        for pre in column.find_all("pre")
+        for line in pre.text().splitlines()
+    ]
+    assert code_lines, f"{page_path.name} has no code column"
+    page_words = " " + " ".join(words(content.text())) + " "
+
+    source = module.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    missing_code, missing_prose, position = [], [], 0
+    for number, kind in sorted(classify_lines(source).items()):
+        line = lines[number - 1]
+        if kind == "code":
+            # In order: each code line after the previous one.
+            try:
+                position = code_lines.index(line.rstrip(), position) + 1
+            except ValueError:
+                missing_code.append(f"{module.name}:{number}: {line.strip()}")
+            continue
+        expected = prose_words(line)
+        if expected and f" {' '.join(expected)} " not in page_words:
+            if kind == "comment" and line.rstrip() in code_lines:
+                continue  # a directive to a tool (noqa, type: ignore), kept with its code
+            missing_prose.append(f"{module.name}:{number}: {line.strip()}")
+    assert not missing_code, f"{page_path.name} lacks these code lines (or shows them out of order):\n" + "\n".join(
+        missing_code[:20]
+    )
+    assert not missing_prose, f"{page_path.name} lacks the words of these comment/docstring lines:\n" + "\n".join(
+        missing_prose[:20]
+    )
+
+
+def test_the_api_reference_links_each_module_to_its_annotated_source(site):
+    api = parse_html(site / "api.html")
+    documented = sorted(
+        node.attrs["id"][len("module-") :]
+        for node in api.iter()
+        if node.attrs.get("id", "").startswith("module-literate_transformer")
+    )
+    assert documented, "api.html documents no module"
+    links = {node.attrs.get("href", "").split("#")[0] for node in api.find_all("a")}
+    missing = [name for name in documented if f"source/{name}.html" not in links]
+    assert not missing, f"api.html has no 'annotated source' link for: {', '.join(missing)}"
+
+
+def test_each_annotated_source_page_links_back_to_its_api_entry(site):
+    api_ids = {
+        node.attrs["id"]
+        for node in parse_html(site / "api.html").iter()
+        if node.attrs.get("id", "").startswith("module-")
+    }
+    missing = []
+    for module in MODULES:
+        name = module_name(module)
+        if f"module-{name}" not in api_ids:
+            continue  # not in the API reference (a private module): nothing to link to
+        page = parse_html(site / "source" / f"{name}.html")
+        hrefs = {node.attrs.get("href", "") for node in page.find_all("a")}
+        if f"../api.html#module-{name}" not in hrefs:
+            missing.append(name)
+    assert not missing, f"these annotated source pages do not link to their API entry: {', '.join(missing)}"

@@ -252,6 +252,23 @@ def test_fully_masked_rows_give_no_nan(dtype, implementation):
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_fully_masked_row_with_very_negative_scores_gives_no_nan(dtype):
+    # Every score is about -280: adding finfo(float16).min to it overflows to -inf,
+    # so a plain "scores + mask" (BERT's classic code) would give NaN in float16.
+    config = TransformerConfig(**CONFIGS["3_heads_relu"])
+    attention = BertSelfAttention(config).eval()
+    attention.query.weight.zero_()
+    attention.key.weight.zero_()
+    attention.query.bias.fill_(10.0)
+    attention.key.bias.fill_(-10.0)
+    attention.to(dtype)
+    mask = to_additive(padding_mask(torch.zeros(2, 5, dtype=torch.long)), dtype=dtype)
+    context, probs = attention(torch.randn(2, 5, config.hidden_size, dtype=dtype), mask, output_attentions=True)
+    assert torch.isfinite(context).all() and torch.isfinite(probs).all()
+
+
+@torch.no_grad()
 def test_position_ids_and_token_type_ids_change_the_output_like_hf():
     hf = random_hf_bert(**CONFIGS["3_heads_relu"])
     ours = BertModel.from_hf(hf)

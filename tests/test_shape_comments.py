@@ -55,6 +55,7 @@ from literate_transformer import masks
 from literate_transformer.attention import AttentionHead, MultiHeadAttention
 from literate_transformer.bert import BertModel, split_bert_attention_into_heads
 from literate_transformer.config import TransformerConfig
+from literate_transformer.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
 from literate_transformer.embeddings import Embeddings, SinusoidalPositionalEncoding
 from literate_transformer.encoder import (
     TransformerEncoder,
@@ -62,6 +63,8 @@ from literate_transformer.encoder import (
     TransformerForSequenceClassification,
 )
 from literate_transformer.feed_forward import FeedForward
+from literate_transformer.generation import greedy_generate
+from literate_transformer.training import make_reversal_batch
 
 PACKAGE = Path(literate_transformer.__file__).resolve().parent
 ROOT = PACKAGE.parent
@@ -399,6 +402,26 @@ def scenario_bert():
     split_bert_attention_into_heads(model.encoder.layer[0].attention)(hidden())
 
 
+def scenario_decoder():
+    source_mask = torch.ones(DIMS["B"], S, dtype=torch.long)
+    source_mask[1, -2:] = 0
+    target_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
+    target_mask[1, -1] = 0
+    for norm_first in (True, False):
+        layer = TransformerDecoderLayer(tiny_config(), norm_first=norm_first).eval()
+        layer(hidden(), hidden(S), masks.causal_mask(T), masks.padding_mask(source_mask), return_weights=True)
+        decoder = TransformerDecoder(tiny_config(), norm_first=norm_first).eval()
+        decoder(token_ids(), hidden(S), target_mask, source_mask)
+        # Cached decoding: T - 1 target positions first, then one more.
+        cache = decoder(token_ids(T - 1), hidden(S), use_cache=True).past_key_values
+        decoder(token_ids(1), hidden(S), past_key_values=cache, use_cache=True)
+    model = EncoderDecoderTransformer(tiny_config()).eval()
+    model(token_ids(S), token_ids(), source_mask, target_mask, return_weights=True)
+    greedy_generate(model, token_ids(S), max_new_tokens=T, bos_token_id=1, eos_token_id=2, attention_mask=source_mask)
+    # The training demo's data: sources of up to S digits, targets of S + 1 tokens.
+    make_reversal_batch(DIMS["B"], 2, S, torch.Generator().manual_seed(0))
+
+
 #: Every scenario run by :func:`test_shape_comments_match_the_real_shapes`; append new ones here.
 SCENARIOS: list[Callable[[], object]] = [
     scenario_masks,
@@ -409,6 +432,7 @@ SCENARIOS: list[Callable[[], object]] = [
     scenario_embeddings,
     scenario_encoder,
     scenario_bert,
+    scenario_decoder,
 ]
 
 

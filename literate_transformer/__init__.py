@@ -15,6 +15,11 @@ read them in this order:
 6. :mod:`~literate_transformer.bert` and :mod:`~literate_transformer.pretrained`:
    HuggingFace's BERT line by line, with its names, loading pretrained weights
    1:1 and proved equal to :class:`transformers.BertModel`.
+7. :mod:`~literate_transformer.decoder`: causal self-attention,
+   encoder-decoder attention, the decoder stack and a full encoder-decoder model.
+8. :mod:`~literate_transformer.generation`: greedy decoding with a key/value cache.
+9. :mod:`~literate_transformer.training`: a tiny encoder-decoder trained from
+   scratch to reverse digit sequences.
 
 The public names are re-exported here, so ``import literate_transformer as lt``
 and ``lt.TransformerConfig`` is all a reader needs.
@@ -45,6 +50,15 @@ from .checkpoints import (
     resolve_checkpoint,
 )
 from .config import TransformerConfig, as_config
+from .decoder import (
+    DecoderLayerOutput,
+    DecoderOutput,
+    EncoderDecoderTransformer,
+    LayerCache,
+    Seq2SeqOutput,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+)
 from .embeddings import Embeddings, SinusoidalPositionalEncoding
 from .encoder import (
     EncoderLayerOutput,
@@ -54,6 +68,8 @@ from .encoder import (
     TransformerForSequenceClassification,
 )
 from .feed_forward import FeedForward
+from .generation import GenerationOutput, greedy_generate
+from .training import TrainingResult, train_reversal
 
 __version__ = "0.1.0"
 
@@ -70,6 +86,17 @@ __all__ = [
     "TransformerEncoderLayer",
     "TransformerEncoder",
     "TransformerForSequenceClassification",
+    "TransformerDecoderLayer",
+    "TransformerDecoder",
+    "EncoderDecoderTransformer",
+    "LayerCache",
+    "DecoderLayerOutput",
+    "DecoderOutput",
+    "Seq2SeqOutput",
+    "greedy_generate",
+    "GenerationOutput",
+    "train_reversal",
+    "TrainingResult",
     "BertModel",
     "BertModelOutput",
     "BertEmbeddings",

@@ -14,6 +14,8 @@ from literate_transformer.bert import BertAttention, BertLayer, BertModel, BertS
 from literate_transformer.masks import padding_mask, to_additive
 
 ATOL = 1e-5
+# The NaN checks also run on a GPU when there is one (fused SDPA kernels differ there).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 # Shapes other than the checkpoint's: odd head counts, other epsilons,
 # more segment types, other activations.
@@ -237,9 +239,9 @@ def test_head_mask_zero_equals_zeroing_that_heads_values():
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 def test_fully_masked_rows_give_no_nan(dtype, implementation):
     config = TransformerConfig(**CONFIGS["3_heads_relu"], attn_implementation=implementation)
-    model = BertModel(config).eval().to(dtype)
-    input_ids = torch.randint(2, config.vocab_size, (2, 6))
-    attention_mask = torch.ones(2, 6, dtype=torch.long)
+    model = BertModel(config).eval().to(DEVICE, dtype)
+    input_ids = torch.randint(2, config.vocab_size, (2, 6), device=DEVICE)
+    attention_mask = torch.ones(2, 6, dtype=torch.long, device=DEVICE)
     attention_mask[1] = 0  # an example that is padding only: every key of its rows is masked
     output = model(input_ids, attention_mask, output_hidden_states=True)
     for tensor in (*output.hidden_states, output.pooler_output):
@@ -262,9 +264,10 @@ def test_fully_masked_row_with_very_negative_scores_gives_no_nan(dtype):
     attention.key.weight.zero_()
     attention.query.bias.fill_(10.0)
     attention.key.bias.fill_(-10.0)
-    attention.to(dtype)
-    mask = to_additive(padding_mask(torch.zeros(2, 5, dtype=torch.long)), dtype=dtype)
-    context, probs = attention(torch.randn(2, 5, config.hidden_size, dtype=dtype), mask, output_attentions=True)
+    attention.to(DEVICE, dtype)
+    mask = to_additive(padding_mask(torch.zeros(2, 5, dtype=torch.long, device=DEVICE)), dtype=dtype)
+    hidden_states = torch.randn(2, 5, config.hidden_size, dtype=dtype, device=DEVICE)
+    context, probs = attention(hidden_states, mask, output_attentions=True)
     assert torch.isfinite(context).all() and torch.isfinite(probs).all()
 
 

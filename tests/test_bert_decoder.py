@@ -12,6 +12,8 @@ import transformers
 from literate_transformer.bert import BertModel
 
 ATOL = 1e-5
+# The NaN checks also run on a GPU when there is one (fused SDPA kernels differ there).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 FIELDS = dict(
     vocab_size=83,
@@ -123,15 +125,15 @@ def test_a_future_token_does_not_change_earlier_outputs(hf_decoder, inputs):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 def test_decoder_fully_masked_rows_give_no_nan(hf_decoder, inputs, dtype, implementation):
-    model = BertModel.from_hf(hf_decoder, attn_implementation=implementation).to(dtype)
+    model = BertModel.from_hf(hf_decoder, attn_implementation=implementation).to(DEVICE, dtype)
     # Left padding: the first two queries of example 1 see no key at all (causal + padding);
     # example 1's encoder output is padding only: its cross-attention rows are fully masked.
-    attention_mask = torch.tensor([[1] * 7, [0, 0] + [1] * 5])
-    encoder_attention_mask = torch.tensor([[1, 1, 1, 1], [0, 0, 0, 0]])
+    attention_mask = torch.tensor([[1] * 7, [0, 0] + [1] * 5], device=DEVICE)
+    encoder_attention_mask = torch.tensor([[1, 1, 1, 1], [0, 0, 0, 0]], device=DEVICE)
     output = model(
-        inputs["input_ids"],
+        inputs["input_ids"].to(DEVICE),
         attention_mask,
-        encoder_hidden_states=inputs["encoder_hidden_states"].to(dtype),
+        encoder_hidden_states=inputs["encoder_hidden_states"].to(DEVICE, dtype),
         encoder_attention_mask=encoder_attention_mask,
         output_hidden_states=True,
     )

@@ -1,0 +1,745 @@
+r"""Seeing attention: bertviz views and heatmaps of the attention weights.
+
+Every attention layer computes, for each head, a matrix of weights
+
+.. math::
+
+    A = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{D}}\right) \in [0, 1]^{T \times S},
+
+whose row :math:`i` says how much query token :math:`i` draws from each key
+token (each row sums to 1).  A model with ``L`` layers of ``H`` heads makes
+``L * H`` such matrices for every input, and looking at them is the quickest
+way to get a feeling for what the heads do.  Chapter 3 of *Natural Language
+Processing with Transformers* does it with Jesse Vig's `bertviz
+<https://github.com/jessevig/bertviz>`_, which draws three interactive views:
+
+*head view*
+    the tokens in two columns, a line from query to key for every weight,
+    one colour per head, for one layer at a time;
+*model view*
+    a thumbnail of every head of every layer;
+*neuron view*
+    one head opened up: the query and key vectors, their element-wise
+    product, the dot products and the softmax.
+
+This module turns attention weights into what bertviz expects and back into
+plain pictures:
+
+* :func:`head_view` and :func:`model_view` take the attentions of
+  HuggingFace's :class:`transformers.BertModel` (``output_attentions=True``),
+  of this package's models, or of an encoder-decoder (encoder, decoder and
+  cross attentions), as one ``(B, H, T, S)`` tensor per layer, and return the
+  view as an ``IPython.display.HTML`` object that a notebook displays and
+  an executed page embeds.  :func:`view_arguments` and
+  :func:`encoder_decoder_view_arguments` give the bertviz keyword arguments
+  themselves.
+* :func:`neuron_view` runs bertviz's own instrumented BERT (it needs the
+  queries and keys, which no ordinary model returns) on the pretrained
+  checkpoint, loaded by :func:`load_neuron_view_model`.
+* :func:`plot_attention` and :func:`plot_attention_heads` draw the same
+  weights as matplotlib heatmaps, for readers without JavaScript and for
+  printed pages.
+
+Small pages
+-----------
+bertviz writes every weight into the page as JSON text with all 17 digits of
+a double.  Three decimals are plenty for lines drawn with an opacity, and
+they make a view about three times smaller, so every function here rounds the
+weights (``decimals=3``) before handing them over.
+
+>>> import torch
+>>> weights = torch.softmax(torch.randn(1, 2, 3, 3), dim=-1)  # (B, H, T, S)
+>>> args = view_arguments([weights, weights], ["[CLS]", "hi", "[SEP]"])
+>>> len(args["attention"]), tuple(args["attention"][0].shape), args["html_action"]
+(2, (1, 2, 3, 3), 'return')
+
+Offline pages
+-------------
+The HTML bertviz returns loads require.js, d3 and jQuery from a CDN, which
+works in a notebook with internet access.  This site serves its own copies
+instead: its Sphinx extension ``bertviz_offline`` rewrites those addresses in
+every page that holds a view, and a browser test checks that the views draw
+with no network.
+
+Where the source notebooks got it wrong
+---------------------------------------
+With ``transformers`` 5 a model loaded with the default (fused SDPA)
+attention returns no attention weights at all, so ``output_attentions=True``
+has nothing to show; :func:`~literate_transformer.checkpoints.load_hf_model` loads the
+``"eager"`` implementation.  bertviz's neuron-view model only reads a
+``pytorch_model.bin``; on a checkpoint that ships ``model.safetensors`` its
+``from_pretrained`` returns ``None`` without an error, and a missing weight is
+only logged, leaving it random.  :func:`load_neuron_view_model` loads the
+weights itself and insists that every parameter is found.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "round_attention",
+    "view_arguments",
+    "encoder_decoder_view_arguments",
+    "head_view",
+    "model_view",
+    "load_neuron_view_model",
+    "neuron_view",
+    "round_floats",
+    "plot_attention",
+    "plot_attention_heads",
+]
+
+#: Decimals kept in the weights written into a page (see "Small pages").
+DEFAULT_DECIMALS = 3
+
+# The marker in front of the neuron view's JSON parameters in bertviz's HTML.
+_NEURON_PARAMS_MARKER = "window.bertviz_params = "
+
+
+def _check_decimals(decimals: object) -> int:
+    if not isinstance(decimals, int) or isinstance(decimals, bool) or decimals < 0:
+        raise ValueError(f"decimals must be a non-negative int, got {decimals!r}")
+    return decimals
+
+
+def _attention_layers(attentions: object, name: str) -> list[Tensor]:
+    """The per-layer tensors in ``attentions``, whatever container holds them."""
+    # A model output (HuggingFace's or this package's BertModel's) carries them as .attentions.
+    if not isinstance(attentions, Tensor) and hasattr(attentions, "attentions"):
+        attentions = attentions.attentions
+        if attentions is None:
+            raise ValueError(f"{name}.attentions is None: run the model with output_attentions=True")
+    if isinstance(attentions, Tensor):
+        if attentions.dim() != 5:
+            raise ValueError(
+                f"{name} must be a sequence of (B, H, T, S) tensors, one per layer, or one (L, B, H, T, S) "
+                f"tensor, got a tensor of shape {tuple(attentions.shape)}"
+            )
+        attentions = list(attentions.unbind(0))
+    if not isinstance(attentions, Sequence) or isinstance(attentions, (str, bytes)):
+        raise TypeError(
+            f"{name} must be a sequence of (B, H, T, S) tensors, one per layer, got {type(attentions).__name__}"
+        )
+    layers = list(attentions)
+    if not layers:
+        raise ValueError(
+            f"{name} is empty: run the model with output_attentions=True (and, for transformers models, "
+            'attn_implementation="eager")'
+        )
+    for index, layer in enumerate(layers):
+        if not isinstance(layer, Tensor):
+            raise TypeError(f"{name}[{index}] must be a torch.Tensor, got {type(layer).__name__}")
+        if not layer.is_floating_point():
+            raise TypeError(f"{name}[{index}] must hold floating-point weights, got dtype {layer.dtype}")
+        if layer.dim() != 4:
+            raise ValueError(f"{name}[{index}] must have shape (B, H, T, S), got {tuple(layer.shape)}")
+        if layer.shape != layers[0].shape:
+            raise ValueError(
+                f"all layers of {name} must have the same shape, got {tuple(layers[0].shape)} for layer 0 "
+                f"and {tuple(layer.shape)} for layer {index}"
+            )
+    return layers
+
+
+def round_attention(
+    attentions: object,
+    *,
+    batch_index: int = 0,
+    decimals: int = DEFAULT_DECIMALS,
+    name: str = "attentions",
+) -> list[Tensor]:
+    """One example's attention weights, rounded, in the layout bertviz reads.
+
+    Args:
+        attentions: A sequence with one ``(B, H, T, S)`` tensor per layer (what
+            ``output_attentions=True`` returns), a model output with an
+            ``attentions`` attribute, or one ``(L, B, H, T, S)`` tensor.
+        batch_index: Which example of the batch to keep (bertviz draws one).
+        decimals: Decimals to keep.
+        name: The argument's name, for error messages.
+
+    Returns:
+        A list with one ``(1, H, T, S)`` float64 CPU tensor per layer, rounded
+        to ``decimals`` decimals (float64, so that the JSON text of a weight
+        such as 0.125 is ``0.125`` and not ``0.125000001``).
+
+    Raises:
+        TypeError: if ``attentions`` holds something other than float tensors.
+        ValueError: for a wrong shape, an empty sequence, a ``batch_index``
+            outside the batch, or weights that are not finite.
+    """
+    decimals = _check_decimals(decimals)
+    layers = _attention_layers(attentions, name)
+    batch_size = layers[0].shape[0]
+    if not isinstance(batch_index, int) or isinstance(batch_index, bool) or not 0 <= batch_index < batch_size:
+        raise ValueError(
+            f"batch_index must be an int in [0, {batch_size}) for a batch of {batch_size}, got {batch_index!r}"
+        )
+    rounded = []
+    for layer in layers:
+        example = layer.detach()[batch_index : batch_index + 1].to("cpu", torch.float64)  # (1, H, T, S)
+        if not bool(torch.isfinite(example).all()):
+            raise ValueError(f"{name} holds NaN or infinite weights; check the attention mask")
+        rounded.append(torch.round(example, decimals=decimals))
+    return rounded
+
+
+def _check_tokens(tokens: object, length: int, name: str, what: str) -> list[str]:
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
+        raise TypeError(f"{name} must be a list of token strings, got {type(tokens).__name__}")
+    tokens = [str(token) for token in tokens]
+    if len(tokens) != length:
+        raise ValueError(f"{name} has {len(tokens)} tokens but the attention has {length} {what} positions")
+    return tokens
+
+
+def _check_layer_and_heads(layer: int | None, heads: Sequence[int] | None, num_layers: int, num_heads: int) -> None:
+    if layer is not None and (not isinstance(layer, int) or not 0 <= layer < num_layers):
+        raise ValueError(f"layer must be an int in [0, {num_layers}), got {layer!r}")
+    if heads is not None:
+        if isinstance(heads, int) or not all(isinstance(h, int) and 0 <= h < num_heads for h in heads):
+            raise ValueError(f"heads must be a list of ints in [0, {num_heads}), got {heads!r}")
+
+
+def view_arguments(
+    attentions: object,
+    tokens: Sequence[str],
+    *,
+    sentence_b_start: int | None = None,
+    batch_index: int = 0,
+    decimals: int = DEFAULT_DECIMALS,
+) -> dict[str, Any]:
+    """Keyword arguments for bertviz's ``head_view`` / ``model_view`` of a self-attention model.
+
+    Args:
+        attentions: One ``(B, H, T, T)`` tensor per layer (see :func:`round_attention`).
+        tokens: The ``T`` tokens of the example, e.g. from
+            ``tokenizer.convert_ids_to_tokens``.
+        sentence_b_start: Position of the first token of the second sentence of a
+            pair (where ``token_type_ids`` turns 1); bertviz then offers the
+            A->A, A->B, B->A and B->B parts too.
+        batch_index: Which example of the batch to draw.
+        decimals: Decimals kept in the weights.
+
+    Returns:
+        ``attention``, ``tokens``, ``sentence_b_start`` and
+        ``html_action="return"`` (so bertviz returns the HTML instead of
+        displaying it).
+
+    Raises:
+        TypeError: for inputs of the wrong type.
+        ValueError: when the tokens do not match the attention's length, the
+            attention is not square, or ``sentence_b_start`` is not inside it.
+    """
+    layers = round_attention(attentions, batch_index=batch_index, decimals=decimals)
+    _, _, query_length, key_length = layers[0].shape
+    if query_length != key_length:
+        raise ValueError(
+            f"self-attention weights must be square (T == S), got T={query_length}, S={key_length}; "
+            "use encoder_decoder_view_arguments for cross-attention"
+        )
+    tokens = _check_tokens(tokens, query_length, "tokens", "token")
+    if sentence_b_start is not None and (
+        not isinstance(sentence_b_start, int)
+        or isinstance(sentence_b_start, bool)
+        or not 0 < sentence_b_start < query_length
+    ):
+        raise ValueError(
+            f"sentence_b_start must be an int in [1, {query_length}) (the position of sentence B's first token), "
+            f"got {sentence_b_start!r}"
+        )
+    return {"attention": layers, "tokens": tokens, "sentence_b_start": sentence_b_start, "html_action": "return"}
+
+
+def encoder_decoder_view_arguments(
+    *,
+    encoder_attentions: object = None,
+    decoder_attentions: object = None,
+    cross_attentions: object = None,
+    encoder_tokens: Sequence[str] | None = None,
+    decoder_tokens: Sequence[str] | None = None,
+    batch_index: int = 0,
+    decimals: int = DEFAULT_DECIMALS,
+) -> dict[str, Any]:
+    """Keyword arguments for bertviz's encoder-decoder views.
+
+    Args:
+        encoder_attentions: The encoder's self-attention, ``(B, H, S, S)`` per layer.
+        decoder_attentions: The decoder's (causal) self-attention, ``(B, H, T, T)`` per layer.
+        cross_attentions: The decoder's attention to the encoder, ``(B, H, T, S)`` per layer.
+        encoder_tokens: The ``S`` source tokens.
+        decoder_tokens: The ``T`` target tokens.
+        batch_index: Which example of the batch to draw.
+        decimals: Decimals kept in the weights.
+
+    Returns:
+        ``encoder_attention``, ``decoder_attention``, ``cross_attention``,
+        ``encoder_tokens``, ``decoder_tokens`` (those given) and
+        ``html_action="return"``.
+
+    Raises:
+        ValueError: when no attention is given, a token list is missing, or
+            the shapes and token counts disagree.
+    """
+    if encoder_attentions is None and decoder_attentions is None and cross_attentions is None:
+        raise ValueError("give at least one of encoder_attentions, decoder_attentions, cross_attentions")
+    arguments: dict[str, Any] = {"html_action": "return"}
+    for name, value, tokens_name, key_tokens_name in (
+        ("encoder_attentions", encoder_attentions, "encoder_tokens", "encoder_tokens"),
+        ("decoder_attentions", decoder_attentions, "decoder_tokens", "decoder_tokens"),
+        ("cross_attentions", cross_attentions, "decoder_tokens", "encoder_tokens"),
+    ):
+        if value is None:
+            continue
+        layers = round_attention(value, batch_index=batch_index, decimals=decimals, name=name)
+        _, _, query_length, key_length = layers[0].shape
+        query_tokens = encoder_tokens if tokens_name == "encoder_tokens" else decoder_tokens
+        key_tokens = encoder_tokens if key_tokens_name == "encoder_tokens" else decoder_tokens
+        if query_tokens is None or key_tokens is None:
+            missing = tokens_name if query_tokens is None else key_tokens_name
+            raise ValueError(f"{name} needs {missing}")
+        arguments[tokens_name] = _check_tokens(query_tokens, query_length, tokens_name, f"query positions in {name}:")
+        arguments[key_tokens_name] = _check_tokens(key_tokens, key_length, key_tokens_name, f"key positions in {name}:")
+        arguments[name[: -len("s")]] = layers
+    return arguments
+
+
+def _arguments(
+    attentions: object,
+    tokens: Sequence[str] | None,
+    sentence_b_start: int | None,
+    encoder_decoder: dict[str, Any],
+    batch_index: int,
+    decimals: int,
+) -> dict[str, Any]:
+    given = {key: value for key, value in encoder_decoder.items() if value is not None}
+    if attentions is not None:
+        if given:
+            raise ValueError(
+                "give either attentions and tokens (a self-attention model) or the encoder/decoder/cross "
+                f"attentions and their tokens, not both (got attentions and {', '.join(sorted(given))})"
+            )
+        if tokens is None:
+            raise ValueError("attentions needs tokens")
+        return view_arguments(
+            attentions, tokens, sentence_b_start=sentence_b_start, batch_index=batch_index, decimals=decimals
+        )
+    if sentence_b_start is not None:
+        raise ValueError("sentence_b_start applies to a self-attention model's attentions only")
+    return encoder_decoder_view_arguments(**encoder_decoder, batch_index=batch_index, decimals=decimals)
+
+
+def head_view(
+    attentions: object = None,
+    tokens: Sequence[str] | None = None,
+    *,
+    sentence_b_start: int | None = None,
+    encoder_attentions: object = None,
+    decoder_attentions: object = None,
+    cross_attentions: object = None,
+    encoder_tokens: Sequence[str] | None = None,
+    decoder_tokens: Sequence[str] | None = None,
+    layer: int | None = None,
+    heads: Sequence[int] | None = None,
+    batch_index: int = 0,
+    decimals: int = DEFAULT_DECIMALS,
+) -> Any:
+    """bertviz's head view: one layer at a time, a line per weight, a colour per head.
+
+    Give either ``attentions`` and ``tokens`` (a self-attention model such as
+    BERT, optionally a sentence pair with ``sentence_b_start``) or the
+    encoder-decoder arguments (see :func:`encoder_decoder_view_arguments`).
+
+    Args:
+        attentions: One ``(B, H, T, T)`` tensor per layer.
+        tokens: The ``T`` tokens.
+        sentence_b_start: Position of sentence B's first token in a pair.
+        encoder_attentions: See :func:`encoder_decoder_view_arguments`.
+        decoder_attentions: See :func:`encoder_decoder_view_arguments`.
+        cross_attentions: See :func:`encoder_decoder_view_arguments`.
+        encoder_tokens: See :func:`encoder_decoder_view_arguments`.
+        decoder_tokens: See :func:`encoder_decoder_view_arguments`.
+        layer: The layer shown first (default 0).
+        heads: The heads shown first (default all).
+        batch_index: Which example of the batch to draw.
+        decimals: Decimals kept in the weights.
+
+    Returns:
+        An ``IPython.display.HTML`` object; a notebook cell that ends with
+        it displays the view.
+    """
+    from bertviz import head_view as bertviz_head_view
+
+    arguments = _arguments(
+        attentions,
+        tokens,
+        sentence_b_start,
+        {
+            "encoder_attentions": encoder_attentions,
+            "decoder_attentions": decoder_attentions,
+            "cross_attentions": cross_attentions,
+            "encoder_tokens": encoder_tokens,
+            "decoder_tokens": decoder_tokens,
+        },
+        batch_index,
+        decimals,
+    )
+    first = next(value for key, value in arguments.items() if key.endswith("attention"))
+    _check_layer_and_heads(layer, heads, len(first), first[0].shape[1])
+    return bertviz_head_view(**arguments, layer=layer, heads=list(heads) if heads is not None else None)
+
+
+def model_view(
+    attentions: object = None,
+    tokens: Sequence[str] | None = None,
+    *,
+    sentence_b_start: int | None = None,
+    encoder_attentions: object = None,
+    decoder_attentions: object = None,
+    cross_attentions: object = None,
+    encoder_tokens: Sequence[str] | None = None,
+    decoder_tokens: Sequence[str] | None = None,
+    batch_index: int = 0,
+    decimals: int = DEFAULT_DECIMALS,
+    display_mode: str = "light",
+) -> Any:
+    """bertviz's model view: a thumbnail of every head of every layer.
+
+    Arguments as for :func:`head_view`; click a thumbnail to enlarge it.
+
+    Args:
+        attentions: One ``(B, H, T, T)`` tensor per layer.
+        tokens: The ``T`` tokens.
+        sentence_b_start: Position of sentence B's first token in a pair.
+        encoder_attentions: See :func:`encoder_decoder_view_arguments`.
+        decoder_attentions: See :func:`encoder_decoder_view_arguments`.
+        cross_attentions: See :func:`encoder_decoder_view_arguments`.
+        encoder_tokens: See :func:`encoder_decoder_view_arguments`.
+        decoder_tokens: See :func:`encoder_decoder_view_arguments`.
+        batch_index: Which example of the batch to draw.
+        decimals: Decimals kept in the weights.
+        display_mode: ``"light"`` (default, matches this site) or ``"dark"``.
+
+    Returns:
+        An ``IPython.display.HTML`` object.
+    """
+    from bertviz import model_view as bertviz_model_view
+
+    if display_mode not in ("light", "dark"):
+        raise ValueError(f'display_mode must be "light" or "dark", got {display_mode!r}')
+    arguments = _arguments(
+        attentions,
+        tokens,
+        sentence_b_start,
+        {
+            "encoder_attentions": encoder_attentions,
+            "decoder_attentions": decoder_attentions,
+            "cross_attentions": cross_attentions,
+            "encoder_tokens": encoder_tokens,
+            "decoder_tokens": decoder_tokens,
+        },
+        batch_index,
+        decimals,
+    )
+    return bertviz_model_view(**arguments, display_mode=display_mode)
+
+
+# ---------------------------------------------------------------------------
+# The neuron view
+# ---------------------------------------------------------------------------
+
+
+def _read_weights(path: str) -> dict[str, Tensor]:
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return load_file(path)
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_neuron_view_model(path_or_name: str | os.PathLike[str] | None = None) -> Any:
+    """bertviz's instrumented BERT, with the pretrained checkpoint's weights.
+
+    The neuron view needs each head's query and key vectors, which
+    :class:`transformers.BertModel` does not return; bertviz ships its own copy
+    of an early BERT implementation that does
+    (``bertviz.transformers_neuron_view.BertModel``).  Its ``from_pretrained``
+    only reads ``pytorch_model.bin`` and returns ``None`` for a folder that has
+    ``model.safetensors`` only (the default checkpoint), so this function builds
+    the model from ``config.json`` and loads the weights file itself, strictly:
+    a parameter missing from the file is an error, not a random weight.
+
+    Args:
+        path_or_name: A checkpoint, resolved by
+            :func:`literate_transformer.checkpoints.resolve_checkpoint`; it must
+            be a local folder (a hub name your cache holds resolves to one only
+            through ``transformers``, so pass the folder).
+
+    Returns:
+        The model, in evaluation mode, returning attention weights, queries and keys.
+
+    Raises:
+        CheckpointError: if the checkpoint is not a local folder.
+        RuntimeError: if the weights do not fit bertviz's model.
+    """
+    from bertviz.transformers_neuron_view.modeling_bert import BertConfig as NeuronBertConfig
+    from bertviz.transformers_neuron_view.modeling_bert import BertModel as NeuronBertModel
+
+    from .checkpoints import CheckpointError, resolve_checkpoint
+
+    checkpoint = resolve_checkpoint(path_or_name)
+    if not checkpoint.is_local or checkpoint.weights_file is None:
+        raise CheckpointError(
+            f"the neuron view needs a local checkpoint folder with config.json and its weights, "
+            f"got {checkpoint.name_or_path!r}"
+        )
+    config = NeuronBertConfig.from_json_file(os.path.join(checkpoint.name_or_path, "config.json"))
+    config.output_attentions = True
+    model = NeuronBertModel(config)
+    state_dict = _read_weights(str(checkpoint.weights_file))
+    # Checkpoints of BertFor... models prefix the encoder's names with "bert.";
+    # buffers such as position_ids are rebuilt by the model, not loaded.
+    state_dict = {key.removeprefix("bert."): value for key, value in state_dict.items()}
+    expected = set(model.state_dict())
+    state_dict = {key: value for key, value in state_dict.items() if key in expected}
+    missing = sorted(expected - set(state_dict))
+    if missing:
+        raise RuntimeError(
+            f"{checkpoint.weights_file} does not fit bertviz's neuron-view BertModel: "
+            f"{len(missing)} parameters are missing, e.g. {', '.join(missing[:3])}"
+        )
+    model.load_state_dict(state_dict, strict=True)
+    return model.eval()
+
+
+def round_floats(value: Any, decimals: int = DEFAULT_DECIMALS) -> Any:
+    """Round every float inside nested lists and dicts (JSON data) to ``decimals``.
+
+    >>> round_floats({"attn": [[0.123456, 1.0], [2, -0.0004]]})
+    {'attn': [[0.123, 1.0], [2, -0.0]]}
+    """
+    decimals = _check_decimals(decimals)
+    if isinstance(value, float):
+        return round(value, decimals) if math.isfinite(value) else value
+    if isinstance(value, list):
+        return [round_floats(item, decimals) for item in value]
+    if isinstance(value, dict):
+        return {key: round_floats(item, decimals) for key, item in value.items()}
+    return value
+
+
+def neuron_view(
+    sentence_a: str,
+    sentence_b: str | None = None,
+    *,
+    layer: int = 0,
+    head: int = 8,
+    model: Any = None,
+    tokenizer: Any = None,
+    decimals: int = DEFAULT_DECIMALS,
+    display_mode: str = "light",
+) -> Any:
+    """bertviz's neuron view: one head's queries, keys, their products and the softmax.
+
+    Args:
+        sentence_a: The sentence (or the first of a pair).
+        sentence_b: The second sentence of a pair, if any.
+        layer: The layer shown first (the source notebooks use layer 0).
+        head: The head shown first (the source notebooks use head 8).
+        model: A model from :func:`load_neuron_view_model` (loaded if ``None``).
+        tokenizer: The checkpoint's tokenizer (loaded if ``None``).
+        decimals: Decimals kept in the weights, queries and keys written into the page.
+        display_mode: ``"light"`` (default) or ``"dark"``.
+
+    Returns:
+        An ``IPython.display.HTML`` object.
+
+    Raises:
+        ValueError: for an empty sentence, a layer or head out of range, or an
+            unknown display mode.
+    """
+    from bertviz.neuron_view import show
+
+    if not isinstance(sentence_a, str) or not sentence_a.strip():
+        raise ValueError(f"sentence_a must be a non-empty string, got {sentence_a!r}")
+    if sentence_b is not None and (not isinstance(sentence_b, str) or not sentence_b.strip()):
+        raise ValueError(f"sentence_b must be None or a non-empty string, got {sentence_b!r}")
+    if display_mode not in ("light", "dark"):
+        raise ValueError(f'display_mode must be "light" or "dark", got {display_mode!r}')
+    decimals = _check_decimals(decimals)
+    if model is None:
+        model = load_neuron_view_model()
+    if tokenizer is None:
+        from .checkpoints import load_tokenizer
+
+        tokenizer = load_tokenizer()
+    num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    if not isinstance(layer, int) or not 0 <= layer < num_layers:
+        raise ValueError(f"layer must be an int in [0, {num_layers}), got {layer!r}")
+    if not isinstance(head, int) or not 0 <= head < num_heads:
+        raise ValueError(f"head must be an int in [0, {num_heads}), got {head!r}")
+    with torch.no_grad():
+        html = show(
+            model,
+            "bert",
+            tokenizer,
+            sentence_a,
+            sentence_b,
+            display_mode=display_mode,
+            layer=layer,
+            head=head,
+            html_action="return",
+        )
+    # bertviz writes the parameters as one JSON object after a marker; round its floats.
+    start = html.data.find(_NEURON_PARAMS_MARKER)
+    if start < 0:
+        raise RuntimeError(
+            "bertviz's neuron view HTML has no 'window.bertviz_params = ' line; is bertviz >= 1.4 installed?"
+        )
+    start += len(_NEURON_PARAMS_MARKER)
+    params, end = json.JSONDecoder().raw_decode(html.data, start)
+    html.data = html.data[:start] + json.dumps(round_floats(params, decimals)) + html.data[end:]
+    return html
+
+
+# ---------------------------------------------------------------------------
+# Heatmaps
+# ---------------------------------------------------------------------------
+
+
+def _as_matrix(weights: object, name: str, ndim: int) -> Any:
+    import numpy as np
+
+    if isinstance(weights, Tensor):
+        weights = weights.detach().to("cpu", torch.float64).numpy()
+    elif not isinstance(weights, np.ndarray):
+        raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(weights).__name__}")
+    if weights.ndim != ndim:
+        expected = "(T, S)" if ndim == 2 else "(H, T, S)"
+        hint = " (select one head, e.g. attentions[layer][0, head])" if ndim == 2 and weights.ndim > 2 else ""
+        raise ValueError(f"{name} must have shape {expected}, got {weights.shape}{hint}")
+    return weights
+
+
+def plot_attention(
+    weights: object,
+    tokens: Sequence[str],
+    key_tokens: Sequence[str] | None = None,
+    *,
+    ax: Any = None,
+    title: str | None = None,
+    cmap: str = "Blues",
+    annotate: bool = False,
+    colorbar: bool = True,
+    vmin: float | None = 0.0,
+    vmax: float | None = 1.0,
+) -> Any:
+    """Draw one head's attention weights as a heatmap: queries down, keys across.
+
+    Args:
+        weights: A ``(T, S)`` tensor or array, e.g. ``attentions[layer][0, head]``.
+        tokens: The ``T`` query tokens (rows).
+        key_tokens: The ``S`` key tokens (columns); ``tokens`` when ``None``
+            (self-attention).
+        ax: A matplotlib ``Axes`` to draw into; a new figure when ``None``.
+        title: Title of the plot.
+        cmap: A matplotlib colormap name.
+        annotate: Write each weight (two decimals) into its cell.
+        colorbar: Draw a colour bar.
+        vmin: The value drawn in the lightest colour (``None``: the smallest value).
+        vmax: The value drawn in the darkest colour (``None``: the largest value);
+            the defaults 0 and 1 suit probabilities, ``None`` suits raw scores.
+
+    Returns:
+        The matplotlib ``Axes``.
+
+    Raises:
+        TypeError: if ``weights`` is not a tensor or array.
+        ValueError: if it is not 2-D or the token counts do not match it.
+    """
+    import matplotlib.pyplot as plt
+
+    matrix = _as_matrix(weights, "weights", 2)
+    query_tokens = _check_tokens(tokens, matrix.shape[0], "tokens", "query")
+    key_tokens = _check_tokens(query_tokens if key_tokens is None else key_tokens, matrix.shape[1], "key_tokens", "key")
+    if ax is None:
+        size = max(3.0, 0.45 * max(matrix.shape) + 1.5)
+        _, ax = plt.subplots(figsize=(size + (1.0 if colorbar else 0.0), size))
+    image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90)
+    ax.set_yticks(range(len(query_tokens)), query_tokens)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    if title is not None:
+        ax.set_title(title)
+    if annotate:
+        for row in range(matrix.shape[0]):
+            for column in range(matrix.shape[1]):
+                value = matrix[row, column]
+                dark = image.norm(value) > 0.5
+                ax.text(
+                    column,
+                    row,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if dark else "black",
+                )
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def plot_attention_heads(
+    weights: object,
+    tokens: Sequence[str],
+    key_tokens: Sequence[str] | None = None,
+    *,
+    ncols: int = 6,
+    title: str | None = None,
+    cmap: str = "Blues",
+) -> Any:
+    """Draw every head of one layer as a grid of small heatmaps (a static model view).
+
+    Args:
+        weights: An ``(H, T, S)`` tensor or array, e.g. ``attentions[layer][0]``.
+        tokens: The ``T`` query tokens.
+        key_tokens: The ``S`` key tokens (``tokens`` when ``None``).
+        ncols: Heads per row.
+        title: Title of the figure.
+        cmap: A matplotlib colormap name.
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
+    import matplotlib.pyplot as plt
+
+    if not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
+    matrices = _as_matrix(weights, "weights", 3)
+    num_heads = matrices.shape[0]
+    nrows = math.ceil(num_heads / ncols)
+    figure, axes = plt.subplots(nrows, ncols, figsize=(2.2 * ncols, 2.4 * nrows), squeeze=False)
+    for head, ax in enumerate(axes.flat):
+        if head >= num_heads:
+            ax.axis("off")
+            continue
+        plot_attention(matrices[head], tokens, key_tokens, ax=ax, cmap=cmap, colorbar=False, title=f"head {head}")
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        ax.tick_params(labelsize=6)
+        if head % ncols:
+            ax.set_yticklabels([])
+    if title is not None:
+        figure.suptitle(title)
+    figure.tight_layout()
+    return figure

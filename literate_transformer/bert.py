@@ -55,7 +55,16 @@ source notebooks annotate.  For hidden states :math:`X` of shape ``(B, T, E)``:
    ``E`` is viewed as ``H`` heads of ``D = E / H`` features, and the heads are
    moved before the sequence: ``(B, T, E) -> (B, T, H, D) -> (B, H, T, D)``.
    BERT-base has 12 heads of 64 features (hidden size 768); the default
-   checkpoint here, MiniLM-L6, has 12 heads of 32 (hidden size 384).
+   checkpoint here, MiniLM-L6, has 12 heads of 32 (hidden size 384):
+
+   >>> from literate_transformer import TransformerConfig
+   >>> base = TransformerConfig()  # the defaults are bert-base-uncased's
+   >>> base.num_attention_heads, base.head_size, base.hidden_size
+   (12, 64, 768)
+   >>> checkpoint = TransformerConfig.from_pretrained()
+   >>> checkpoint.num_attention_heads, checkpoint.head_size, checkpoint.hidden_size
+   (12, 32, 384)
+
 3. **Score** every query against every key (``attention_scores``), scaled
    by :math:`\sqrt{D}` so that the dot products do not grow with the head size
    and saturate the softmax:
@@ -113,9 +122,27 @@ and returned tuples such as ``(context_layer, attention_probs)``.  Today
 and attention probabilities are only returned by the eager implementation:
 a model loaded with the default SDPA attention returns none.  This module
 follows today's API with a small :class:`BertModelOutput` dataclass.
+Those releases also had ``BertSelfAttention`` itself switch to
+``encoder_hidden_states`` for cross-attention, as here; today's
+``transformers`` has a separate ``BertCrossAttention`` class with the same
+parameter names, so the weights load either way.
+
+What the source notebooks got wrong
+-----------------------------------
+* One says BERT has 6 heads of size 128.  It has 12 heads of 64 (see above):
+  the head size is ``hidden_size // num_attention_heads``.
+* Their masked attention fills with ``-inf``; a query whose keys are all
+  masked then gets NaN weights.  Here masked scores are ``finfo.min`` and the
+  sum with the additive mask is clamped, so even scores that would overflow in
+  float16 stay finite (a test checks fp32, fp16 and bf16, on both paths).
+* Their ``Embeddings`` build ``position_ids`` on the CPU; here they are built
+  on the input's device.
+* They build the encoder pre-LN, the book's way, from BERT's config, without
+  saying that BERT itself is post-LN (:class:`BertSelfOutput`,
+  :class:`BertOutput`): pretrained BERT weights only reproduce BERT in the
+  post-LN arrangement.
 
 >>> import torch
->>> from literate_transformer import TransformerConfig
 >>> config = TransformerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
 ...                            num_attention_heads=4, intermediate_size=32, max_position_embeddings=20)
 >>> model = BertModel(config).eval()

@@ -72,6 +72,8 @@ extensions = [
     "sphinx_design",
     # Every name in a code block links to its API entry.
     "sphinx_codeautolink",
+    # bertviz's attention views served from _static (d3, jQuery, a require.js shim), no CDN (docs/_ext).
+    "bertviz_offline",
     # A side-by-side page of each module's source, commentary left and code right (docs/_ext).
     "sidebyside",
     # Each executed chapter downloadable as .ipynb; a table of execution times in the build log (docs/_ext).
@@ -215,6 +217,10 @@ html_theme_options = {
     "show_toc_level": 2,
     "home_page_in_toc": True,
 }
+# Light by default (readers can switch): the figures and bertviz's attention
+# views are drawn for a light background, and without a default the theme
+# logs a console error ("invalid theme mode") on every page.
+html_context = {"default_mode": "light"}
 # MathJax from our own _static folder (npm mathjax@3.2.2): the default loads
 # it from a CDN, and offline the math would show as raw TeX.
 mathjax_path = "vendor/mathjax/tex-chtml.js"

@@ -84,6 +84,17 @@ def site_tests(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, reuse_venv=True)
+def browser(session: nox.Session) -> None:
+    """Open the attention-view pages in headless Chromium and check they draw, offline."""
+    _install(session, "browser")
+    # Reads the built site (nox -s docs first, or LT_SITE_HTML) and drives the system's
+    # Chromium (apt-get install -y chromium); fails, not skips, when either is missing.
+    # Screenshots go to docs/_build/browser-screenshots/.
+    env = {**OFFLINE_ENV, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+    session.run("pytest", "-m", "browser", "tests/browser", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON, reuse_venv=True)
 def lint(session: nox.Session) -> None:
     """Check style and common bugs with ruff."""
     _install(session, "lint")

@@ -1,0 +1,333 @@
+"""The attention views draw in a real browser, offline, from the site's own files.
+
+These tests open the *built* site (``nox -s docs`` first; ``LT_SITE_HTML``
+points at another output folder) in headless Chromium, driven by Playwright
+for Python with the system's browser (``apt-get install -y chromium``; no
+browser is ever downloaded).  The site is served on 127.0.0.1 by a thread
+with :mod:`http.server`, and every request the browser makes is recorded;
+requests to any other host are refused, as on a machine with no network.
+
+For every page that holds a bertviz view:
+
+* the page is at most 1.5 MB;
+* each view drew an SVG whose visible token labels are exactly the tokens of
+  its data (left column, then right column) and that has attention lines
+  with a non-zero opacity; the model view is clicked open to show its tokens;
+* the browser console shows no error and no script raised;
+* no request left 127.0.0.1 and none failed;
+* a screenshot of the page and of each view is saved into
+  ``docs/_build/browser-screenshots/`` (``LT_SCREENSHOTS`` elsewhere).
+
+For every page of the site, no script, stylesheet, font or image comes from
+another host, both in the HTML and in what the browser actually requests.
+
+Run with ``nox -s browser`` or ``pytest -m browser tests/browser``.  Without
+Chromium, Playwright or a built site these tests fail, they do not skip.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("LT_SITE_HTML", ROOT / "docs" / "_build" / "html"))
+SCREENSHOTS = Path(os.environ.get("LT_SCREENSHOTS", SITE.parent / "browser-screenshots"))
+CHROMIUM = os.environ.get("LT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+MAX_PAGE_BYTES = 1_500_000
+# How long a view may take to draw after the page has loaded (a slow, shared CI machine).
+DRAW_TIMEOUT_MS = 20_000
+
+# bertviz gives each view a root <div id="bertviz-<32 hex digits>">.
+_VIEW_DIV = re.compile(r"""<div id=["']?(bertviz-[0-9a-f]{32})""")
+# ...and writes its data as one JSON object after one of these.
+_PARAMS_MARKERS = ("const params = ", "window.bertviz_params = ")
+
+
+def _site_pages() -> list[Path]:
+    if not (SITE / "index.html").is_file():
+        return []
+    return sorted(
+        path
+        for path in SITE.rglob("*.html")
+        if not path.relative_to(SITE).parts[0].startswith(("_sources", "_downloads", "_static", "_images"))
+    )
+
+
+def _view_pages() -> list[Path]:
+    return [path for path in _site_pages() if _VIEW_DIV.search(path.read_text(encoding="utf-8"))]
+
+
+def _views(html: str) -> list[dict]:
+    """Each view's root id, kind and the token labels it must draw, from its data in the page."""
+    decoder = json.JSONDecoder()
+    params_by_root = {}
+    for marker in _PARAMS_MARKERS:
+        for match in re.finditer(re.escape(marker) + r"(?=\{)", html):
+            params, _ = decoder.raw_decode(html, match.end())
+            params_by_root[params["root_div_id"]] = params
+    views = []
+    for root in _VIEW_DIV.findall(html):
+        params = params_by_root.get(root)
+        assert params is not None, f"view {root} has no data in the page"
+        if "bidirectional" in params:
+            kind, data = "neuron", params["attention"][params["default_filter"]]
+        else:
+            kind = "model" if "total_heads" in params else "head"
+            data = params["attention"][int(params["default_filter"])]
+        views.append({"root": root, "kind": kind, "tokens": data["left_text"] + data["right_text"]})
+    return views
+
+
+def _page_id(path: Path) -> str:
+    return path.relative_to(SITE).with_suffix("").as_posix()
+
+
+# ---------------------------------------------------------------------------
+# Fixtures: the site on 127.0.0.1 and a headless Chromium
+# ---------------------------------------------------------------------------
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url() -> Iterator[str]:
+    if not (SITE / "index.html").is_file():
+        pytest.fail(f"no built site at {SITE}: build it first (python3 -m nox -s docs), or set LT_SITE_HTML")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(SITE)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.fail(
+            f"Chromium not found (looked for {CHROMIUM}): install it with `apt-get install -y chromium` "
+            "(or point LT_CHROMIUM at a Chromium binary)"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Playwright for Python is not installed: pip install -c constraints.txt -e '.[browser]'")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class _Recorder:
+    """Everything a page asks the network for, and everything it complains about."""
+
+    def __init__(self, page: object, site_url: str) -> None:
+        self.local = urlsplit(site_url).netloc
+        self.requests: list[str] = []
+        self.foreign: list[str] = []
+        self.errors: list[str] = []
+        page.on("request", self._request)
+        page.on("console", lambda message: message.type == "error" and self._error(f"console: {message.text}", message))
+        page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
+        page.on("requestfailed", self._failed)
+        page.on("response", lambda response: response.status >= 400 and self._bad(response))
+        # Nothing may leave 127.0.0.1: such requests are recorded, then refused.
+        page.route("**/*", self._route)
+
+    def _is_local(self, url: str) -> bool:
+        parts = urlsplit(url)
+        return parts.scheme in ("data", "blob", "about") or parts.netloc == self.local
+
+    def _route(self, route: object) -> None:
+        if self._is_local(route.request.url):
+            route.continue_()
+        else:
+            route.abort()
+
+    def _request(self, request: object) -> None:
+        self.requests.append(request.url)
+        if not self._is_local(request.url):
+            self.foreign.append(request.url)
+
+    @staticmethod
+    def _is_favicon(url: str) -> bool:
+        # Browsers ask for /favicon.ico by themselves; the site has none.
+        return urlsplit(url).path == "/favicon.ico"
+
+    def _error(self, text: str, message: object) -> None:
+        if not self._is_favicon(message.location.get("url", "")):
+            self.errors.append(text)
+
+    def _failed(self, request: object) -> None:
+        if self._is_local(request.url) and not self._is_favicon(request.url):
+            self.errors.append(f"request failed: {request.url} ({request.failure})")
+
+    def _bad(self, response: object) -> None:
+        if not self._is_favicon(response.url):
+            self.errors.append(f"HTTP {response.status}: {response.url}")
+
+
+# What is drawn: the visible <text> labels and the attention lines with a non-zero opacity.
+_DRAWN = """(root) => {
+  const view = document.getElementById(root);
+  const shown = (element) => {
+    if (!element.getClientRects().length) return false;
+    for (let e = element; e && e !== view; e = e.parentElement) {
+      const style = getComputedStyle(e);
+      if (style.display === "none" || style.visibility === "hidden" || parseFloat(style.opacity) === 0) return false;
+    }
+    return true;
+  };
+  const texts = Array.from(view.querySelectorAll("svg text")).filter(shown);
+  const lines = Array.from(view.querySelectorAll("svg line"))
+    .filter((line) => shown(line) && parseFloat(line.getAttribute("stroke-opacity")) > 0);
+  return {
+    svgs: view.querySelectorAll("svg").length,
+    texts: texts.map((t) => t.textContent.trim()),
+    tokens: texts.filter((t) => t.classList.contains("token")).map((t) => t.textContent.trim()),
+    lines: lines.length,
+  };
+}"""
+
+
+# ---------------------------------------------------------------------------
+# The tests
+# ---------------------------------------------------------------------------
+_VIEW_PAGES = _view_pages()
+
+
+@pytest.mark.parametrize(
+    "page_path", _VIEW_PAGES or [None], ids=[_page_id(path) for path in _VIEW_PAGES] or ["no-view-pages"]
+)
+def test_views_draw_offline(page_path: Path | None, site_url: str, browser: object) -> None:
+    if page_path is None:
+        pytest.fail(f"no page with a bertviz view under {SITE}: build the site (python3 -m nox -s docs) first")
+    page_id = _page_id(page_path)
+    size = page_path.stat().st_size
+    assert size <= MAX_PAGE_BYTES, f"{page_id} is {size / 1e6:.2f} MB, more than {MAX_PAGE_BYTES / 1e6:.1f} MB"
+    expected = _views(page_path.read_text(encoding="utf-8"))
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
+    page = context.new_page()
+    recorder = _Recorder(page, site_url)
+    problems = []
+    try:
+        page.goto(site_url + page_path.relative_to(SITE).as_posix(), wait_until="load")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for index, view in enumerate(expected):
+            root = view["root"]
+            selector = f"#{root} svg"
+            try:
+                page.wait_for_selector(selector, state="attached", timeout=DRAW_TIMEOUT_MS)
+            except Exception:  # Playwright's TimeoutError: the view never drew
+                problems.append(f"view {index} ({view['kind']}, {root}) drew no SVG")
+                continue
+            if view["kind"] == "model":
+                # The model view shows tokens only for the thumbnail that was clicked: click the first one.
+                thumbnail = page.locator(f"#{root} .attn_background").first
+                thumbnail.scroll_into_view_if_needed()
+                box = thumbnail.bounding_box()
+                page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                page.wait_for_selector(f"#{root} svg text.token", timeout=DRAW_TIMEOUT_MS)
+            drawn = page.evaluate(_DRAWN, root)
+            labels = drawn["texts"] if view["kind"] == "head" else drawn["tokens"]
+            if labels != view["tokens"]:
+                problems.append(
+                    f"view {index} ({view['kind']}) shows {len(labels)} token labels {labels}, "
+                    f"expected {len(view['tokens'])}: {view['tokens']}"
+                )
+            if drawn["lines"] == 0:
+                problems.append(f"view {index} ({view['kind']}) drew no attention line")
+            page.locator(f"#{root}").screenshot(
+                path=str(SCREENSHOTS / f"{page_id.replace('/', '__')}-{index}-{view['kind']}.png")
+            )
+        page.screenshot(path=str(SCREENSHOTS / f"{page_id.replace('/', '__')}.png"), full_page=True)
+    finally:
+        context.close()
+
+    problems += recorder.errors
+    problems += [f"request left 127.0.0.1: {url}" for url in recorder.foreign]
+    assert recorder.requests, f"the browser recorded no request for {page_id}"
+    assert not problems, f"{page_id}:\n  " + "\n  ".join(problems)
+
+
+# Addresses of other hosts in what a page loads: scripts, stylesheets, icons, images, frames, media.
+_LOADED = re.compile(
+    r"""<(?:script|img|iframe|source|audio|video|embed)\b[^>]*\bsrc=["'](?P<src>[^"']+)["']"""
+    r"""|<link\b(?=[^>]*\brel=["'](?:stylesheet|preload|modulepreload|icon|shortcut icon|manifest)["'])[^>]*\bhref=["'](?P<href>[^"']+)["']""",
+    re.IGNORECASE,
+)
+_CSS_URL = re.compile(r"""(?:@import\s+|url\()\s*["']?(?P<url>https?://[^"')\s]+)""", re.IGNORECASE)
+
+
+def _is_other_host(url: str) -> bool:
+    url = url.strip()
+    if url.startswith("//"):
+        return True
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and parts.hostname not in ("127.0.0.1", "localhost")
+
+
+def test_no_page_references_another_host() -> None:
+    pages = _site_pages()
+    if not pages:
+        pytest.fail(f"no built site at {SITE}: build it first (python3 -m nox -s docs), or set LT_SITE_HTML")
+    found = []
+    for path in pages:
+        for match in _LOADED.finditer(path.read_text(encoding="utf-8")):
+            url = match["src"] or match["href"]
+            if _is_other_host(url):
+                found.append(f"{_page_id(path)}: {url}")
+    for path in sorted((SITE / "_static").rglob("*.css")):
+        for match in _CSS_URL.finditer(path.read_text(encoding="utf-8", errors="replace")):
+            found.append(f"{path.relative_to(SITE)}: {match['url']}")
+    assert len(pages) > 1
+    assert not found, "loads from another host:\n  " + "\n  ".join(found)
+
+
+def test_no_page_requests_another_host(site_url: str, browser: object) -> None:
+    pages = _site_pages()
+    if not pages:
+        pytest.fail(f"no built site at {SITE}: build it first (python3 -m nox -s docs), or set LT_SITE_HTML")
+    context = browser.new_context(service_workers="block")
+    page = context.new_page()
+    recorder = _Recorder(page, site_url)
+    try:
+        for path in pages:
+            before = len(recorder.foreign)
+            page.goto(site_url + path.relative_to(SITE).as_posix(), wait_until="load")
+            page.wait_for_timeout(200)
+            recorder.foreign[before:] = [f"{_page_id(path)}: {url}" for url in recorder.foreign[before:]]
+    finally:
+        context.close()
+    assert len(recorder.requests) >= len(pages)
+    assert not recorder.foreign, "requests to other hosts:\n  " + "\n  ".join(recorder.foreign)

@@ -1,0 +1,394 @@
+"""literate_transformer.visualize: what bertviz gets, the neuron-view model, the heatmaps,
+and the site extension that serves the views without a CDN."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+import pytest
+import torch
+
+from literate_transformer import visualize
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENS = ["[CLS]", "time", "flies", "like", "an", "arrow", "[SEP]"]
+
+
+def _attentions(layers=2, batch=1, heads=3, queries=7, keys=None):
+    keys = queries if keys is None else keys
+    return tuple(torch.softmax(torch.randn(batch, heads, queries, keys), dim=-1) for _ in range(layers))
+
+
+def _params(html: str) -> dict:
+    """The JSON data bertviz wrote into a head or model view's HTML."""
+    marker = "const params = "
+    return json.JSONDecoder().raw_decode(html, html.index(marker) + len(marker))[0]
+
+
+def _decimals(number: float) -> int:
+    text = repr(number)
+    return len(text.split(".")[1]) if "." in text and "e" not in text else 0
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+# ---------------------------------------------------------------------------
+# Rounding and the bertviz arguments
+# ---------------------------------------------------------------------------
+def test_round_attention_picks_one_example_and_rounds_to_three_decimals():
+    attentions = _attentions(batch=2)
+    rounded = visualize.round_attention(attentions, batch_index=1)
+    assert len(rounded) == 2
+    for original, layer in zip(attentions, rounded, strict=True):
+        assert layer.shape == (1, 3, 7, 7) and layer.dtype == torch.float64 and layer.device.type == "cpu"
+        assert (layer - original[1:2].double()).abs().max() <= 5e-4 + 1e-12
+        assert max(_decimals(value) for value in layer.flatten().tolist()) <= 3
+
+
+def test_round_attention_reads_model_outputs_and_stacked_tensors():
+    attentions = _attentions()
+    from_output = visualize.round_attention(SimpleNamespace(attentions=attentions))
+    from_stack = visualize.round_attention(torch.stack(attentions))  # (L, B, H, T, S)
+    for a, b in zip(from_output, from_stack, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize(
+    ("attentions", "error", "words"),
+    [
+        ([], ValueError, "output_attentions=True"),
+        (SimpleNamespace(attentions=None), ValueError, "output_attentions=True"),
+        ("weights", TypeError, "sequence of (B, H, T, S)"),
+        ([torch.ones(2, 7, 7)], ValueError, "(B, H, T, S)"),
+        ([torch.ones(1, 2, 7, 7, dtype=torch.long)], TypeError, "floating-point"),
+        ([torch.ones(1, 2, 7, 7), torch.ones(1, 2, 6, 6)], ValueError, "same shape"),
+        ([torch.full((1, 2, 7, 7), float("nan"))], ValueError, "NaN"),
+        (torch.ones(1, 2, 7, 7), ValueError, "(L, B, H, T, S)"),
+    ],
+)
+def test_round_attention_rejects_bad_input(attentions, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        visualize.round_attention(attentions)
+
+
+def test_round_attention_rejects_bad_batch_index_and_decimals():
+    with pytest.raises(ValueError, match="batch_index"):
+        visualize.round_attention(_attentions(batch=2), batch_index=2)
+    with pytest.raises(ValueError, match="decimals"):
+        visualize.round_attention(_attentions(), decimals=-1)
+
+
+def test_view_arguments_for_a_sentence_pair():
+    attentions = _attentions()
+    arguments = visualize.view_arguments(attentions, TOKENS, sentence_b_start=4)
+    assert arguments["tokens"] == TOKENS and arguments["sentence_b_start"] == 4
+    assert arguments["html_action"] == "return"
+    torch.testing.assert_close(arguments["attention"][1], torch.round(attentions[1].double(), decimals=3))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"tokens": TOKENS[:-1]}, "has 6 tokens but the attention has 7"),
+        ({"tokens": TOKENS, "sentence_b_start": 0}, "sentence_b_start"),
+        ({"tokens": TOKENS, "sentence_b_start": 7}, "sentence_b_start"),
+    ],
+)
+def test_view_arguments_reject_mismatches(kwargs, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        visualize.view_arguments(_attentions(), **kwargs)
+
+
+def test_view_arguments_refuse_cross_attention():
+    with pytest.raises(ValueError, match="square"):
+        visualize.view_arguments(_attentions(queries=3, keys=7), TOKENS)
+
+
+def test_tokens_must_be_a_list_not_a_string():
+    with pytest.raises(TypeError, match="list of token strings"):
+        visualize.view_arguments(_attentions(queries=3), "abc")
+
+
+# ---------------------------------------------------------------------------
+# The views' HTML
+# ---------------------------------------------------------------------------
+def test_head_view_writes_the_rounded_weights_and_the_sentence_parts():
+    attentions = _attentions()
+    html = visualize.head_view(attentions, TOKENS, sentence_b_start=4, layer=1, heads=[2]).data
+    params = _params(html)
+    names = [part["name"] for part in params["attention"]]
+    assert names == [
+        "All",
+        "Sentence A -> Sentence A",
+        "Sentence B -> Sentence B",
+        "Sentence A -> Sentence B",
+        "Sentence B -> Sentence A",
+    ]
+    expected = torch.stack([torch.round(layer[0].double(), decimals=3) for layer in attentions]).tolist()
+    assert params["attention"][0]["attn"] == expected
+    assert params["attention"][3]["left_text"] == TOKENS[:4] and params["attention"][3]["right_text"] == TOKENS[4:]
+    assert params["layer"] == 1 and params["heads"] == [2]
+
+
+def test_rounding_makes_a_view_much_smaller():
+    import bertviz
+
+    torch.manual_seed(0)
+    attentions = _attentions(layers=6, heads=12)
+    rounded = json.dumps(_params(visualize.head_view(attentions, TOKENS).data))
+    full = json.dumps(_params(bertviz.head_view(list(attentions), TOKENS, html_action="return").data))
+    # The weights are most of a view's data; bertviz's script (about 14 kB) comes on top of it.
+    assert len(full) > 2.5 * len(rounded), (len(full), len(rounded))
+
+
+def test_head_view_rejects_a_layer_or_head_that_does_not_exist():
+    with pytest.raises(ValueError, match="layer"):
+        visualize.head_view(_attentions(layers=2), TOKENS, layer=2)
+    with pytest.raises(ValueError, match="heads"):
+        visualize.head_view(_attentions(heads=3), TOKENS, heads=[3])
+
+
+def test_model_view_covers_every_layer_and_head():
+    params = _params(visualize.model_view(_attentions(layers=3, heads=4), TOKENS).data)
+    assert params["include_layers"] == [0, 1, 2] and params["total_heads"] == 4
+    assert len(params["attention"][0]["attn"]) == 3
+    assert params["display_mode"] == "light"
+    with pytest.raises(ValueError, match="display_mode"):
+        visualize.model_view(_attentions(), TOKENS, display_mode="blue")
+
+
+def test_encoder_decoder_view_pairs_each_attention_with_its_tokens():
+    source, target = ["3", "1", "4", "1", "5"], ["[BOS]", "5", "1"]
+    html = visualize.head_view(
+        encoder_attentions=_attentions(queries=5),
+        decoder_attentions=_attentions(queries=3),
+        cross_attentions=_attentions(queries=3, keys=5),
+        encoder_tokens=source,
+        decoder_tokens=target,
+    ).data
+    parts = {part["name"]: part for part in _params(html)["attention"]}
+    assert list(parts) == ["Encoder", "Decoder", "Cross"]
+    assert parts["Encoder"]["left_text"] == source and parts["Encoder"]["right_text"] == source
+    assert parts["Decoder"]["left_text"] == target and parts["Decoder"]["right_text"] == target
+    # Cross-attention: decoder queries on the left, encoder keys on the right.
+    assert parts["Cross"]["left_text"] == target and parts["Cross"]["right_text"] == source
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({}, ValueError, "at least one"),
+        (
+            {"cross_attentions": _attentions(queries=3, keys=5), "decoder_tokens": ["a"] * 3},
+            ValueError,
+            "needs encoder_tokens",
+        ),
+        (
+            {
+                "cross_attentions": _attentions(queries=3, keys=5),
+                "decoder_tokens": ["a"] * 3,
+                "encoder_tokens": ["b"] * 4,
+            },
+            ValueError,
+            "encoder_tokens has 4 tokens",
+        ),
+    ],
+)
+def test_encoder_decoder_arguments_reject_mismatches(kwargs, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        visualize.encoder_decoder_view_arguments(**kwargs)
+
+
+def test_a_view_takes_one_kind_of_model_at_a_time():
+    with pytest.raises(ValueError, match="not both"):
+        visualize.head_view(_attentions(), TOKENS, encoder_attentions=_attentions(), encoder_tokens=TOKENS)
+    with pytest.raises(ValueError, match="sentence_b_start"):
+        visualize.head_view(encoder_attentions=_attentions(), encoder_tokens=TOKENS, sentence_b_start=2)
+    with pytest.raises(ValueError, match="needs tokens"):
+        visualize.head_view(_attentions())
+
+
+# ---------------------------------------------------------------------------
+# The neuron view
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def neuron_model():
+    return visualize.load_neuron_view_model()
+
+
+def test_neuron_view_model_computes_what_huggingface_computes(neuron_model, hf_model, tokenizer):
+    inputs = tokenizer("time flies like an arrow", "fruit flies like a banana", return_tensors="pt")
+    with torch.no_grad():
+        hidden, _, layers = neuron_model(inputs["input_ids"], token_type_ids=inputs["token_type_ids"])
+        reference = hf_model(**inputs, output_attentions=True)
+    assert len(layers) == len(reference.attentions)
+    for ours, theirs in zip(layers, reference.attentions, strict=True):
+        torch.testing.assert_close(ours["attn"], theirs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(hidden, reference.last_hidden_state, atol=1e-4, rtol=0)
+
+
+def test_neuron_view_opens_the_requested_head_with_rounded_numbers(neuron_model, tokenizer):
+    html = visualize.neuron_view(
+        "time flies like an arrow", layer=0, head=8, model=neuron_model, tokenizer=tokenizer
+    ).data
+    marker = "window.bertviz_params = "
+    params = json.JSONDecoder().raw_decode(html, html.index(marker) + len(marker))[0]
+    assert params["layer"] == 0 and params["head"] == 8
+    data = params["attention"]["all"]
+    assert data["left_text"] == TOKENS
+    heads = neuron_model.config.num_attention_heads
+    assert len(data["queries"]) == neuron_model.config.num_hidden_layers and len(data["queries"][0]) == heads
+
+    def floats(value):
+        if isinstance(value, float):
+            yield value
+        elif isinstance(value, list):
+            for item in value:
+                yield from floats(item)
+
+    numbers = list(floats(data["attn"])) + list(floats(data["queries"])) + list(floats(data["keys"]))
+    assert numbers and max(_decimals(number) for number in numbers) <= 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"), [({"layer": 99}, "layer"), ({"head": -1}, "head"), ({"display_mode": "x"}, "display_mode")]
+)
+def test_neuron_view_rejects_bad_arguments(neuron_model, tokenizer, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        visualize.neuron_view("time flies", model=neuron_model, tokenizer=tokenizer, **kwargs)
+    with pytest.raises(ValueError, match="sentence_a"):
+        visualize.neuron_view("  ", model=neuron_model, tokenizer=tokenizer)
+
+
+def _tiny_checkpoint(folder: Path, drop: str | None = None, prefix: str = "") -> dict:
+    """A small BERT checkpoint folder (config.json + model.safetensors) for bertviz's model."""
+    from bertviz.transformers_neuron_view.modeling_bert import BertConfig, BertModel
+    from safetensors.torch import save_file
+
+    config = {
+        "model_type": "bert",
+        "vocab_size": 50,
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "max_position_embeddings": 16,
+        "type_vocab_size": 2,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "initializer_range": 0.02,
+        "layer_norm_eps": 1e-12,
+    }
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    torch.manual_seed(1)
+    state = BertModel(BertConfig.from_dict(config)).state_dict()
+    if drop is not None:
+        del state[drop]
+    save_file({prefix + key: value.contiguous() for key, value in state.items()}, str(folder / "model.safetensors"))
+    return state
+
+
+def test_load_neuron_view_model_loads_every_weight_of_a_prefixed_checkpoint(tmp_path):
+    state = _tiny_checkpoint(tmp_path / "tiny", prefix="bert.")
+    model = visualize.load_neuron_view_model(tmp_path / "tiny")
+    assert model.config.output_attentions is True and not model.training
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, state[name], rtol=0, atol=0)
+
+
+def test_load_neuron_view_model_refuses_missing_weights(tmp_path):
+    _tiny_checkpoint(tmp_path / "tiny", drop="encoder.layer.0.attention.self.query.weight")
+    with pytest.raises(
+        RuntimeError, match=r"1 parameters are missing, e\.g\. encoder\.layer\.0\.attention\.self\.query\.weight"
+    ):
+        visualize.load_neuron_view_model(tmp_path / "tiny")
+
+
+# ---------------------------------------------------------------------------
+# Heatmaps
+# ---------------------------------------------------------------------------
+def test_plot_attention_draws_the_weights_with_token_labels():
+    weights = _attentions(layers=1)[0][0, 1]  # (T, S)
+    ax = visualize.plot_attention(weights, TOKENS, title="head 1")
+    (image,) = ax.get_images()
+    torch.testing.assert_close(torch.as_tensor(image.get_array()), weights.double())
+    assert [label.get_text() for label in ax.get_yticklabels()] == TOKENS
+    assert [label.get_text() for label in ax.get_xticklabels()] == TOKENS
+    assert image.get_clim() == (0.0, 1.0) and ax.get_title() == "head 1"
+
+
+def test_plot_attention_cross_attention_uses_key_tokens_for_columns():
+    weights = torch.softmax(torch.randn(3, 5), dim=-1)
+    ax = visualize.plot_attention(
+        weights.numpy(), ["a", "b", "c"], ["1", "2", "3", "4", "5"], annotate=True, vmin=None, vmax=None
+    )
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["1", "2", "3", "4", "5"]
+    assert len(ax.texts) == 15  # one annotation per cell
+    assert ax.get_images()[0].get_clim() == pytest.approx((weights.min().item(), weights.max().item()))
+
+
+@pytest.mark.parametrize(
+    ("weights", "tokens", "error", "words"),
+    [
+        (torch.ones(2, 7, 7), TOKENS, ValueError, "select one head"),
+        (torch.ones(7, 7), TOKENS[:3], ValueError, "has 3 tokens"),
+        ([[1.0]], ["a"], TypeError, "torch.Tensor or numpy array"),
+    ],
+)
+def test_plot_attention_rejects_bad_input(weights, tokens, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        visualize.plot_attention(weights, tokens)
+
+
+def test_plot_attention_heads_draws_one_heatmap_per_head():
+    weights = _attentions(layers=1, heads=5)[0][0]  # (H, T, S)
+    figure = visualize.plot_attention_heads(weights, TOKENS, ncols=3, title="layer 0")
+    drawn = [ax for ax in figure.axes if ax.get_images()]
+    assert len(drawn) == 5 and len(figure.axes) == 6
+    for head, ax in enumerate(drawn):
+        torch.testing.assert_close(torch.as_tensor(ax.get_images()[0].get_array()), weights[head].double())
+        assert ax.get_title() == f"head {head}"
+
+
+# ---------------------------------------------------------------------------
+# The site extension: no CDN left in a page with views
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bertviz_offline():
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import bertviz_offline
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    return bertviz_offline
+
+
+def test_extension_rewrites_every_view_to_the_local_copies(bertviz_offline):
+    html = visualize.head_view(_attentions(), TOKENS).data + visualize.model_view(_attentions(), TOKENS).data
+    assert bertviz_offline.count_views(html) == 2
+    assert bertviz_offline.external_references(html)  # bertviz's own HTML loads from a CDN
+    rewritten = bertviz_offline.rewrite_views(html, "../_static/")
+    assert "cdnjs" not in rewritten and "require.min.js" not in rewritten
+    assert bertviz_offline.external_references(rewritten) == []
+    assert rewritten.count("d3: '../_static/vendor/d3/d3.min'") == 2
+    assert rewritten.count("jquery: '../_static/vendor/jquery/jquery.min'") == 2
+    assert bertviz_offline.count_views(rewritten) == 2
+
+
+def test_extension_scripts_exist_in_the_static_folder(bertviz_offline):
+    for script in bertviz_offline.SCRIPTS:
+        assert (ROOT / "docs" / "_static" / script).is_file(), script

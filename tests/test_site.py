@@ -335,12 +335,12 @@ def test_the_annotated_source_page_shows_every_line(site, module):
             if kind == "comment" and line.rstrip() in code_lines:
                 continue  # a directive to a tool (noqa, type: ignore), kept with its code
             missing_prose.append(f"{module.name}:{number}: {line.strip()}")
-    assert not missing_code, f"{page_path.name} lacks these code lines (or shows them out of order):\n" + "\n".join(
-        missing_code[:20]
-    )
-    assert not missing_prose, f"{page_path.name} lacks the words of these comment/docstring lines:\n" + "\n".join(
-        missing_prose[:20]
-    )
+    report = []
+    if missing_code:
+        report += ["code lines missing (or out of order):", *missing_code[:20]]
+    if missing_prose:
+        report += ["comment/docstring lines whose words are missing:", *missing_prose[:20]]
+    assert not report, f"{page_path.name} does not show every line of {module.name}:\n" + "\n".join(report)
 
 
 def test_the_api_reference_links_each_module_to_its_annotated_source(site):

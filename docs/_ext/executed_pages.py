@@ -31,8 +31,8 @@ logger = logging.getLogger(__name__)
 _GALLERY_TIME = re.compile(r"Total running time of the script:\*\*\s*\(\s*(\d+)\s*minutes\s*([\d.]+)\s*seconds\)")
 
 
-def _note_start(app: Sphinx) -> None:
-    app.env.lt_build_started = time.time()  # type: ignore[attr-defined]
+def _note_start(app: Sphinx, config: object) -> None:
+    app.lt_build_started = time.time()  # type: ignore[attr-defined]
 
 
 def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
@@ -55,7 +55,7 @@ def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, conte
 def execution_rows(app: Sphinx) -> list[tuple[str, str, float | None]]:
     """``(page, how, seconds)`` for every executed chapter and gallery example."""
     rows = []
-    started = getattr(app.env, "lt_build_started", 0.0)
+    started = getattr(app, "lt_build_started", 0.0)
     metadata = getattr(app.env, "nb_metadata", {})
     for docname in sorted(metadata):
         data = metadata[docname].get("exec_data")
@@ -98,7 +98,7 @@ def report_execution_times(app: Sphinx, exception: Exception | None) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, object]:
-    app.connect("builder-inited", _note_start)
+    app.connect("config-inited", _note_start)
     # Before sphinx-book-theme's header buttons (priority 501), which read "ipynb_source".
     app.connect("html-page-context", offer_executed_notebook, priority=450)
     app.connect("build-finished", report_execution_times)

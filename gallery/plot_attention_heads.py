@@ -1,0 +1,87 @@
+r"""
+Every head of one layer
+=======================
+
+A BERT layer has several attention heads, and each computes its own weights
+:math:`\operatorname{softmax}(Q_h K_h^\top / \sqrt{D})`: for every query token
+(a row), how much it takes from every key token (a column).  This example
+runs the pretrained checkpoint through :class:`literate_transformer.bert.BertModel`
+and draws the weights of *all* heads of one layer side by side, for
+*"time flies like an arrow"*.
+
+Heads specialise: some look at the previous or next token, some at
+``[SEP]`` or ``[CLS]`` (a "no-op" many heads fall back on), some spread their
+attention over the whole sentence.
+
+Set ``LT_GALLERY_SCALE=gpu`` (or ``large``) to draw a longer sentence pair.
+"""
+
+# %%
+# Set-up
+# ------
+# The device is chosen once; ``LT_GALLERY_SCALE`` picks the input size.
+import os
+
+import matplotlib.pyplot as plt
+import torch
+
+import literate_transformer as lt
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+large = os.environ.get("LT_GALLERY_SCALE", "cpu") in ("gpu", "large")
+
+tokenizer = lt.load_tokenizer()
+# The eager (step-by-step) attention path is the one that can return its weights.
+model = lt.BertModel.from_pretrained(attn_implementation="eager").to(device)
+
+# %%
+# The attention weights
+# ---------------------
+# ``output_attentions=True`` returns one ``(B, H, T, T)`` tensor per layer.
+# A test checks that these weights equal :class:`transformers.BertModel`'s.
+if large:
+    text = ("time flies like an arrow", "fruit flies like a banana")
+else:
+    text = ("time flies like an arrow",)
+inputs = tokenizer(*text, return_tensors="pt").to(device)
+tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0])
+with torch.inference_mode():
+    outputs = model(**inputs, output_attentions=True)
+config = model.config
+layer = config.num_hidden_layers // 2
+weights = outputs.attentions[layer][0].float().cpu()  # (H, T, T)
+print(f"{len(outputs.attentions)} layers of weights, each {tuple(outputs.attentions[layer].shape)}")
+print(f"every row sums to 1: max |sum - 1| = {(weights.sum(-1) - 1).abs().max():.1e}")
+
+# %%
+# One panel per head
+# ------------------
+# Row ``i`` of a panel is where token ``i`` looks.  The colour scale is shared,
+# so a dark cell means the same weight in every panel.
+heads = config.num_attention_heads
+columns = 4
+rows = -(-heads // columns)  # ceil(heads / columns)
+fig, axes = plt.subplots(rows, columns, figsize=(3.0 * columns, 3.0 * rows), layout="constrained")
+for head, ax in enumerate(axes.flat):
+    if head >= heads:
+        ax.axis("off")
+        continue
+    image = ax.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=1.0)
+    ax.set_title(f"head {head}", fontsize=9)
+    ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
+    ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
+fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+fig.suptitle(f"Layer {layer} of {config.num_hidden_layers}: the weights of all {heads} heads")
+plt.show()
+
+# %%
+# Where does the attention go?
+# ----------------------------
+# The share of each head's weight that lands on the special tokens ``[CLS]``
+# and ``[SEP]``, averaged over the queries: heads with a large share are
+# mostly "resting" on this input.
+special = torch.tensor([token in ("[CLS]", "[SEP]") for token in tokens])
+share = weights[:, :, special].sum(-1).mean(-1)  # (H,)
+for head, value in enumerate(share.tolist()):
+    print(f"head {head:2d}: {value:5.1%} of its weight on [CLS]/[SEP]")

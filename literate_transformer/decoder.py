@@ -173,74 +173,57 @@ __all__ = [
 
 
 class LayerCache(NamedTuple):
-    """What one decoder layer keeps between generation steps.
+    """What one decoder layer keeps between generation steps."""
 
-    Attributes:
-        self_attention: ``(keys, values)`` of the target positions seen so
-            far, each ``(B, H, S, D)`` with ``S`` the number of those positions;
-            each step appends one position.
-        cross_attention: ``(keys, values)`` projected from the encoder's
-            output, each ``(B, H, S, D)`` with ``S`` the source length;
-            computed at the first step and reused unchanged.
-    """
-
+    #: ``(keys, values)`` of the target positions seen so far, each ``(B, H, S, D)`` with ``S`` the number of
+    #: those positions; each step appends one position.
     self_attention: tuple[Tensor, Tensor]
+    #: ``(keys, values)`` projected from the encoder's output, each ``(B, H, S, D)`` with ``S`` the source
+    #: length; computed at the first step and reused unchanged.
     cross_attention: tuple[Tensor, Tensor]
 
 
 class DecoderLayerOutput(NamedTuple):
-    """What :meth:`TransformerDecoderLayer.forward` returns when asked for weights or a cache.
+    """What :meth:`TransformerDecoderLayer.forward` returns when asked for weights or a cache."""
 
-    Attributes:
-        hidden_state: The layer's output ``(B, T, E)``.
-        self_attention_weights: ``(B, H, T, S)`` causal self-attention weights, or ``None``.
-        cross_attention_weights: ``(B, H, T, S)`` encoder-decoder weights, or ``None``.
-        cache: The :class:`LayerCache` to pass to the next step, or ``None``.
-    """
-
+    #: The layer's output ``(B, T, E)``.
     hidden_state: Tensor
+    #: ``(B, H, T, S)`` causal self-attention weights, or ``None``.
     self_attention_weights: Tensor | None
+    #: ``(B, H, T, S)`` encoder-decoder weights, or ``None``.
     cross_attention_weights: Tensor | None
+    #: The :class:`LayerCache` to pass to the next step, or ``None``.
     cache: LayerCache | None
 
 
 class DecoderOutput(NamedTuple):
-    """What :meth:`TransformerDecoder.forward` returns when asked for weights or a cache.
+    """What :meth:`TransformerDecoder.forward` returns when asked for weights or a cache."""
 
-    Attributes:
-        last_hidden_state: The last layer's output ``(B, T, E)``.
-        self_attentions: One ``(B, H, T, S)`` tensor of causal self-attention
-            weights per layer, or ``None``.
-        cross_attentions: One ``(B, H, T, S)`` tensor of encoder-decoder
-            weights per layer, or ``None``.
-        past_key_values: One :class:`LayerCache` per layer, or ``None``.
-    """
-
+    #: The last layer's output ``(B, T, E)``.
     last_hidden_state: Tensor
+    #: One ``(B, H, T, S)`` tensor of causal self-attention weights per layer, or ``None``.
     self_attentions: list[Tensor] | None
+    #: One ``(B, H, T, S)`` tensor of encoder-decoder weights per layer, or ``None``.
     cross_attentions: list[Tensor] | None
+    #: One :class:`LayerCache` per layer, or ``None``.
     past_key_values: list[LayerCache] | None
 
 
 class Seq2SeqOutput(NamedTuple):
-    """What :class:`EncoderDecoderTransformer` returns.
+    """What :class:`EncoderDecoderTransformer` returns."""
 
-    Attributes:
-        logits: Next-token scores ``(B, T, V)`` for every target position.
-        encoder_last_hidden_state: The encoder's output ``(B, S, E)``.
-        encoder_attentions: One ``(B, H, S, S)`` tensor per encoder layer, or ``None``.
-        decoder_attentions: One ``(B, H, T, T)`` causal self-attention tensor
-            per decoder layer (``(B, H, T, S)`` with a cache), or ``None``.
-        cross_attentions: One ``(B, H, T, S)`` tensor per decoder layer, or ``None``.
-        past_key_values: The decoder's cache (one :class:`LayerCache` per
-            layer) when ``use_cache`` was set, else ``None``.
-    """
-
+    #: Next-token scores ``(B, T, V)`` for every target position.
     logits: Tensor
+    #: The encoder's output ``(B, S, E)``.
     encoder_last_hidden_state: Tensor
+    #: One ``(B, H, S, S)`` tensor per encoder layer, or ``None``.
     encoder_attentions: list[Tensor] | None
+    #: One ``(B, H, T, T)`` causal self-attention tensor per decoder layer (``(B, H, T, S)`` with a cache), or
+    #: ``None``.
     decoder_attentions: list[Tensor] | None
+    #: One ``(B, H, T, S)`` tensor per decoder layer, or ``None``.
     cross_attentions: list[Tensor] | None
+    #: The decoder's cache (one :class:`LayerCache` per layer) when ``use_cache`` was set, else ``None``.
     past_key_values: list[LayerCache] | None
 
 

@@ -68,16 +68,11 @@ __all__ = ["GenerationOutput", "greedy_generate"]
 
 
 class GenerationOutput(NamedTuple):
-    """What :func:`greedy_generate` returns with ``return_logits=True``.
+    """What :func:`greedy_generate` returns with ``return_logits=True``."""
 
-    Attributes:
-        sequences: ``(B, 1 + N)`` token ids: the start token, then the ``N``
-            generated ones.
-        logits: ``(B, N, V)`` next-token scores of every step (those of
-            sequences that had already finished included).
-    """
-
+    #: ``(B, 1 + N)`` token ids: the start token, then the ``N`` generated ones.
     sequences: Tensor
+    #: ``(B, N, V)`` next-token scores of every step (those of sequences that had already finished included).
     logits: Tensor
 
 

@@ -98,20 +98,17 @@ IGNORE_INDEX = -100
 
 
 class ReversalBatch(NamedTuple):
-    """A batch of the reversal task, ready for :class:`~literate_transformer.decoder.EncoderDecoderTransformer`.
+    """A batch of the reversal task, ready for :class:`~literate_transformer.decoder.EncoderDecoderTransformer`."""
 
-    Attributes:
-        input_ids: Source digit tokens, right-padded, ``(B, S)``.
-        attention_mask: ``(B, S)``, 1 for digits and 0 for padding.
-        decoder_input_ids: ``[BOS]`` + reversed digits, padded, ``(B, T)``.
-        decoder_attention_mask: ``(B, T)``, 1 for real target tokens.
-        labels: Reversed digits + ``[EOS]``, ``-100`` where padded, ``(B, T)``.
-    """
-
+    #: Source digit tokens, right-padded, ``(B, S)``.
     input_ids: Tensor
+    #: ``(B, S)``, 1 for digits and 0 for padding.
     attention_mask: Tensor
+    #: ``[BOS]`` + reversed digits, padded, ``(B, T)``.
     decoder_input_ids: Tensor
+    #: ``(B, T)``, 1 for real target tokens.
     decoder_attention_mask: Tensor
+    #: Reversed digits + ``[EOS]``, ``-100`` where padded, ``(B, T)``.
     labels: Tensor
 
 

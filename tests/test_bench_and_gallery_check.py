@@ -1,0 +1,99 @@
+"""The benchmark's FLOP formula and target verdicts, and the site's gallery-output check."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from literate_transformer import TransformerConfig
+from literate_transformer.bert import BertModel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load("bench_bert", ROOT / "benchmarks" / "bench_bert.py")
+gallery_check = _load("gallery_check", ROOT / "docs" / "_ext" / "gallery_check.py")
+
+
+@pytest.mark.parametrize(("batch_size", "seq_len"), [(1, 5), (3, 7)])
+def test_flop_formula_equals_pytorchs_count_of_the_eager_forward(batch_size, seq_len):
+    config = TransformerConfig(
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=16,
+    )
+    model = BertModel(config).eval()
+    input_ids = torch.randint(0, config.vocab_size, (batch_size, seq_len))
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        model(input_ids)
+    assert bench.bert_forward_flops(config, batch_size, seq_len) == counter.get_total_flops()
+
+
+def _shape(batch_size, seq_len, ours_sdpa, hf_sdpa, ours_eager, hf_eager, flops):
+    times = {"ours sdpa": ours_sdpa, "HF sdpa": hf_sdpa, "ours eager": ours_eager, "HF eager": hf_eager}
+    return {
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "models": {name: {"median_s": t, "flops_per_s": flops / t} for name, t in times.items()},
+    }
+
+
+def test_targets_use_the_worst_shape_and_the_reference_shape():
+    shapes = [
+        _shape(1, 16, ours_sdpa=0.90, hf_sdpa=1.0, ours_eager=1.0, hf_eager=1.0, flops=1.0),
+        _shape(8, 128, ours_sdpa=0.99, hf_sdpa=1.0, ours_eager=1.04, hf_eager=1.0, flops=90.0),
+    ]
+    fast, manual, fraction = bench.evaluate_targets(shapes, matmul_flops_per_s=100.0)
+    assert fast["measured"] == pytest.approx(0.99) and not fast["met"]
+    assert manual["measured"] == pytest.approx(1.04) and manual["met"]
+    assert fraction["measured"] == pytest.approx(90.0 / 0.99 / 100.0) and fraction["met"]
+
+
+def _gallery(tmp_path: Path, pages: dict[str, str]) -> tuple[Path, Path]:
+    examples, html = tmp_path / "gallery", tmp_path / "html"
+    (html / "auto_examples").mkdir(parents=True)
+    examples.mkdir()
+    for stem in ("plot_a", "plot_b"):
+        (examples / f"{stem}.py").write_text("")
+    (examples / "helper.py").write_text("")  # not an example: not checked
+    for stem, body in pages.items():
+        (html / "auto_examples" / f"{stem}.html").write_text(body)
+    return examples, html
+
+
+def test_gallery_check_passes_when_every_example_shows_its_figure(tmp_path):
+    examples, html = _gallery(
+        tmp_path,
+        {
+            "plot_a": '<img src="../_images/sphx_glr_plot_a_001.png">',
+            "plot_b": '<img src="../_images/sphx_glr_plot_b_002.png">',
+        },
+    )
+    assert gallery_check.missing_gallery_outputs(examples, html, "auto_examples") == []
+
+
+def test_gallery_check_names_a_missing_page_and_a_page_without_figure(tmp_path):
+    # plot_b's page shows only another example's figure and its own thumbnail.
+    examples, html = _gallery(
+        tmp_path, {"plot_b": '<img src="sphx_glr_plot_a_001.png"><img src="sphx_glr_plot_b_thumb.png">'}
+    )
+    problems = gallery_check.missing_gallery_outputs(examples, html, "auto_examples")
+    assert len(problems) == 2
+    assert problems[0].startswith("plot_a.py: no page")
+    assert problems[1].startswith("plot_b.py: its page shows no figure")

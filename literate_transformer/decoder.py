@@ -545,6 +545,7 @@ class TransformerDecoder(nn.Module):
         cross_attentions: list[Tensor] = []
         caches: list[LayerCache] = []
         for index, layer in enumerate(self.layers):
+            # One layer: masked self-attention, cross-attention, feed-forward (and its cache).
             output = layer(
                 hidden_state,
                 encoder_hidden_states,

@@ -145,6 +145,17 @@ def test_decoder_stack_matches_torch_transformer_decoder(norm_first):
     assert (actual - expected).abs().max().item() <= TOLERANCE
 
 
+def test_fused_sdpa_attention_gives_the_same_decoder_outputs_as_eager():
+    eager = EncoderDecoderTransformer(tiny_config()).eval()
+    fused = EncoderDecoderTransformer(tiny_config(attn_implementation="sdpa")).eval()
+    fused.load_state_dict(eager.state_dict())
+    source, target = torch.randint(3, 31, (2, 6)), torch.randint(3, 31, (2, 5))
+    target_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    expected = eager(source, target, SOURCE_MASK, target_mask).logits
+    actual = fused(source, target, SOURCE_MASK, target_mask).logits
+    assert (actual - expected).abs().max().item() <= TOLERANCE
+
+
 # ---------------------------------------------------------------------------
 # Causality
 # ---------------------------------------------------------------------------

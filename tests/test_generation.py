@@ -83,6 +83,16 @@ def test_greedy_generate_with_and_without_cache_agree(model):
     assert (cached.logits - full.logits).abs().max().item() <= TOLERANCE
 
 
+def test_cached_generation_with_fused_sdpa_attention_matches_eager():
+    eager = EncoderDecoderTransformer(tiny_config()).eval()
+    fused = EncoderDecoderTransformer(tiny_config(attn_implementation="sdpa")).eval()
+    fused.load_state_dict(eager.state_dict())
+    expected = greedy_generate(eager, SOURCE, 8, BOS, attention_mask=SOURCE_MASK, return_logits=True)
+    actual = greedy_generate(fused, SOURCE, 8, BOS, attention_mask=SOURCE_MASK, return_logits=True)
+    assert torch.equal(actual.sequences, expected.sequences)
+    assert (actual.logits - expected.logits).abs().max().item() <= TOLERANCE
+
+
 def test_greedy_generate_picks_the_most_likely_token_of_each_step(model):
     output = greedy_generate(model, SOURCE, 6, BOS, attention_mask=SOURCE_MASK, return_logits=True)
     assert torch.equal(output.sequences[:, 0], torch.full((2,), BOS))

@@ -179,6 +179,9 @@ myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist", "su
 myst_heading_anchors = 3
 # Rich outputs: prefer images and HTML over plain text reprs.
 nb_mime_priority_overrides = [("html", "text/plain", 90)]
+# One stdout block per cell: how the kernel happens to chunk a cell's prints
+# must not change the page (two clean builds give the same HTML).
+nb_merge_streams = True
 
 # ---------------------------------------------------------------------------
 # sphinx-gallery: the executed example scripts in gallery/

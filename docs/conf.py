@@ -186,6 +186,10 @@ nb_merge_streams = True
 # ---------------------------------------------------------------------------
 # sphinx-gallery: the executed example scripts in gallery/
 # ---------------------------------------------------------------------------
+# The examples run at small sizes so the whole gallery builds in well under a
+# minute on a 2-core CPU; LT_GALLERY_SCALE=gpu (or large) in the environment
+# selects their heavy settings (longer sequences, bf16 and TFLOP/s on CUDA).
+# docs/_ext/gallery_check.py fails the build if an example left no figure.
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "gallery"),
     "gallery_dirs": "auto_examples",

@@ -138,7 +138,7 @@ class TrainingResult:
 def reversal_config(
     hidden_size: int = 64,
     num_hidden_layers: int = 1,
-    num_attention_heads: int = 4,
+    num_attention_heads: int = 2,
     intermediate_size: int = 128,
     max_length: int = 8,
 ) -> TransformerConfig:
@@ -304,8 +304,9 @@ def train_reversal(
         device: Where to train (default: CUDA when available, else CPU).
         num_threads: CPU threads for PyTorch during training (restored
             afterwards); ``None`` keeps the current setting.  A model this
-            small gains little from more threads, and on a busy two-core
-            machine two threads ran a step about 30 times slower than one.
+            small gains little from a second thread, and on a two-core
+            machine that other processes keep busy, threads that wait for
+            each other can make every step many times slower.
         verbose: Print step, loss and held-out exact match at each evaluation.
 
     Returns:

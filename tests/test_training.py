@@ -42,6 +42,27 @@ def test_reported_accuracy_is_the_models_exact_match_on_held_out_sequences(train
     assert exact_match(untrained, fresh) <= 0.05
 
 
+def test_trained_cross_attention_looks_at_the_mirrored_source_position(trained):
+    """The decoder's docstring says the cross-attention weights form an anti-diagonal: check it."""
+    batch = make_reversal_batch(100, 3, 8, torch.Generator().manual_seed(7), held_out=True)
+    with torch.no_grad():
+        output = trained.model(
+            batch.input_ids,
+            batch.decoder_input_ids,
+            batch.attention_mask,
+            batch.decoder_attention_mask,
+            return_weights=True,
+        )
+    weights = output.cross_attentions[0].mean(dim=1)  # averaged over heads: (B, T, S)
+    lengths = batch.attention_mask.sum(dim=1)
+    hits = total = 0
+    for example, length in enumerate(lengths.tolist()):
+        for t in range(length):  # target token t is source digit length - 1 - t
+            hits += int(weights[example, t].argmax()) == length - 1 - t
+            total += 1
+    assert hits / total >= 0.9
+
+
 def test_loss_curve_has_one_decreasing_loss_per_step(trained):
     assert len(trained.losses) == trained.steps
     first, last = sum(trained.losses[:20]) / 20, sum(trained.losses[-20:]) / 20

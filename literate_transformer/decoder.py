@@ -51,6 +51,9 @@ lower-triangular:
     \qquad
     M_{ij} = \begin{cases} 0 & j \le i \\ -\infty & j > i \end{cases}
 
+Chapter 3 of *Natural Language Processing with Transformers* stops at this
+point: it builds the mask with ``torch.tril``, fills the masked scores and
+leaves the decoder layer itself to the reader; this module writes the rest.
 Here the :math:`-\infty` is ``torch.finfo(dtype).min`` (see
 :mod:`literate_transformer.masks`): the source notebooks fill with
 ``float("-inf")``, which turns any row whose keys are all masked (a padded
@@ -82,7 +85,8 @@ What follows from that one change:
   source the decoder looked while writing target token :math:`i + 1`; in a
   translation model these rows trace a soft word alignment, and in the
   reversal task of :mod:`~literate_transformer.training` they form an
-  anti-diagonal.
+  anti-diagonal (a test checks that the trained model's head-averaged
+  weights peak at the mirrored source position).
 * **No causal mask.**  The source is known in full before decoding starts,
   so every target position may look at every real source token; the only
   mask is the source's padding mask :math:`M_\text{source}`.

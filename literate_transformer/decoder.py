@@ -51,9 +51,10 @@ lower-triangular:
     \qquad
     M_{ij} = \begin{cases} 0 & j \le i \\ -\infty & j > i \end{cases}
 
-Chapter 3 of *Natural Language Processing with Transformers* stops at this
-point: it builds the mask with ``torch.tril``, fills the masked scores and
-leaves the decoder layer itself to the reader; this module writes the rest.
+The notes on chapter 3 of *Natural Language Processing with Transformers*
+stop at this point: they build the mask with ``torch.tril``, fill the masked
+scores, and leave the decoder layer and the encoder-decoder sidebar unwritten;
+this module writes the rest.
 Here the :math:`-\infty` is ``torch.finfo(dtype).min`` (see
 :mod:`literate_transformer.masks`): the source notebooks fill with
 ``float("-inf")``, which turns any row whose keys are all masked (a padded

@@ -9,8 +9,8 @@ skip: a check that silently did not run must not look like a pass.
 * **Chapters.**  Every ``docs/chapters/*.md`` has a page; the page holds as
   many executed cells as the chapter has code cells (none dropped); no cell
   shows a traceback or anything on stderr; every cell whose code prints has
-  an output; and the executed notebook is offered for download with its
-  outputs.
+  an output and every cell that calls ``plt.show()`` a figure; and the
+  executed notebook is offered for download with its outputs.
 * **Annotated source.**  Every module of the package has a side-by-side
   page that shows every line of the module: each code line, verbatim and in
   order, in the code column; the words of each comment and docstring line,
@@ -206,6 +206,10 @@ def test_every_cell_of_the_chapter_ran_without_errors(site, chapter):
                 problems.append(f"cell {number} shows {'/'.join(sorted(bad))} output: {output.text().strip()[:300]!r}")
         if prints_something(source) and not any(output.text().strip() for output in outputs):
             problems.append(f"cell {number} calls print() but shows no output (was it executed?): {source[:120]!r}")
+        if "plt.show()" in source and not any(output.find_all("img") for output in outputs):
+            problems.append(
+                f"cell {number} calls plt.show() but shows no figure (a non-inline backend?): {source[:120]!r}"
+            )
     assert not problems, f"{chapter.name}:\n" + "\n".join(problems)
 
 

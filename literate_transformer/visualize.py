@@ -185,7 +185,8 @@ def round_attention(
         )
     rounded = []
     for layer in layers:
-        example = layer.detach()[batch_index : batch_index + 1].to("cpu", torch.float64)  # (1, H, T, S)
+        # One example, kept 4-D as bertviz wants it: 1 x H x T x S, float64, on the CPU.
+        example = layer.detach()[batch_index : batch_index + 1].to("cpu", torch.float64)
         if not bool(torch.isfinite(example).all()):
             raise ValueError(f"{name} holds NaN or infinite weights; check the attention mask")
         rounded.append(torch.round(example, decimals=decimals))

@@ -258,6 +258,8 @@ def test_views_draw_offline(page_path: Path | None, site_url: str, browser: obje
                 box = thumbnail.bounding_box()
                 page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
                 page.wait_for_selector(f"#{root} svg text.token", timeout=DRAW_TIMEOUT_MS)
+                # Park the mouse where it highlights nothing, so the screenshots show the views at rest.
+                page.mouse.move(0, 0)
             drawn = page.evaluate(_DRAWN, root)
             labels = drawn["texts"] if view["kind"] == "head" else drawn["tokens"]
             if labels != view["tokens"]:

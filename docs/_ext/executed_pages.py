@@ -19,7 +19,6 @@ Two small additions to myst-nb and sphinx-book-theme:
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -45,11 +44,35 @@ def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, conte
     if not executed.is_file():
         logger.warning(f"no executed notebook {executed} for {pagename}: its .ipynb download is missing")
         return
+    content = _with_outputs(app, executed)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.is_file() or target.read_bytes() != executed.read_bytes():
-        shutil.copyfile(executed, target)
+    if not target.is_file() or target.read_text(encoding="utf-8") != content:
+        target.write_text(content, encoding="utf-8")
     context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _with_outputs(app: Sphinx, executed: Path) -> str:
+    """The executed notebook's text, with its outputs.
+
+    When myst-nb takes a page's outputs from its execution cache, the notebook
+    it writes to ``jupyter_execute`` is the one it read, without outputs (the
+    outputs are merged into a copy).  Merge them from the cache here, so the
+    download is the executed notebook in every build, not only in the one
+    that ran it.
+    """
+    import nbformat
+
+    notebook = nbformat.read(executed, as_version=4)
+    has_outputs = any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
+    if not has_outputs and app.config.nb_execution_mode == "cache" and app.config.nb_execution_cache_path:
+        from jupyter_cache import get_cache
+
+        try:
+            _, notebook = get_cache(app.config.nb_execution_cache_path).merge_match_into_notebook(notebook)
+        except KeyError:
+            logger.warning(f"{executed.name}: no cached outputs found; the .ipynb download has none")
+    return nbformat.writes(notebook)
 
 
 def execution_rows(app: Sphinx) -> list[tuple[str, str, float | None]]:

@@ -63,7 +63,11 @@ READING_ORDER = [
     "embeddings",
     "encoder",
     "bert",
+    "pretrained",
     "decoder",
+    "generation",
+    "training",
+    "visualize",
 ]
 #: The lexer name of the code column.  Same Pygments lexer as ``python``, but a name that
 #: sphinx-codeautolink does not try to parse: the blocks are fragments (a method body

@@ -392,3 +392,16 @@ def test_extension_rewrites_every_view_to_the_local_copies(bertviz_offline):
 def test_extension_scripts_exist_in_the_static_folder(bertviz_offline):
     for script in bertviz_offline.SCRIPTS:
         assert (ROOT / "docs" / "_static" / script).is_file(), script
+
+
+def test_extension_finds_pages_with_views_that_are_too_large(bertviz_offline, tmp_path):
+    view = visualize.head_view(_attentions(), TOKENS).data
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters" / "big_view.html").write_text(view + " " * 5000)
+    (tmp_path / "small_view.html").write_text(view)
+    (tmp_path / "big_text.html").write_text("x" * 50_000)  # large, but no view
+    limit = len(view) + 1000
+    found = bertviz_offline.oversized_pages(tmp_path, limit)
+    assert [(path.relative_to(tmp_path).as_posix(), size) for path, size in found] == [
+        ("chapters/big_view.html", len(view) + 5000)
+    ]

@@ -52,10 +52,6 @@ _VIEW_MARKER = re.compile(r"requirejs\(\s*\[\s*['\"]jquery['\"]")
 _EXTERNAL = re.compile(r"""(?:src=|:\s*)["']https?://(?!127\.0\.0\.1|localhost)[^"']+["']""")
 
 
-# Pages written with views in this build (their sizes are checked at the end).
-_VIEW_PAGES: set[str] = set()
-
-
 def count_views(html: str) -> int:
     """Number of bertviz views in ``html``."""
     return len(_VIEW_MARKER.findall(html))
@@ -103,32 +99,34 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict[s
     for script in SCRIPTS:
         # Not deferred: the views' inline scripts run while the body is parsed and need these already.
         app.add_js_file(script, priority=450)
-    _VIEW_PAGES.add(pagename)
+
+
+def oversized_pages(outdir: Path, limit: int) -> list[tuple[Path, int]]:
+    """The HTML pages under ``outdir`` that hold a view and are larger than ``limit`` bytes."""
+    found = []
+    for path in sorted(Path(outdir).rglob("*.html")):
+        size = path.stat().st_size
+        if size > limit and count_views(path.read_text(encoding="utf-8", errors="replace")):
+            found.append((path, size))
+    return found
 
 
 def _check_sizes(app: Sphinx, exception: Exception | None) -> None:
+    # Reads the written pages (not state kept while writing), so parallel builds are checked too.
     if exception is not None or app.builder.format != "html":
         return
     limit = app.config.bertviz_offline_max_page_bytes
-    for pagename in sorted(_VIEW_PAGES):
-        path = Path(app.outdir) / app.builder.get_target_uri(pagename)
-        if path.is_file() and path.stat().st_size > limit:
-            logger.warning(
-                "%s is %.2f MB, more than bertviz_offline_max_page_bytes (%.2f MB): show fewer or smaller views",
-                pagename,
-                path.stat().st_size / 1e6,
-                limit / 1e6,
-                location=pagename,
-            )
-
-
-def _reset(app: Sphinx) -> None:
-    _VIEW_PAGES.clear()
+    for path, size in oversized_pages(Path(app.outdir), limit):
+        logger.warning(
+            "%s is %.2f MB, more than bertviz_offline_max_page_bytes (%.2f MB): show fewer or smaller views",
+            path.relative_to(app.outdir),
+            size / 1e6,
+            limit / 1e6,
+        )
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    app.connect("builder-inited", _reset)
     app.add_config_value("bertviz_offline_max_page_bytes", 1_500_000, "html", types=frozenset({int}))
     app.connect("html-page-context", _page_context)
     app.connect("build-finished", _check_sizes)
-    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": False}
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -12,7 +12,9 @@ For every page that holds a bertviz view:
 * the page is at most 1.5 MB;
 * each view drew an SVG whose visible token labels are exactly the tokens of
   its data (left column, then right column) and that has attention lines
-  with a non-zero opacity; the model view is clicked open to show its tokens;
+  with a non-zero opacity; the model view is clicked open to show its tokens,
+  and every entry of a head view's *Attention* menu (sentence A/B parts,
+  encoder/decoder/cross) is selected and must show that part's tokens;
 * the browser console shows no error and no script raised;
 * no request left 127.0.0.1 and none failed;
 * a screenshot of the page and of each view is saved into
@@ -87,7 +89,13 @@ def _views(html: str) -> list[dict]:
         else:
             kind = "model" if "total_heads" in params else "head"
             data = params["attention"][int(params["default_filter"])]
-        views.append({"root": root, "kind": kind, "tokens": data["left_text"] + data["right_text"]})
+        # The head view's "Attention" menu (sentence A/B, encoder/decoder/cross): every part's tokens.
+        parts = (
+            [(str(i), part["left_text"] + part["right_text"]) for i, part in enumerate(params["attention"])]
+            if kind == "head"
+            else []
+        )
+        views.append({"root": root, "kind": kind, "tokens": data["left_text"] + data["right_text"], "parts": parts})
     return views
 
 
@@ -272,6 +280,13 @@ def test_views_draw_offline(page_path: Path | None, site_url: str, browser: obje
             page.locator(f"#{root}").screenshot(
                 path=str(SCREENSHOTS / f"{page_id.replace('/', '__')}-{index}-{view['kind']}.png")
             )
+            if len(view["parts"]) > 1:
+                # Each entry of the menu redraws the view with that part's tokens; then back to the first.
+                for value, tokens in [*view["parts"][1:], view["parts"][0]]:
+                    page.select_option(f"#{root} #filter", value)
+                    texts = page.evaluate(_DRAWN, root)["texts"]
+                    if texts != tokens:
+                        problems.append(f"view {index} (head), menu entry {value}: shows {texts}, expected {tokens}")
         page.screenshot(path=str(SCREENSHOTS / f"{page_id.replace('/', '__')}.png"), full_page=True)
     finally:
         context.close()

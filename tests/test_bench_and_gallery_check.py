@@ -97,3 +97,15 @@ def test_gallery_check_names_a_missing_page_and_a_page_without_figure(tmp_path):
     assert len(problems) == 2
     assert problems[0].startswith("plot_a.py: no page")
     assert problems[1].startswith("plot_b.py: its page shows no figure")
+
+
+def test_gallery_pages_are_left_to_sphinx_gallerys_own_code_links():
+    from types import SimpleNamespace
+
+    transforms = {"auto_examples/plot_a": [1], "auto_examples/index": [2], "chapters/02_attention": [3], "api": [4]}
+    app = SimpleNamespace(
+        env=SimpleNamespace(sphinx_codeautolink_transforms=transforms),
+        config=SimpleNamespace(sphinx_gallery_conf={"gallery_dirs": "auto_examples"}),
+    )
+    gallery_check.leave_gallery_code_to_sphinx_gallery(app, app.env)
+    assert transforms == {"chapters/02_attention": [3], "api": [4]}

@@ -12,6 +12,18 @@ When an HTML build finishes, this extension checks that every
 least one figure produced by that script (``sphx_glr_<name>_NNN.png``).
 Anything missing is reported by name as an error, and the build's exit
 status is non-zero even without ``-W``.
+
+One linker per gallery page
+---------------------------
+sphinx-gallery links the names in its examples' code itself (to the API
+reference and, through intersphinx, to PyTorch's docs).  sphinx-codeautolink,
+which links the chapters' code, would try to link the same blocks again
+after the HTML is written, find the names already inside sphinx-gallery's
+links, and warn "Could not match transformation" for each.  Its cache keeps
+``.rst`` pages (the gallery's) between builds but not ``.md`` ones, so the
+warnings came and went with the state of the cache.  The gallery's pages
+are therefore taken out of sphinx-codeautolink's work list before it
+resolves anything.
 """
 
 from __future__ import annotations
@@ -70,6 +82,21 @@ def check_gallery(app: Sphinx, exception: Exception | None) -> None:
     app.statuscode = 1
 
 
+def leave_gallery_code_to_sphinx_gallery(app: Sphinx, env: object) -> None:
+    """``env-updated`` handler: drop gallery pages from sphinx-codeautolink's work list."""
+    transforms = getattr(app.env, "sphinx_codeautolink_transforms", None)
+    if transforms is None:  # sphinx-codeautolink is not loaded
+        return
+    gallery_dirs = app.config.sphinx_gallery_conf["gallery_dirs"]
+    if isinstance(gallery_dirs, str):
+        gallery_dirs = [gallery_dirs]
+    prefixes = tuple(f"{folder.rstrip('/')}/" for folder in gallery_dirs)
+    for docname in [name for name in transforms if name.startswith(prefixes)]:
+        del transforms[docname]
+
+
 def setup(app: Sphinx) -> dict[str, object]:
+    # Before sphinx-codeautolink's own env-updated handler (priority 500) resolves the names.
+    app.connect("env-updated", leave_gallery_code_to_sphinx_gallery, priority=400)
     app.connect("build-finished", check_gallery)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

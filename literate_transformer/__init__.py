@@ -20,6 +20,9 @@ read them in this order:
 8. :mod:`~literate_transformer.generation`: greedy decoding with a key/value cache.
 9. :mod:`~literate_transformer.training`: a tiny encoder-decoder trained from
    scratch to reverse digit sequences.
+10. :mod:`~literate_transformer.visualize`: the attention weights drawn, with
+    bertviz's head, model and neuron views and matplotlib heatmaps
+    (``from literate_transformer import visualize``).
 
 The public names are re-exported here, so ``import literate_transformer as lt``
 and ``lt.TransformerConfig`` is all a reader needs.

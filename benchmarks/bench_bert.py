@@ -12,7 +12,8 @@ one ``LITERATE_TRANSFORMER_CHECKPOINT`` names), in evaluation mode, under
   attention is :func:`torch.nn.functional.scaled_dot_product_attention`;
 * ``HF eager`` and ``HF sdpa``: :class:`transformers.BertModel` loaded with the
   same two attention implementations;
-* with ``--compile``, also ``ours sdpa compiled``: ``torch.compile`` of ours.
+* with ``--compile``, also ``ours sdpa compiled``: ``torch.compile`` of ours
+  with inductor's inference-only "freezing" (weights folded as constants).
 
 Each gets the same ``input_ids`` and an all-ones ``attention_mask`` (what a
 tokenizer returns for an unpadded batch) for every (batch, sequence length)
@@ -160,6 +161,12 @@ def load_models(device: str, dtype: torch.dtype, compile_ours: bool) -> tuple[di
         models[name] = model.to(device=device, dtype=dtype).eval()
     config = models["HF eager"].config
     if compile_ours:
+        # Inference only: "freezing" turns the weights into constants, so
+        # inductor folds them and pre-packs them for oneDNN's matrix multiplies
+        # on the CPU (without it, compiling gained only 2-3% here).
+        import torch._inductor.config
+
+        torch._inductor.config.freezing = True
         models["ours sdpa compiled"] = torch.compile(models["ours sdpa"], dynamic=False)
     return models, config
 
@@ -263,12 +270,25 @@ def evaluate_targets(shapes: list[dict], matmul_flops_per_s: float) -> list[dict
             "met": max(manual) <= TARGETS["manual_vs_hf_eager"],
         },
     ]
-    reference = [s for s in shapes if (s["batch_size"], s["seq_len"]) == REFERENCE_SHAPE]
-    if reference:
-        fraction = reference[0]["models"]["ours sdpa"]["flops_per_s"] / matmul_flops_per_s
+    compiled = all("ours sdpa compiled" in s["models"] for s in shapes)
+    if compiled:
+        ratios = [s["models"]["ours sdpa compiled"]["median_s"] / s["models"]["HF sdpa"]["median_s"] for s in shapes]
         targets.append(
             {
-                "name": f"ours sdpa FLOP/s / matmul FLOP/s at batch {REFERENCE_SHAPE[0]} x {REFERENCE_SHAPE[1]}",
+                "name": "ours sdpa compiled time / HF sdpa time, worst shape",
+                "target": f"<= {TARGETS['fast_vs_hf_sdpa']:.2f}",
+                "measured": max(ratios),
+                "met": max(ratios) <= TARGETS["fast_vs_hf_sdpa"],
+            }
+        )
+    reference = [s for s in shapes if (s["batch_size"], s["seq_len"]) == REFERENCE_SHAPE]
+    for name in ("ours sdpa", "ours sdpa compiled") if compiled else ("ours sdpa",):
+        if not reference:
+            break
+        fraction = reference[0]["models"][name]["flops_per_s"] / matmul_flops_per_s
+        targets.append(
+            {
+                "name": f"{name} FLOP/s / matmul FLOP/s at batch {REFERENCE_SHAPE[0]} x {REFERENCE_SHAPE[1]}",
                 "target": f">= {TARGETS['fast_matmul_fraction']:.2f}",
                 "measured": fraction,
                 "met": fraction >= TARGETS["fast_matmul_fraction"],
@@ -337,7 +357,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--max-repeats", type=int, default=50)
     parser.add_argument("--matmul-size", type=int, default=None, help="default 2048 (CPU), 8192 (CUDA)")
-    parser.add_argument("--compile", action="store_true", help="also time torch.compile of ours (sdpa)")
+    parser.add_argument(
+        "--compile", action="store_true", help="also time torch.compile of ours (sdpa, inference-only freezing)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "docs" / "benchmarks")
     parser.add_argument("--note", default="", help="free text stored in the results (e.g. what else was running)")

@@ -9,9 +9,10 @@ runs the pretrained checkpoint through :class:`literate_transformer.bert.BertMod
 and draws the weights of *all* heads of one layer side by side, for
 *"time flies like an arrow"*.
 
-Heads specialise: some look at the previous or next token, some at
-``[SEP]`` or ``[CLS]`` (a "no-op" many heads fall back on), some spread their
-attention over the whole sentence.
+The heads of one layer differ in where they put their weight; the last
+cell measures how much of it each head puts on the special tokens ``[CLS]``
+and ``[SEP]``, which many heads use as a resting place when nothing else in
+the sentence is relevant to them.
 
 Set ``LT_GALLERY_SCALE=gpu`` (or ``large``) to draw a longer sentence pair.
 """

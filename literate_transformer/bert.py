@@ -415,10 +415,12 @@ class BertSelfAttention(nn.Module):
             context_layer = self._sdpa(query_layer, key_layer, value_layer, attention_mask)  # (B, H, T, D)
             attention_probs = None
         else:
-            # 3) Raw scores Q K^T: one per (query, key) pair in every head ...
-            attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))  # (B, H, T, S)
-            # ... scaled by 1/sqrt(D) so their spread does not grow with the head size.
-            attention_scores = attention_scores / math.sqrt(self.attention_head_size)  # (B, H, T, S)
+            # 3) Scores Q K^T / sqrt(D): one per (query, key) pair in every head,
+            #    scaled so their spread does not grow with the head size.  Scaling
+            #    the queries first is the same number, (Q / sqrt(D)) K^T, computed
+            #    on T x D values instead of T x S (HuggingFace scales the scores).
+            scaled_query = query_layer / math.sqrt(self.attention_head_size)  # (B, H, T, D)
+            attention_scores = torch.matmul(scaled_query, key_layer.transpose(-1, -2))  # (B, H, T, S)
             # 4) Padding: add the (additive) mask, finfo.min on hidden keys, never -inf.
             attention_scores = masked_fill_scores(attention_scores, attention_mask)  # (B, H, T, S)
             # 4') A decoder: query i may not see keys after position i.
@@ -798,14 +800,14 @@ class BertModel(nn.Module):
 
         Eager: BERT's additive ``(B, 1, 1, S)`` mask, ``0`` for real tokens and
         ``finfo(dtype).min`` for padding (HuggingFace's name for the
-        conversion is kept).  SDPA: a boolean ``(B, 1, 1, S)`` mask, or
-        ``None`` when nothing is padded, so that the fused kernel runs unmasked.
+        conversion is kept).  SDPA: a boolean ``(B, 1, 1, S)`` mask.  Either
+        path gets ``None`` when nothing is padded, so it runs unmasked.
         """
-        if attention_mask is None:
+        # Nothing padded: no mask at all, so neither path spends a pass over
+        # the (B, H, T, S) scores adding zeros (HuggingFace skips it too).
+        if attention_mask is None or bool(attention_mask.all()):
             return None
         if use_sdpa:
-            if bool(attention_mask.all()):
-                return None
             return padding_mask(attention_mask)
         return to_additive(padding_mask(attention_mask), dtype=dtype)
 

@@ -41,8 +41,8 @@ versions of this material do exactly that.  Here masked scores are set to
 the most negative *finite* value of the dtype, ``torch.finfo(dtype).min``:
 a fully masked row then gets uniform weights (a harmless average that the
 padding position's output never feeds into real tokens), and no NaN appears
-in fp32, fp16 or bf16.  :func:`masked_fill_scores` also clamps additive masks,
-because ``score + finfo.min`` can overflow to ``-inf`` in half precision.
+in fp32, fp16 or bf16.  :func:`masked_fill_scores` also clamps additive masks
+in float16, where ``score + finfo.min`` can overflow to ``-inf``.
 
 >>> causal_mask(3)
 tensor([[ True, False, False],
@@ -175,7 +175,7 @@ def masked_fill_scores(scores: Tensor, mask: Tensor | None) -> Tensor:
 
     Returns:
         Scores where masked positions hold ``torch.finfo(scores.dtype).min``
-        (boolean masks) or ``scores + mask`` clamped to that value (additive
+        (boolean masks) or ``scores + mask``, never below that value (additive
         masks): finite everywhere, so a fully masked row softmaxes to uniform
         weights rather than NaN.
 
@@ -190,5 +190,10 @@ def masked_fill_scores(scores: Tensor, mask: Tensor | None) -> Tensor:
         return scores.masked_fill(~mask, lowest)
     if not mask.is_floating_point():
         raise TypeError(f"mask must be boolean or floating point, got dtype {mask.dtype}")
-    # Adding finfo.min to a negative score overflows to -inf in fp16/bf16: clamp.
-    return (scores + mask.to(scores.dtype)).clamp(min=lowest)
+    scores = scores + mask.to(scores.dtype)
+    # In fp16, finfo.min plus a negative score overflows to -inf: clamp.  In
+    # fp32 and bf16 the sum rounds back to finfo.min (the score is far below
+    # the spacing of floats that large), so the extra pass is skipped there.
+    if scores.dtype == torch.float16:
+        scores = scores.clamp(min=lowest)
+    return scores

@@ -62,7 +62,8 @@ def _install(session: nox.Session, extras: str) -> None:
 @nox.session(python=PYTHON, reuse_venv=True)
 def tests(session: nox.Session) -> None:
     """Run the test suite and the package's doctests with pytest."""
-    _install(session, "test")
+    # The docs extras too: tests cover the site's own Sphinx extensions.
+    _install(session, "test,docs")
     session.run("pytest", *session.posargs, env=OFFLINE_ENV)
 
 
@@ -78,7 +79,8 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON, reuse_venv=True)
 def site_tests(session: nox.Session) -> None:
     """Check the built site: every chapter executed, every source line shown."""
-    _install(session, "test")
+    # The docs extras too: tests cover the site's own Sphinx extensions.
+    _install(session, "test,docs")
     # Reads docs/_build/html (or LT_SITE_HTML); fails, not skips, when no site was built.
     session.run("pytest", "-m", "site", "tests/test_site.py", *session.posargs, env=OFFLINE_ENV)
 
@@ -105,7 +107,8 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON, reuse_venv=True)
 def gallery(session: nox.Session) -> None:
     """Run every gallery script standalone (LT_GALLERY_SCALE=gpu for the heavy sizes)."""
-    _install(session, "test")
+    # The docs extras too: tests cover the site's own Sphinx extensions.
+    _install(session, "test,docs")
     scripts = sorted((ROOT / "gallery").glob("plot_*.py"))
     if session.posargs:
         scripts = [script for script in scripts if any(name in script.name for name in session.posargs)]

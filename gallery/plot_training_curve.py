@@ -10,8 +10,9 @@ with teacher forcing and cross-entropy, and every ``eval_every`` steps decodes
 a held-out set greedily and counts the sequences it reverses exactly.  This
 example draws both curves.
 
-The default run is short so that the site builds in seconds on a CPU; set
-``LT_GALLERY_SCALE=gpu`` (or ``large``) to train to the target accuracy.
+The run stops as soon as the held-out exact match reaches 99.5%, which takes
+a few seconds on a laptop CPU; ``LT_GALLERY_SCALE=gpu`` (or ``large``)
+evaluates on a larger held-out set and allows more steps.
 """
 
 # %%
@@ -29,9 +30,10 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 large = os.environ.get("LT_GALLERY_SCALE", "cpu") in ("gpu", "large")
 
 if large:
-    result = train_reversal(steps=1200, eval_every=100, eval_size=500, device=device)
+    result = train_reversal(steps=1200, eval_every=50, eval_size=2000, device=device)
 else:
-    result = train_reversal(steps=150, eval_every=25, eval_size=200, target_accuracy=None, device=device)
+    result = train_reversal(device=device)
+print(f"held-out exact match {result.accuracy:.1%} after {result.steps} steps in {result.seconds:.1f} s")
 
 # %%
 # The curves

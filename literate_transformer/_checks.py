@@ -57,7 +57,7 @@ def check_tensor(
         expected = _shape_text(shape) if shape is not None else f"{ndim}-D"
         raise ValueError(f"{name} must be {ndim}-D with shape {expected}, got shape {tuple(value.shape)}")
     if shape is not None:
-        for expected_dim, actual_dim in zip(shape, value.shape):
+        for expected_dim, actual_dim in zip(shape, value.shape, strict=True):
             if expected_dim is not None and expected_dim != actual_dim:
                 raise ValueError(f"{name} must have shape {_shape_text(shape)}, got {tuple(value.shape)}")
     return value

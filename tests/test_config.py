@@ -53,8 +53,15 @@ def test_replace_validates_again():
 
 def test_from_hf_round_trip_keeps_every_field():
     hf = BertConfig(
-        vocab_size=99, hidden_size=48, num_hidden_layers=3, num_attention_heads=3, intermediate_size=37,
-        hidden_act="relu", layer_norm_eps=1e-5, type_vocab_size=4, max_position_embeddings=64,
+        vocab_size=99,
+        hidden_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=3,
+        intermediate_size=37,
+        hidden_act="relu",
+        layer_norm_eps=1e-5,
+        type_vocab_size=4,
+        max_position_embeddings=64,
     )
     ours = TransformerConfig.from_hf(hf)
     assert (ours.vocab_size, ours.hidden_size, ours.num_hidden_layers) == (99, 48, 3)

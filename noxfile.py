@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import nox
@@ -27,7 +28,9 @@ PYTHON = None
 # Executed code must never reach for the model hub, and must not fill logs
 # with progress bars.
 OFFLINE_ENV = {
-    "HF_HUB_OFFLINE": "1",
+    # Offline unless the caller says otherwise (HF_HUB_OFFLINE=0 to download a
+    # hub checkpoint named in LITERATE_TRANSFORMER_CHECKPOINT).
+    "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "PYTHONHASHSEED": "0",

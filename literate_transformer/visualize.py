@@ -75,9 +75,12 @@ weights itself and insists that every parameter is found.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,6 +96,7 @@ __all__ = [
     "load_neuron_view_model",
     "neuron_view",
     "round_floats",
+    "stable_view_id",
     "plot_attention",
     "plot_attention_heads",
 ]
@@ -395,7 +399,8 @@ def head_view(
     )
     first = next(value for key, value in arguments.items() if key.endswith("attention"))
     _check_layer_and_heads(layer, heads, len(first), first[0].shape[1])
-    return bertviz_head_view(**arguments, layer=layer, heads=list(heads) if heads is not None else None)
+    html = bertviz_head_view(**arguments, layer=layer, heads=list(heads) if heads is not None else None)
+    return stable_view_id(html)
 
 
 def model_view(
@@ -450,7 +455,7 @@ def model_view(
         batch_index,
         decimals,
     )
-    return bertviz_model_view(**arguments, display_mode=display_mode)
+    return stable_view_id(bertviz_model_view(**arguments, display_mode=display_mode))
 
 
 # ---------------------------------------------------------------------------
@@ -608,6 +613,37 @@ def neuron_view(
     start += len(_NEURON_PARAMS_MARKER)
     params, end = json.JSONDecoder().raw_decode(html.data, start)
     html.data = html.data[:start] + json.dumps(round_floats(params, decimals)) + html.data[end:]
+    return stable_view_id(html)
+
+
+# bertviz names each view's element "bertviz-" + a random uuid4, so two builds
+# of the same page would differ in every view.
+_VIEW_ID = re.compile(r"bertviz-[0-9a-f]{32}")
+_views_made = itertools.count()
+
+
+def stable_view_id(html: Any) -> Any:
+    """Replace bertviz's random element id by one derived from the view itself.
+
+    The id is a hash of the view's HTML (with the random id blanked out) and
+    of how many views this process has made before, so the same notebook
+    writes the same page on every build, and two identical views on one page
+    (HuggingFace's weights and ours, say) still get different ids.
+
+    Args:
+        html: What bertviz returned with ``html_action="return"``.
+
+    Returns:
+        The same object, its ``data`` rewritten.
+
+    Raises:
+        ValueError: if the HTML does not hold exactly one bertviz id.
+    """
+    ids = set(_VIEW_ID.findall(html.data))
+    if len(ids) != 1:
+        raise ValueError(f"expected one bertviz element id in the view's HTML, found {len(ids)}")
+    content = _VIEW_ID.sub("bertviz-", html.data) + f"#{next(_views_made)}"
+    html.data = html.data.replace(ids.pop(), "bertviz-" + hashlib.sha256(content.encode()).hexdigest()[:32])
     return html
 
 

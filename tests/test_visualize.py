@@ -142,6 +142,29 @@ def test_head_view_writes_the_rounded_weights_and_the_sentence_parts():
     assert params["layer"] == 1 and params["heads"] == [2]
 
 
+def test_views_get_ids_that_repeat_across_builds_and_differ_within_one(monkeypatch):
+    import itertools
+
+    attentions = _attentions()
+
+    def ids_of_two_views():
+        # A build starts a fresh kernel: its count of views starts at zero.
+        monkeypatch.setattr(visualize, "_views_made", itertools.count())
+        first = visualize.head_view(attentions, TOKENS).data
+        second = visualize.head_view(attentions, TOKENS).data
+        return [set(re.findall(r"bertviz-[0-9a-f]{32}", html)) for html in (first, second)]
+
+    first_build, second_build = ids_of_two_views(), ids_of_two_views()
+    assert all(len(ids) == 1 for ids in first_build)
+    assert first_build == second_build
+    assert first_build[0] != first_build[1]
+
+
+def test_stable_view_id_refuses_html_without_one_id():
+    with pytest.raises(ValueError, match="one bertviz element id"):
+        visualize.stable_view_id(SimpleNamespace(data="<div id='bertviz-x'></div>"))
+
+
 def test_rounding_makes_a_view_much_smaller():
     import bertviz
 

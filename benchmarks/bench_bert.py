@@ -6,7 +6,7 @@ Four models with the same pretrained weights (the offline checkpoint, or the
 one ``LITERATE_TRANSFORMER_CHECKPOINT`` names), in evaluation mode, under
 :class:`torch.inference_mode`:
 
-* ``ours eager``: :class:`literate_transformer.bert.BertModel` with
+* ``ours eager``: :class:`literate_transformer.models.bert.BertModel` with
   ``attn_implementation="eager"``, the commented, step-by-step attention;
 * ``ours sdpa``: the same model with ``attn_implementation="sdpa"``, whose
   attention is :func:`torch.nn.functional.scaled_dot_product_attention`;
@@ -151,7 +151,7 @@ def measure_matmul(device: str, dtype: torch.dtype, size: int, repeats: int) -> 
 def load_models(device: str, dtype: torch.dtype, compile_ours: bool) -> tuple[dict, object]:
     """The models to compare, by name, and the checkpoint's config."""
     import literate_transformer as lt
-    from literate_transformer.bert import BertModel
+    from literate_transformer.models.bert import BertModel
 
     models = {}
     for impl in ("eager", "sdpa"):

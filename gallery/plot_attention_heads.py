@@ -5,7 +5,7 @@ Every head of one layer
 A BERT layer has several attention heads, and each computes its own weights
 :math:`\operatorname{softmax}(Q_h K_h^\top / \sqrt{D})`: for every query token
 (a row), how much it takes from every key token (a column).  This example
-runs the pretrained checkpoint through :class:`literate_transformer.bert.BertModel`
+runs the pretrained checkpoint through :class:`literate_transformer.models.bert.BertModel`
 and draws the weights of *all* heads of one layer side by side, for
 *"time flies like an arrow"*.
 

@@ -6,11 +6,11 @@ The same attention sub-layer (queries, keys and values, the weights, the
 weighted sum of values and the output projection :math:`W^O`) can be written
 three ways in this package:
 
-* **the book's heads**: :class:`literate_transformer.attention.MultiHeadAttention` keeps
-  one small :class:`~literate_transformer.attention.AttentionHead` per head, each with
+* **the book's heads**: :class:`literate_transformer.book.attention.MultiHeadAttention` keeps
+  one small :class:`~literate_transformer.book.attention.AttentionHead` per head, each with
   its own ``q``, ``k`` and ``v`` layers, so it runs :math:`3H` small matrix
   multiplies for the projections;
-* **BERT's fused projections**: :class:`literate_transformer.bert.BertSelfAttention`
+* **BERT's fused projections**: :class:`literate_transformer.models.bert.BertSelfAttention`
   with ``attn_implementation="eager"`` projects all heads at once (three
   :math:`E \times E` multiplies), then computes the weights step by step;
 * **fused projections + SDPA**: the same module with
@@ -19,7 +19,7 @@ three ways in this package:
   stores the ``(B, H, T, S)`` weight tensor when it can avoid it.
 
 All three hold the *same* weights (the pretrained checkpoint's first layer,
-split into heads with :func:`~literate_transformer.bert.split_bert_attention_into_heads`),
+split into heads with :func:`~literate_transformer.models.bert.split_bert_attention_into_heads`),
 so they compute the same function; this example checks that, then times them
 across sequence lengths.
 

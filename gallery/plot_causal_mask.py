@@ -5,7 +5,7 @@ The causal mask
 A decoder predicts token :math:`t+1` from tokens :math:`\le t`.  In training
 it sees the whole target at once, so query :math:`i` must not look at keys
 :math:`j > i`: the look-ahead (causal) mask,
-:func:`literate_transformer.masks.causal_mask`, a lower-triangular matrix of
+:func:`literate_transformer.core.masks.causal_mask`, a lower-triangular matrix of
 ``True`` ("may attend").  This example draws the mask and what it does to a
 set of attention weights, then adds padding and shows that a row whose keys
 are *all* masked stays finite (no NaN), unlike filling with :math:`-\infty`.
@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import torch
 
 import literate_transformer as lt
-from literate_transformer.masks import causal_mask, combine_masks, masked_fill_scores, padding_mask
+from literate_transformer.core.masks import causal_mask, combine_masks, masked_fill_scores, padding_mask
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -34,7 +34,7 @@ head_size = 16  # D
 # Weights with and without the mask
 # ---------------------------------
 # Random queries and keys stand in for a trained head; what matters is the
-# shape of the weights.  :func:`~literate_transformer.attention.scaled_dot_product_attention`
+# shape of the weights.  :func:`~literate_transformer.book.attention.scaled_dot_product_attention`
 # applies the mask before the softmax, so masked keys get weight 0 and each
 # row still sums to 1 over the keys it may see.
 query = torch.randn(1, length, head_size, device=device)  # (B, T, D)
@@ -70,7 +70,7 @@ plt.show()
 # the first key is padding too (as if the sequence were left-padded), so
 # query 0 may see *no* key at all.  Filled with :math:`-\infty`, its row would
 # be :math:`0/0` = NaN; filled with the dtype's most negative finite number
-# (what :func:`~literate_transformer.masks.masked_fill_scores` does) it is a
+# (what :func:`~literate_transformer.core.masks.masked_fill_scores` does) it is a
 # harmless uniform row.
 attention_mask = torch.ones(1, length, dtype=torch.long, device=device)
 attention_mask[0, 0] = 0  # a left pad

@@ -15,7 +15,7 @@ sum as layers are stacked:
   one final layer norm).
 
 This example stacks randomly initialised
-:class:`literate_transformer.encoder.TransformerEncoderLayer` layers of both kinds and
+:class:`literate_transformer.book.encoder.TransformerEncoderLayer` layers of both kinds and
 measures the root-mean-square (RMS) of the stream after each layer, then
 does the same for the pretrained (post-LN) checkpoint.
 

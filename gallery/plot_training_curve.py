@@ -4,8 +4,8 @@ Training the encoder-decoder
 
 The decoder of this package is trained on a task with unlimited, free data:
 **reverse a sequence of digits** (``3 1 4 1 5`` becomes ``5 1 4 1 3``).
-:func:`literate_transformer.training.train_reversal` builds a small
-:class:`~literate_transformer.decoder.EncoderDecoderTransformer`, trains it
+:func:`literate_transformer.book.training.train_reversal` builds a small
+:class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`, trains it
 with teacher forcing and cross-entropy, and every ``eval_every`` steps decodes
 a held-out set greedily and counts the sequences it reverses exactly.  This
 example draws both curves.
@@ -23,7 +23,7 @@ import os
 import matplotlib.pyplot as plt
 import torch
 
-from literate_transformer.training import train_reversal
+from literate_transformer.book.training import train_reversal
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"

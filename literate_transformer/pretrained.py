@@ -1,13 +1,13 @@
-"""Pretrained weights: from a checkpoint file to :class:`~literate_transformer.bert.BertModel`, key by key.
+"""Pretrained weights: from a checkpoint file to :class:`~literate_transformer.models.bert.BertModel`, key by key.
 
-Because :mod:`~literate_transformer.bert` keeps HuggingFace's module names, a
+Because :mod:`~literate_transformer.models.bert` keeps HuggingFace's module names, a
 BERT checkpoint's tensors *almost* have our parameter names already.  The
 differences are few and are all written down in :func:`map_bert_state_dict`:
 
 * checkpoints saved from a model with heads (``BertForPreTraining``,
   ``BertForMaskedLM``) prefix every encoder key with ``bert.``: stripped;
 * their pre-training heads (``cls.predictions.*``, ``cls.seq_relationship.*``)
-  are not part of :class:`~literate_transformer.bert.BertModel`: dropped;
+  are not part of :class:`~literate_transformer.models.bert.BertModel`: dropped;
 * ``embeddings.position_ids`` and ``embeddings.token_type_ids`` are constant
   buffers that older checkpoints saved; we build them on the fly: dropped;
 * checkpoints converted from the original TensorFlow code name the layer-norm
@@ -19,7 +19,7 @@ is an error that lists the keys, never a silently half-initialised model
 
 >>> import torch
 >>> from literate_transformer import TransformerConfig
->>> from literate_transformer.bert import BertModel
+>>> from literate_transformer.models.bert import BertModel
 >>> model = BertModel(TransformerConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
 ...                                     num_attention_heads=2, intermediate_size=16))
 >>> state = {"bert." + key: value for key, value in model.state_dict().items()}
@@ -138,9 +138,9 @@ def _check_bert_config(config_file: Path) -> None:
 
 
 def load_pretrained(cls: type[nn.Module], path_or_name: str | os.PathLike[str] | None = None, **config_changes: Any):
-    """Implementation of :meth:`literate_transformer.bert.BertModel.from_pretrained`."""
+    """Implementation of :meth:`literate_transformer.models.bert.BertModel.from_pretrained`."""
     from .checkpoints import resolve_checkpoint
-    from .config import TransformerConfig
+    from .core.config import TransformerConfig
 
     checkpoint = resolve_checkpoint(path_or_name)
     config_file = _checkpoint_file(checkpoint.name_or_path, checkpoint.is_local, "config.json")
@@ -165,8 +165,8 @@ def load_pretrained(cls: type[nn.Module], path_or_name: str | os.PathLike[str] |
 
 
 def load_from_hf(cls: type[nn.Module], hf_model: nn.Module, **config_changes: Any):
-    """Implementation of :meth:`literate_transformer.bert.BertModel.from_hf`."""
-    from .config import as_config
+    """Implementation of :meth:`literate_transformer.models.bert.BertModel.from_hf`."""
+    from .core.config import as_config
 
     hf_config = getattr(hf_model, "config", None)
     if getattr(hf_config, "model_type", None) != "bert":

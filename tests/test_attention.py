@@ -12,14 +12,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from literate_transformer.attention import (
+from literate_transformer.book.attention import (
     AttentionHead,
     AttentionOutput,
     MultiHeadAttention,
     scaled_dot_product_attention,
 )
-from literate_transformer.config import TransformerConfig
-from literate_transformer.masks import causal_mask, padding_mask, to_additive
+from literate_transformer.core.config import TransformerConfig
+from literate_transformer.core.masks import causal_mask, padding_mask, to_additive
 
 ATOL = 1e-5
 B, T, S, H, D, E = 2, 5, 7, 4, 6, 24

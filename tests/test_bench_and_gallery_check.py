@@ -11,7 +11,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from literate_transformer import TransformerConfig
-from literate_transformer.bert import BertModel
+from literate_transformer.models.bert import BertModel
 
 ROOT = Path(__file__).resolve().parents[1]
 

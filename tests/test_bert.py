@@ -10,8 +10,8 @@ import torch
 import transformers
 
 from literate_transformer import TransformerConfig
-from literate_transformer.bert import BertAttention, BertLayer, BertModel, BertSelfAttention
-from literate_transformer.masks import padding_mask, to_additive
+from literate_transformer.core.masks import padding_mask, to_additive
+from literate_transformer.models.bert import BertAttention, BertLayer, BertModel, BertSelfAttention
 
 ATOL = 1e-5
 # The NaN checks also run on a GPU when there is one (fused SDPA kernels differ there).
@@ -360,7 +360,7 @@ def test_decoder_refuses_encoder_states_that_do_not_fit(encoder_hidden_states, e
 
 
 def test_split_bert_attention_refuses_other_modules():
-    from literate_transformer.bert import split_bert_attention_into_heads
+    from literate_transformer.models.bert import split_bert_attention_into_heads
 
     with pytest.raises(TypeError, match="bert_attention"):
         split_bert_attention_into_heads(BertSelfAttention(TransformerConfig(**TINY)))

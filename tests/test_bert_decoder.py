@@ -9,7 +9,7 @@ import pytest
 import torch
 import transformers
 
-from literate_transformer.bert import BertModel
+from literate_transformer.models.bert import BertModel
 
 ATOL = 1e-5
 # The NaN checks also run on a GPU when there is one (fused SDPA kernels differ there).

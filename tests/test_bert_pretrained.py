@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import save_file
 
 from literate_transformer import TransformerConfig, load_hf_model
-from literate_transformer.attention import MultiHeadAttention
-from literate_transformer.bert import BertModel, split_bert_attention_into_heads
-from literate_transformer.masks import padding_mask, to_additive
+from literate_transformer.book.attention import MultiHeadAttention
+from literate_transformer.core.masks import padding_mask, to_additive
+from literate_transformer.models.bert import BertModel, split_bert_attention_into_heads
 from literate_transformer.pretrained import map_bert_state_dict
 
 ATOL = 1e-5

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from transformers import BertConfig
 
-from literate_transformer.config import TransformerConfig, as_config
+from literate_transformer.core.config import TransformerConfig, as_config
 
 
 def test_field_names_are_bert_config_attributes():

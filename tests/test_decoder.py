@@ -6,15 +6,15 @@ import pytest
 import torch
 from torch import nn
 
-import literate_transformer.decoder as decoder_module
+import literate_transformer.book.decoder as decoder_module
 from literate_transformer import TransformerConfig
-from literate_transformer.decoder import (
+from literate_transformer.book.decoder import (
     EncoderDecoderTransformer,
     LayerCache,
     TransformerDecoder,
     TransformerDecoderLayer,
 )
-from literate_transformer.masks import causal_mask, padding_mask
+from literate_transformer.core.masks import causal_mask, padding_mask
 
 TOLERANCE = 1e-5
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from literate_transformer import TransformerConfig
-from literate_transformer.bert import BertModel, split_bert_attention_into_heads
-from literate_transformer.encoder import TransformerEncoderLayer
-from literate_transformer.masks import padding_mask, to_additive
+from literate_transformer.book.encoder import TransformerEncoderLayer
+from literate_transformer.core.masks import padding_mask, to_additive
+from literate_transformer.models.bert import BertModel, split_bert_attention_into_heads
 
 ATOL = 1e-5
 

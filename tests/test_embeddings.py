@@ -9,8 +9,8 @@ import torch
 from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertEmbeddings
 
-from literate_transformer.config import TransformerConfig
-from literate_transformer.embeddings import Embeddings, SinusoidalPositionalEncoding
+from literate_transformer.book.embeddings import Embeddings, SinusoidalPositionalEncoding
+from literate_transformer.core.config import TransformerConfig
 
 ATOL = 1e-5
 B, T, E, V, P = 2, 5, 24, 50, 16

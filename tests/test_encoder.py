@@ -10,14 +10,14 @@ import torch
 from torch import nn
 from transformers.models.bert.modeling_bert import BertLayer
 
-from literate_transformer.config import TransformerConfig
-from literate_transformer.encoder import (
+from literate_transformer.book.encoder import (
     EncoderOutput,
     TransformerEncoder,
     TransformerEncoderLayer,
     TransformerForSequenceClassification,
 )
-from literate_transformer.masks import padding_mask, to_additive
+from literate_transformer.core.config import TransformerConfig
+from literate_transformer.core.masks import padding_mask, to_additive
 
 ATOL = 1e-5
 B, T, H, D, E, F, V, C, L = 2, 5, 4, 6, 24, 40, 50, 3, 2

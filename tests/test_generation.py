@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from literate_transformer import TransformerConfig
-from literate_transformer.decoder import EncoderDecoderTransformer, Seq2SeqOutput
-from literate_transformer.generation import GenerationOutput, greedy_generate
+from literate_transformer.book.decoder import EncoderDecoderTransformer, Seq2SeqOutput
+from literate_transformer.book.generation import GenerationOutput, greedy_generate
 
 TOLERANCE = 1e-5
 BOS, EOS = 1, 2
@@ -188,7 +188,7 @@ def test_token_ids_out_of_the_vocabulary_are_a_clear_error(model):
 
 
 def test_a_model_without_an_encoder_is_a_clear_error():
-    from literate_transformer.encoder import TransformerEncoder
+    from literate_transformer.book.encoder import TransformerEncoder
 
     with pytest.raises(TypeError, match="model must be an encoder-decoder model"):
         greedy_generate(TransformerEncoder(tiny_config()), SOURCE, 3, BOS)

@@ -51,20 +51,20 @@ import pytest
 import torch
 
 import literate_transformer
-from literate_transformer import masks
-from literate_transformer.attention import AttentionHead, MultiHeadAttention
-from literate_transformer.bert import BertModel, split_bert_attention_into_heads
-from literate_transformer.config import TransformerConfig
-from literate_transformer.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
-from literate_transformer.embeddings import Embeddings, SinusoidalPositionalEncoding
-from literate_transformer.encoder import (
+from literate_transformer.book.attention import AttentionHead, MultiHeadAttention
+from literate_transformer.book.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
+from literate_transformer.book.embeddings import Embeddings, SinusoidalPositionalEncoding
+from literate_transformer.book.encoder import (
     TransformerEncoder,
     TransformerEncoderLayer,
     TransformerForSequenceClassification,
 )
-from literate_transformer.feed_forward import FeedForward
-from literate_transformer.generation import greedy_generate
-from literate_transformer.training import make_reversal_batch
+from literate_transformer.book.feed_forward import FeedForward
+from literate_transformer.book.generation import greedy_generate
+from literate_transformer.book.training import make_reversal_batch
+from literate_transformer.core import masks
+from literate_transformer.core.config import TransformerConfig
+from literate_transformer.models.bert import BertModel, split_bert_attention_into_heads
 
 PACKAGE = Path(literate_transformer.__file__).resolve().parent
 ROOT = PACKAGE.parent
@@ -443,7 +443,7 @@ SCENARIOS: list[Callable[[], object]] = [
 
 @pytest.fixture(scope="module")
 def package_report() -> Report:
-    return run_scenarios(sorted(PACKAGE.glob("*.py")), SCENARIOS)
+    return run_scenarios(sorted(PACKAGE.rglob("*.py")), SCENARIOS)
 
 
 def test_package_has_shape_comments(package_report):

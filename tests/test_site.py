@@ -35,7 +35,11 @@ pytestmark = pytest.mark.site
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("LT_SITE_HTML", ROOT / "docs" / "_build" / "html"))
 CHAPTERS = sorted((ROOT / "docs" / "chapters").glob("*.md"))
-MODULES = sorted((ROOT / "literate_transformer").glob("*.py"))
+MODULES = sorted(
+    path
+    for path in (ROOT / "literate_transformer").rglob("*.py")
+    if path.name != "__init__.py" or path.parent.name == "literate_transformer"
+)
 
 
 # ---------------------------------------------------------------------------
@@ -235,7 +239,8 @@ def test_the_chapter_downloads_as_an_executed_notebook(site, chapter):
 # Annotated source pages: every line of every module
 # ---------------------------------------------------------------------------
 def module_name(path: Path) -> str:
-    return "literate_transformer" if path.stem == "__init__" else f"literate_transformer.{path.stem}"
+    relative = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(relative[:-1] if path.stem == "__init__" else relative)
 
 
 def classify_lines(source: str) -> dict[int, str]:

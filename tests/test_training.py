@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from literate_transformer.decoder import EncoderDecoderTransformer
-from literate_transformer.training import (
+from literate_transformer.book.decoder import EncoderDecoderTransformer
+from literate_transformer.book.training import (
     BOS_TOKEN_ID,
     DIGIT_OFFSET,
     EOS_TOKEN_ID,

@@ -54,19 +54,19 @@ PAGES_DIR = "source"
 #: Modules in reading order (the package's own docstring gives it); any other module follows alphabetically.
 READING_ORDER = [
     "__init__",
-    "config",
+    "core.config",
     "checkpoints",
-    "masks",
-    "_checks",
-    "attention",
-    "feed_forward",
-    "embeddings",
-    "encoder",
-    "bert",
+    "core.masks",
+    "core.validation",
+    "book.attention",
+    "book.feed_forward",
+    "book.embeddings",
+    "book.encoder",
+    "models.bert",
     "pretrained",
-    "decoder",
-    "generation",
-    "training",
+    "book.decoder",
+    "book.generation",
+    "book.training",
     "visualize",
 ]
 #: The lexer name of the code column.  Same Pygments lexer as ``python``, but a name that
@@ -540,7 +540,11 @@ def _module_path(srcdir: str | Path, module: str) -> Path:
 
 def package_modules(root: Path) -> list[tuple[str, Path]]:
     """``(dotted name, path)`` of every module of the package, in reading order."""
-    files = {path.stem: path for path in sorted((root / PACKAGE).glob("*.py"))}
+    files = {
+        ".".join(path.relative_to(root / PACKAGE).with_suffix("").parts): path
+        for path in sorted((root / PACKAGE).rglob("*.py"))
+        if path.name != "__init__.py" or path.parent == root / PACKAGE
+    }
     order = [stem for stem in READING_ORDER if stem in files]
     order += sorted(stem for stem in files if stem not in order)
     return [(PACKAGE if stem == "__init__" else f"{PACKAGE}.{stem}", files[stem]) for stem in order]

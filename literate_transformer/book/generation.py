@@ -1,6 +1,6 @@
 r"""Generation: writing a target one token at a time, with a key/value cache.
 
-A trained :class:`~literate_transformer.decoder.EncoderDecoderTransformer`
+A trained :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`
 gives, for every target prefix :math:`y_{\le t}` and source :math:`x`, a
 distribution over the next token.  *Greedy decoding* takes the most likely
 token, appends it, and asks again:
@@ -23,7 +23,7 @@ costs :math:`O(t^2)` attention work per step; with a cache the decoder is
 fed only the newest token and
 
 * **self-attention** appends that token's key and value to the cached ones of
-  each layer (:class:`~literate_transformer.decoder.LayerCache`), so the one
+  each layer (:class:`~literate_transformer.book.decoder.LayerCache`), so the one
   new query attends over all :math:`t + 1` positions;
 * **cross-attention** keys and values depend only on the encoder output,
   which never changes: they are projected once, at the first step, and
@@ -33,7 +33,7 @@ fed only the newest token and
 The new token's position embedding must be :math:`t`, not 0: the decoder
 reads the number of cached positions and passes it to the embeddings as
 ``past_length``, and the causal mask for one query over :math:`t+1` keys is a
-row of ``True`` (:func:`~literate_transformer.masks.causal_mask` with
+row of ``True`` (:func:`~literate_transformer.core.masks.causal_mask` with
 ``query_length=1``).
 
 Both paths compute the same numbers: a test runs them side by side and
@@ -42,7 +42,7 @@ step.  HuggingFace's ``generate()`` does the same with its ``DynamicCache``
 (self-attention) and ``EncoderDecoderCache`` (cross-attention).
 
 >>> from literate_transformer import TransformerConfig
->>> from literate_transformer.decoder import EncoderDecoderTransformer
+>>> from literate_transformer.book.decoder import EncoderDecoderTransformer
 >>> config = TransformerConfig(vocab_size=12, hidden_size=16, num_hidden_layers=1,
 ...                            num_attention_heads=2, intermediate_size=32)
 >>> _ = torch.manual_seed(0)
@@ -62,7 +62,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ._checks import check_attention_mask, check_input_ids
+from ..core.validation import check_attention_mask, check_input_ids
 
 __all__ = ["GenerationOutput", "greedy_generate"]
 
@@ -102,7 +102,7 @@ def greedy_generate(
     restored afterwards; no gradients are recorded.
 
     Args:
-        model: An :class:`~literate_transformer.decoder.EncoderDecoderTransformer`
+        model: An :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`
             (anything with its ``config``, ``encode`` and ``decode``).
         input_ids: Source token ids ``(B, S)``.
         max_new_tokens: How many tokens to write at most (at least 1).

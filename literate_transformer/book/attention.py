@@ -24,7 +24,7 @@ positions into :math:`K \in \mathbb{R}^{S \times D}` and
 :math:`\sqrt{D}` keeps the scores' variance near 1 whatever the head size, so
 the softmax does not saturate; :math:`M` is the mask (0 where a query may
 look, a very negative number where it may not, see
-:mod:`~literate_transformer.masks`); the softmax turns each row of scores
+:mod:`~literate_transformer.core.masks`); the softmax turns each row of scores
 into weights that sum to 1; and multiplying by :math:`V` averages the values
 with those weights.  :func:`scaled_dot_product_attention` is this equation,
 one line per term, and a test shows it equals PyTorch's fused
@@ -85,7 +85,7 @@ What the source notebooks got wrong
 * The masked attention filled forbidden scores with ``-inf``.  A row whose
   keys are *all* masked (a padding query, or an example that is all padding)
   becomes :math:`0/0 =` NaN after the softmax, and NaN spreads everywhere.
-  Here masking goes through :func:`~literate_transformer.masks.masked_fill_scores`,
+  Here masking goes through :func:`~literate_transformer.core.masks.masked_fill_scores`,
   which uses the most negative *finite* number of the dtype: such a row gets
   uniform weights and no NaN appears, in fp32, fp16 and bf16.
 
@@ -103,7 +103,7 @@ torch.Size([2, 4, 3, 3])
 >>> torch.allclose(weights.sum(dim=-1), torch.ones(2, 4, 3))
 True
 
-BERT-base's numbers (the defaults of :class:`~literate_transformer.config.TransformerConfig`):
+BERT-base's numbers (the defaults of :class:`~literate_transformer.core.config.TransformerConfig`):
 
 >>> bert_base = TransformerConfig()
 >>> bert_base.hidden_size, bert_base.num_attention_heads, bert_base.head_size
@@ -120,9 +120,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_hidden_states, check_tensor
-from .config import as_config
-from .masks import masked_fill_scores, to_additive
+from ..core.config import as_config
+from ..core.masks import masked_fill_scores, to_additive
+from ..core.validation import check_hidden_states, check_tensor
 
 __all__ = ["scaled_dot_product_attention", "AttentionHead", "MultiHeadAttention", "AttentionOutput"]
 
@@ -153,7 +153,7 @@ def _check_mask(mask: object, scores_shape: torch.Size, name: str = "mask") -> T
         raise ValueError(
             f"{name} must broadcast to the attention scores' shape {tuple(scores_shape)} (..., T, S), "
             f"got shape {tuple(mask.shape)}; turn a tokenizer's (B, S) attention_mask into a (B, 1, 1, S) "
-            "mask with literate_transformer.masks.padding_mask"
+            "mask with literate_transformer.core.masks.padding_mask"
         )
     return mask
 
@@ -352,7 +352,7 @@ class MultiHeadAttention(nn.Module):
     is what HuggingFace's ``transpose_for_scores`` sets up.
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config; uses ``hidden_size``,
             ``num_attention_heads``, ``attention_probs_dropout_prob`` and
             ``attn_implementation`` (``"sdpa"`` runs PyTorch's fused kernel
@@ -424,9 +424,9 @@ class MultiHeadAttention(nn.Module):
             mask: Boolean (``True`` = may attend) or additive mask,
                 broadcastable to ``(B, H, T, S)`` where ``S`` counts the past
                 keys too.  A 2-D mask is read as ``(T, S)`` (e.g.
-                :func:`~literate_transformer.masks.causal_mask`); make a
+                :func:`~literate_transformer.core.masks.causal_mask`); make a
                 tokenizer's ``(B, S)`` mask a ``(B, 1, 1, S)`` one with
-                :func:`~literate_transformer.masks.padding_mask`.
+                :func:`~literate_transformer.core.masks.padding_mask`.
             return_weights: Return the attention weights ``(B, H, T, S)``.
             past_key_value: Cached ``(keys, values)`` of earlier positions,
                 each ``(B, H, S_past, D)``; the new ones are appended after

@@ -79,7 +79,7 @@ source notebooks annotate.  For hidden states :math:`X` of shape ``(B, T, E)``:
    future keys (the causal mask).  Masked scores are the most negative
    *finite* number, never :math:`-\infty`: a row whose keys are all masked
    still softmaxes to finite weights instead of NaN (see
-   :mod:`~literate_transformer.masks`).
+   :mod:`~literate_transformer.core.masks`).
 5. **Normalise** each row with a softmax over the keys (``attention_probs``),
    then apply dropout to those probabilities (active in training only), and
    optionally ``head_mask``, a per-head factor (0 switches a head off).
@@ -167,16 +167,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import (
+from ..book.attention import MultiHeadAttention
+from ..core.config import TransformerConfig, as_config
+from ..core.masks import causal_mask, masked_fill_scores, padding_mask, to_additive
+from ..core.validation import (
     check_attention_mask,
     check_hidden_states,
     check_input_ids,
     check_tensor,
     check_token_type_ids,
 )
-from .attention import MultiHeadAttention
-from .config import TransformerConfig, as_config
-from .masks import causal_mask, masked_fill_scores, padding_mask, to_additive
 
 __all__ = [
     "BertModelOutput",
@@ -268,7 +268,7 @@ class BertEmbeddings(nn.Module):
     whatever the input's device).
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config.
     """
 
@@ -737,7 +737,7 @@ class BertModel(nn.Module):
     position and token-type buffers are not saved either).
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             :class:`transformers.BertConfig`.
         add_pooling_layer: Build the ``pooler`` (as HuggingFace does by default).
     """
@@ -769,7 +769,7 @@ class BertModel(nn.Module):
                 not match the model (listing the missing, unexpected and
                 mis-shaped keys).
         """
-        from .pretrained import load_pretrained
+        from ..pretrained import load_pretrained
 
         return load_pretrained(cls, path_or_name, **config_changes)
 
@@ -786,7 +786,7 @@ class BertModel(nn.Module):
         Returns:
             The model, in the same training/evaluation mode as ``hf_model``.
         """
-        from .pretrained import load_from_hf
+        from ..pretrained import load_from_hf
 
         return load_from_hf(cls, hf_model, **config_changes)
 
@@ -954,7 +954,7 @@ class BertModel(nn.Module):
 # ---------------------------------------------------------------------------
 @torch.no_grad()
 def split_bert_attention_into_heads(bert_attention: BertAttention) -> MultiHeadAttention:
-    """Rebuild a BERT attention sub-layer as the book's per-head :class:`~literate_transformer.attention.MultiHeadAttention`.
+    """Rebuild a BERT attention sub-layer as the book's per-head :class:`~literate_transformer.book.attention.MultiHeadAttention`.
 
     Head ``h`` of BERT's fused ``query`` layer is rows ``h*D`` to ``(h+1)*D - 1``
     of its weight (and bias); the same holds for ``key`` and ``value``.  Those
@@ -969,7 +969,7 @@ def split_bert_attention_into_heads(bert_attention: BertAttention) -> MultiHeadA
             ``model.encoder.layer[0].attention``).
 
     Returns:
-        A new :class:`~literate_transformer.attention.MultiHeadAttention` with
+        A new :class:`~literate_transformer.book.attention.MultiHeadAttention` with
         copied weights, in the same training/evaluation mode.
 
     >>> from literate_transformer import TransformerConfig

@@ -83,7 +83,7 @@ def padding_mask(attention_mask: Tensor) -> Tensor:
         TypeError: if ``attention_mask`` is not a tensor.
         ValueError: if it is not 2-D or holds values other than 0 and 1.
     """
-    from ._checks import check_attention_mask
+    from .validation import check_attention_mask
 
     attention_mask = check_attention_mask(attention_mask, None, None)
     return attention_mask.bool()[:, None, None, :]

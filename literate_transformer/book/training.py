@@ -40,7 +40,7 @@ Evaluation
 ----------
 Accuracy is measured the way the model will be used: the decoder writes each
 held-out target itself with
-:func:`~literate_transformer.generation.greedy_generate` (no teacher forcing),
+:func:`~literate_transformer.book.generation.greedy_generate` (no teacher forcing),
 and a sequence counts only if *every* token, ``[EOS]`` included, is right
 (exact match).  The held-out sequences are never trained on: a sequence
 belongs to the held-out set when a fixed checksum of its digits is divisible
@@ -63,7 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .config import TransformerConfig
+from ..core.config import TransformerConfig
 from .decoder import EncoderDecoderTransformer
 from .generation import greedy_generate
 
@@ -98,7 +98,7 @@ IGNORE_INDEX = -100
 
 
 class ReversalBatch(NamedTuple):
-    """A batch of the reversal task, ready for :class:`~literate_transformer.decoder.EncoderDecoderTransformer`."""
+    """A batch of the reversal task, ready for :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`."""
 
     #: Source digit tokens, right-padded, ``(B, S)``.
     input_ids: Tensor
@@ -285,7 +285,7 @@ def train_reversal(
     num_threads: int | None = 1,
     verbose: bool = True,
 ) -> TrainingResult:
-    """Train an :class:`~literate_transformer.decoder.EncoderDecoderTransformer` to reverse digit sequences.
+    """Train an :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer` to reverse digit sequences.
 
     Args:
         steps: Maximum number of optimisation steps.

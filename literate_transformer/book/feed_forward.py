@@ -27,7 +27,7 @@ How this maps to the book and to HuggingFace
   ``BertIntermediate`` (``dense`` = our ``linear_1``, then the activation) and
   ``BertOutput`` (``dense`` = our ``linear_2``, then dropout, then the residual
   connection and ``LayerNorm``).  The residual and layer norm belong to the
-  encoder layer here (:mod:`~literate_transformer.encoder`).
+  encoder layer here (:mod:`~literate_transformer.book.encoder`).
 * :class:`torch.nn.TransformerEncoderLayer` calls them ``linear1`` and
   ``linear2`` and applies dropout *between* them as well as after.
 
@@ -48,7 +48,7 @@ its input has width ``hidden_size`` and says so otherwise.
 >>> feed_forward(torch.randn(2, 3, 24)).shape                # (B, T, E)
 torch.Size([2, 3, 24])
 
-BERT-base's widths (the defaults of :class:`~literate_transformer.config.TransformerConfig`):
+BERT-base's widths (the defaults of :class:`~literate_transformer.core.config.TransformerConfig`):
 
 >>> TransformerConfig().hidden_size, TransformerConfig().intermediate_size
 (768, 3072)
@@ -60,8 +60,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ._checks import check_hidden_states
-from .config import as_config
+from ..core.config import as_config
+from ..core.validation import check_hidden_states
 
 __all__ = ["FeedForward", "activation_module"]
 
@@ -97,7 +97,7 @@ class FeedForward(nn.Module):
     r"""The position-wise feed-forward layer, :math:`\operatorname{GELU}(x W_1 + b_1) W_2 + b_2`.
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config; uses ``hidden_size``,
             ``intermediate_size``, ``hidden_act`` and ``hidden_dropout_prob``.
     """

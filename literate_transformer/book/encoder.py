@@ -1,8 +1,8 @@
 r"""The encoder: attention and feed-forward layers, stacked, with residuals and layer norm.
 
 An encoder layer has two sub-layers, multi-head self-attention
-(:mod:`~literate_transformer.attention`) and the position-wise feed-forward
-network (:mod:`~literate_transformer.feed_forward`).  Each is wrapped in a
+(:mod:`~literate_transformer.book.attention`) and the position-wise feed-forward
+network (:mod:`~literate_transformer.book.feed_forward`).  Each is wrapped in a
 **residual connection** (its input is added to its output, so a layer only
 has to learn a *change* and gradients have a direct path through a deep
 stack) and a **layer norm** (each token vector is rescaled to zero mean and
@@ -33,7 +33,7 @@ load our weights into PyTorch's layer and stack and get the same outputs in
 both arrangements.
 
 The encoder (:class:`TransformerEncoder`) embeds the token ids
-(:mod:`~literate_transformer.embeddings`) and runs the stack of layers; a
+(:mod:`~literate_transformer.book.embeddings`) and runs the stack of layers; a
 classification head (:class:`TransformerForSequenceClassification`) reads the
 final hidden state of the first token, ``[CLS]``, and maps it to one score
 per label.
@@ -84,7 +84,7 @@ torch.Size([2, 4, 24])
 >>> TransformerForSequenceClassification(config)(input_ids, attention_mask).shape   # (B, C)
 torch.Size([2, 3])
 
-BERT-base (the defaults of :class:`~literate_transformer.config.TransformerConfig`) has 12 heads of 64
+BERT-base (the defaults of :class:`~literate_transformer.core.config.TransformerConfig`) has 12 heads of 64
 features, not 6 of 128:
 
 >>> bert_base = TransformerConfig()
@@ -98,12 +98,12 @@ from typing import Any, NamedTuple
 
 from torch import Tensor, nn
 
-from ._checks import check_attention_mask, check_hidden_states
+from ..core.config import as_config
+from ..core.masks import padding_mask
+from ..core.validation import check_attention_mask, check_hidden_states
 from .attention import MultiHeadAttention
-from .config import as_config
 from .embeddings import Embeddings
 from .feed_forward import FeedForward
-from .masks import padding_mask
 
 __all__ = [
     "TransformerEncoderLayer",
@@ -142,7 +142,7 @@ class TransformerEncoderLayer(nn.Module):
     r"""One encoder layer: self-attention and feed-forward, each with a residual and a layer norm.
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config.
         norm_first: ``True`` for pre-LN (the book), ``False`` for post-LN
             (BERT and the 2017 paper).
@@ -174,7 +174,7 @@ class TransformerEncoderLayer(nn.Module):
             hidden_state: ``(B, T, E)``.
             mask: Boolean (``True`` = may attend) or additive mask,
                 broadcastable to ``(B, H, T, T)``, e.g. a ``(B, 1, 1, T)``
-                :func:`~literate_transformer.masks.padding_mask`.
+                :func:`~literate_transformer.core.masks.padding_mask`.
             return_weights: Also return the attention weights.
 
         Returns:
@@ -208,7 +208,7 @@ class TransformerEncoder(nn.Module):
     """Embeddings followed by ``config.num_hidden_layers`` encoder layers.
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config.
         norm_first: Layer-norm arrangement of every layer (see
             :class:`TransformerEncoderLayer`).
@@ -273,7 +273,7 @@ class TransformerForSequenceClassification(nn.Module):
     """An encoder with a linear classifier on the first token (``[CLS]``).
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config; ``num_labels`` sets the number of
             classes and ``classifier_dropout`` (or, when it is ``None``,
             ``hidden_dropout_prob``) the dropout before the classifier.

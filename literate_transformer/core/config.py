@@ -193,7 +193,7 @@ class TransformerConfig:
         See :func:`literate_transformer.checkpoints.resolve_checkpoint` for
         how ``path_or_name`` is resolved.
         """
-        from .checkpoints import load_hf_config
+        from ..checkpoints import load_hf_config
 
         return cls.from_hf(load_hf_config(path_or_name))
 

@@ -71,8 +71,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_hidden_states, check_input_ids, check_token_type_ids
-from .config import as_config
+from ..core.config import as_config
+from ..core.validation import check_hidden_states, check_input_ids, check_token_type_ids
 
 __all__ = ["Embeddings", "SinusoidalPositionalEncoding"]
 
@@ -87,7 +87,7 @@ class Embeddings(nn.Module):
     """Token, position and token-type embeddings, summed, normalised and dropped out.
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config; uses ``vocab_size``, ``hidden_size``,
             ``max_position_embeddings``, ``type_vocab_size``,
             ``pad_token_id``, ``layer_norm_eps`` and ``hidden_dropout_prob``.

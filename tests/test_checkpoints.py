@@ -28,7 +28,7 @@ def _no_override(monkeypatch):
 @pytest.fixture
 def checkpoint_copy(tmp_path):
     """A copy of the default checkpoint folder that a test may damage."""
-    source = resolve_checkpoint().name_or_path
+    source = resolve_checkpoint().folder
     target = tmp_path / "checkpoint"
     shutil.copytree(source, target)
     return target
@@ -43,7 +43,7 @@ def test_sentence_tokenizes_to_the_known_ids(tokenizer):
 
 def test_default_checkpoint_is_verified_by_sha256():
     checkpoint = resolve_checkpoint()
-    assert checkpoint.is_local
+    assert checkpoint.folder.is_dir() and checkpoint.model_type == "bert"
     assert checkpoint.sha256 == DEFAULT_SHA256
     assert checkpoint.weights_file.name == "model.safetensors"
 
@@ -84,7 +84,7 @@ def test_override_folder_with_expected_sha256_is_checked(monkeypatch, checkpoint
     with pytest.raises(CheckpointIntegrityError):
         resolve_checkpoint()
     monkeypatch.setenv(CHECKPOINT_SHA256_ENV, DEFAULT_SHA256)
-    assert resolve_checkpoint().name_or_path == str(checkpoint_copy)
+    assert resolve_checkpoint().folder == checkpoint_copy
 
 
 def test_missing_default_package_names_what_to_install(monkeypatch):
@@ -102,8 +102,10 @@ def test_missing_default_package_names_what_to_install(monkeypatch):
 
 def test_missing_override_folder_is_reported(monkeypatch, tmp_path):
     monkeypatch.setenv(CHECKPOINT_ENV, str(tmp_path / "does-not-exist"))
-    with pytest.raises(CheckpointNotFoundError, match="does not exist"):
+    with pytest.raises(CheckpointNotFoundError, match="does not exist") as error:
         resolve_checkpoint()
+    # A missing checkpoint is a FileNotFoundError, as for any missing file.
+    assert isinstance(error.value, FileNotFoundError)
 
 
 def test_folder_without_weights_is_reported(checkpoint_copy):
@@ -117,10 +119,27 @@ def test_checkpoint_that_is_not_bert_is_refused(checkpoint_copy):
     config = json.loads(config_file.read_text())
     config["model_type"] = "gpt2"
     config_file.write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="'gpt2'.*model_type must be 'bert'"):
+    with pytest.raises(ValueError, match="'gpt2' checkpoint; this loader needs model_type 'bert'"):
         resolve_checkpoint(checkpoint_copy)
 
 
-def test_hub_name_is_passed_through_unverified():
-    checkpoint = resolve_checkpoint("bert-base-uncased")
-    assert checkpoint.name_or_path == "bert-base-uncased" and not checkpoint.is_local
+def test_uncached_hub_name_offline_says_it_is_not_cached_and_how_to_download(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(CheckpointNotFoundError, match=r"'bert-base-uncased' is not in the HuggingFace cache") as error:
+        resolve_checkpoint("bert-base-uncased")
+    assert "HF_HUB_OFFLINE=0" in str(error.value) and isinstance(error.value, FileNotFoundError)
+
+
+def test_cached_hub_name_resolves_to_its_snapshot_folder(monkeypatch, tmp_path, checkpoint_copy):
+    # The HuggingFace cache layout: models--<org>--<name>/snapshots/<revision>/ and refs/main naming it.
+    repo = tmp_path / "cache" / "models--someone--tiny-bert"
+    snapshot = repo / "snapshots" / "0123456789abcdef"
+    shutil.copytree(checkpoint_copy, snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123456789abcdef")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "cache"))
+    checkpoint = resolve_checkpoint("someone/tiny-bert")
+    assert checkpoint.folder == snapshot and checkpoint.weights_file == snapshot / "model.safetensors"
+    assert checkpoint.sha256 is None  # a hub checkpoint is not pinned unless asked

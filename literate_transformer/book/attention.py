@@ -72,7 +72,13 @@ How this maps to the book and to HuggingFace
 * The same module also does **cross-attention** (queries from the decoder,
   keys and values from the encoder: ``key_value_states``) and **incremental
   decoding** (keys and values of earlier positions kept in a cache:
-  ``past_key_value``, ``use_cache``), which the decoder builds on.
+  ``past_key_value``, ``use_cache``), which the decoder builds on.  Its
+  arguments and outputs have HuggingFace's names (``hidden_states``,
+  ``attention_mask``, ``output_attentions``, ``attention_probs``).
+* ``config.attn_implementation = "sdpa"`` runs the fused kernel instead of
+  the commented steps whenever the probabilities are not asked for; the
+  decision and the kernel's masking are shared by every model of the package
+  (:mod:`~literate_transformer.core.kernels`).
 
 What the source notebooks got wrong
 -----------------------------------
@@ -94,13 +100,13 @@ What the source notebooks got wrong
 >>> _ = torch.manual_seed(0)
 >>> config = TransformerConfig(hidden_size=24, num_attention_heads=4, attention_probs_dropout_prob=0.0)
 >>> attention = MultiHeadAttention(config)
->>> hidden_state = torch.randn(2, 3, 24)                    # (B, T, E)
->>> attention(hidden_state).shape
+>>> hidden_states = torch.randn(2, 3, 24)                   # (B, T, E)
+>>> output = attention(hidden_states, output_attentions=True)
+>>> output.hidden_states.shape                              # (B, T, E)
 torch.Size([2, 3, 24])
->>> output, weights, _ = attention(hidden_state, return_weights=True)
->>> weights.shape                                           # (B, H, T, S)
+>>> output.attention_probs.shape                            # (B, H, T, S)
 torch.Size([2, 4, 3, 3])
->>> torch.allclose(weights.sum(dim=-1), torch.ones(2, 4, 3))
+>>> torch.allclose(output.attention_probs.sum(dim=-1), torch.ones(2, 4, 3))
 True
 
 BERT-base's numbers (the defaults of :class:`~literate_transformer.core.config.TransformerConfig`):
@@ -114,52 +120,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.config import as_config
-from ..core.masks import masked_fill_scores, to_additive
-from ..core.validation import check_hidden_states, check_tensor
+from ..core.kernels import fused_attention, use_fused_attention
+from ..core.masks import masked_fill_scores
+from ..core.outputs import AttentionOutput
+from ..core.validation import (
+    check_hidden_states,
+    check_key_value_pair,
+    check_mask,
+    check_positive_int,
+    check_tensor,
+    validate_with,
+)
 
-__all__ = ["scaled_dot_product_attention", "AttentionHead", "MultiHeadAttention", "AttentionOutput"]
-
-
-class AttentionOutput(NamedTuple):
-    """What :meth:`MultiHeadAttention.forward` returns when asked for more than the output."""
-
-    #: The attention output ``(B, T, E)``.
-    output: Tensor
-    #: The attention weights ``(B, H, T, S)`` (before dropout), or ``None``
-    #: unless ``return_weights=True``.
-    weights: Tensor | None
-    #: The ``(keys, values)`` this call attended to, each ``(B, H, S, D)``
-    #: and including the past ones, or ``None`` unless ``use_cache=True``.
-    #: Pass it back as ``past_key_value`` (self-attention) or ``key_value``
-    #: (cross-attention) on the next call.
-    key_value: tuple[Tensor, Tensor] | None
+__all__ = ["scaled_dot_product_attention", "AttentionHead", "MultiHeadAttention"]
 
 
-def _check_mask(mask: object, scores_shape: torch.Size, name: str = "mask") -> Tensor:
-    """A boolean or additive mask that broadcasts to the scores' shape ``(..., T, S)``."""
-    mask = check_tensor(mask, name, dtypes=("bool", "float"))
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != scores_shape:
-        raise ValueError(
-            f"{name} must broadcast to the attention scores' shape {tuple(scores_shape)} (..., T, S), "
-            f"got shape {tuple(mask.shape)}; turn a tokenizer's (B, S) attention_mask into a (B, 1, 1, S) "
-            "mask with literate_transformer.core.masks.padding_mask"
-        )
-    return mask
-
-
-def _check_query_key_value(query: object, key: object, value: object) -> tuple[Tensor, Tensor, Tensor]:
-    """query (..., T, D), key (..., S, D) and value (..., S, Dv) whose sizes agree."""
+def _check_attention_inputs(
+    query: object,
+    key: object,
+    value: object,
+    attention_mask: object = None,
+    dropout: object = None,
+) -> None:
+    """query (..., T, D), key (..., S, D) and value (..., S, Dv) whose sizes agree; a mask that fits them."""
     query = check_tensor(query, "query", dtypes=("float",))
     key = check_tensor(key, "key", dtypes=("float",))
     value = check_tensor(value, "value", dtypes=("float",))
@@ -179,7 +169,7 @@ def _check_query_key_value(query: object, key: object, value: object) -> tuple[T
             f"key has shape {tuple(key.shape)}, value has shape {tuple(value.shape)}"
         )
     try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        leading = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     except RuntimeError:
         raise ValueError(
             "query, key and value must have matching (broadcastable) leading dimensions: got shapes "
@@ -187,17 +177,22 @@ def _check_query_key_value(query: object, key: object, value: object) -> tuple[T
         ) from None
     if not query.dtype == key.dtype == value.dtype:
         raise TypeError(f"query, key and value must share a dtype, got {query.dtype}, {key.dtype} and {value.dtype}")
-    return query, key, value
+    if attention_mask is not None:
+        check_mask(attention_mask, (*leading, query.shape[-2], key.shape[-2]))
+    if dropout is not None and not callable(dropout) and not isinstance(dropout, float):
+        raise TypeError(
+            f"dropout must be a module (e.g. torch.nn.Dropout), a float probability or None, got {dropout!r}"
+        )
 
 
+@validate_with(_check_attention_inputs)
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    mask: Tensor | None = None,
+    attention_mask: Tensor | None = None,
     dropout: Callable[[Tensor], Tensor] | float | None = None,
-    return_weights: bool = False,
-) -> Tensor | tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor]:
     r"""Scaled dot-product attention, :math:`\operatorname{softmax}(QK^\top/\sqrt{D} + M)\,V`.
 
     Works on any number of leading (batch, head) dimensions: a single head
@@ -208,8 +203,8 @@ def scaled_dot_product_attention(
         query: Queries ``(..., T, D)``.
         key: Keys ``(..., S, D)``.
         value: Values ``(..., S, Dv)``.
-        mask: ``None``, a boolean mask (``True`` = may attend) or an additive
-            float mask (0 = may attend, very negative = may not),
+        attention_mask: ``None``, a boolean mask (``True`` = may attend) or
+            an additive float mask (0 = may attend, very negative = may not),
             broadcastable to ``(..., T, S)``.
         dropout: Dropout applied to the attention weights before they
             average the values: a module such as :class:`torch.nn.Dropout`
@@ -217,47 +212,51 @@ def scaled_dot_product_attention(
             always, like the ``dropout_p`` of
             :func:`torch.nn.functional.scaled_dot_product_attention`), or
             ``None``.
-        return_weights: Also return the attention weights (before dropout).
 
     Returns:
-        The attended values ``(..., T, Dv)``, and the weights ``(..., T, S)``
-        when ``return_weights`` is true.
+        ``(context, attention_probs)``: the attended values ``(..., T, Dv)``
+        and the weights ``(..., T, S)`` (before dropout).
 
     Raises:
         TypeError: if an input is not a floating-point tensor, or the mask
             is neither boolean nor floating point.
         ValueError: if the sizes of ``query``, ``key`` and ``value`` disagree
-            or ``mask`` does not broadcast to ``(..., T, S)``.
+            or ``attention_mask`` does not broadcast to ``(..., T, S)``.
 
     >>> q = k = v = torch.eye(2)[None]  # two orthogonal tokens; the first may not see the second
-    >>> scaled_dot_product_attention(q, k, v, mask=torch.tensor([[True, False], [True, True]]))
+    >>> context, weights = scaled_dot_product_attention(q, k, v, torch.tensor([[True, False], [True, True]]))
+    >>> context
     tensor([[[1.0000, 0.0000],
              [0.3302, 0.6698]]])
     """
-    query, key, value = _check_query_key_value(query, key, value)
-    scores_shape = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (query.shape[-2], key.shape[-2])
-    if mask is not None:
-        mask = _check_mask(mask, scores_shape)
-    if dropout is not None and not callable(dropout) and not isinstance(dropout, float):
-        raise TypeError(
-            f"dropout must be a module (e.g. torch.nn.Dropout), a float probability or None, got {dropout!r}"
-        )
     head_size = query.shape[-1]
-    # One similarity score per (query, key) pair, Q K^T / sqrt(D): shape (..., T, S).
-    scores = query @ key.transpose(-2, -1) / math.sqrt(head_size)
+    # One similarity score per (query, key) pair, Q K^T / sqrt(D).
+    scores = query @ key.transpose(-2, -1) / math.sqrt(head_size)  # (..., T, S)
     # Forbidden pairs get the most negative finite score (not -inf: no NaN).
-    scores = masked_fill_scores(scores, mask)
-    # Each query's scores become weights over the keys that sum to 1: (..., T, S).
-    weights = torch.softmax(scores, dim=-1)
+    scores = masked_fill_scores(scores, attention_mask)
+    # Each query's scores become weights over the keys that sum to 1.
+    attention_probs = torch.softmax(scores, dim=-1)
     # Dropout on the weights (HuggingFace's BERT does it too), training only.
-    dropped = (
-        weights
-        if dropout is None
-        else (F.dropout(weights, dropout) if isinstance(dropout, float) else dropout(weights))
-    )
-    # Each query's output is the weighted average of the values: (..., T, Dv).
-    context = dropped @ value
-    return (context, weights) if return_weights else context
+    if dropout is None:
+        dropped = attention_probs
+    elif isinstance(dropout, float):
+        dropped = F.dropout(attention_probs, dropout)
+    else:
+        dropped = dropout(attention_probs)
+    # Each query's output is the weighted average of the values.
+    context = dropped @ value  # (..., T, Dv)
+    return context, attention_probs
+
+
+def _check_head_inputs(
+    head: AttentionHead, hidden_states: object, key_value_states: object = None, attention_mask: object = None
+) -> None:
+    hidden_states = check_hidden_states(hidden_states, head.embed_dim)
+    key_length = hidden_states.shape[1]
+    if key_value_states is not None:
+        key_length = check_hidden_states(key_value_states, head.embed_dim, "key_value_states").shape[1]
+    if attention_mask is not None:
+        check_mask(attention_mask, (hidden_states.shape[0], hidden_states.shape[1], key_length))
 
 
 class AttentionHead(nn.Module):
@@ -286,9 +285,8 @@ class AttentionHead(nn.Module):
 
     def __init__(self, embed_dim: int, head_dim: int) -> None:
         super().__init__()
-        for name, value in (("embed_dim", embed_dim), ("head_dim", head_dim)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_int(embed_dim, "embed_dim")
+        check_positive_int(head_dim, "head_dim")
         if head_dim > embed_dim:
             raise ValueError(
                 f"head_dim ({head_dim}) must not exceed embed_dim ({embed_dim}): a head of a multi-head layer "
@@ -303,38 +301,63 @@ class AttentionHead(nn.Module):
         #: The value projection :math:`W^V` (E -> D).
         self.v = nn.Linear(embed_dim, head_dim)
 
+    @validate_with(_check_head_inputs)
     def forward(
-        self,
-        hidden_state: Tensor,
-        key_value_states: Tensor | None = None,
-        mask: Tensor | None = None,
-        return_weights: bool = False,
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        """Attend from ``hidden_state`` to itself (or to ``key_value_states``).
+        self, hidden_states: Tensor, key_value_states: Tensor | None = None, attention_mask: Tensor | None = None
+    ) -> Tensor:
+        """Attend from ``hidden_states`` to itself (or to ``key_value_states``).
 
         Args:
-            hidden_state: The token vectors that ask, ``(B, T, E)``.
+            hidden_states: The token vectors that ask, ``(B, T, E)``.
             key_value_states: The token vectors that answer, ``(B, S, E)``;
-                ``None`` means ``hidden_state`` (self-attention).
-            mask: Boolean (``True`` = may attend) or additive mask
+                ``None`` means ``hidden_states`` (self-attention).
+            attention_mask: Boolean (``True`` = may attend) or additive mask
                 broadcastable to ``(B, T, S)``.
-            return_weights: Also return the weights ``(B, T, S)``.
 
         Returns:
-            The head's output ``(B, T, D)`` (and the weights).
+            The head's output ``(B, T, D)``.
         """
-        check_hidden_states(hidden_state, self.embed_dim, "hidden_state")
         if key_value_states is None:
-            key_value_states = hidden_state
-        else:
-            check_hidden_states(key_value_states, self.embed_dim, "key_value_states")
+            key_value_states = hidden_states
         # What each position looks for, X W^Q.
-        query = self.q(hidden_state)  # (B, T, D)
+        query = self.q(hidden_states)  # (B, T, D)
         # What each position offers to be matched on, Y W^K.
         key = self.k(key_value_states)  # (B, S, D)
         # What each position hands over when matched, Y W^V.
-        value = self.v(key_value_states)  # (B, S, D)
-        return scaled_dot_product_attention(query, key, value, mask=mask, return_weights=return_weights)
+        value = self.v(key_value_states)
+        context, _ = scaled_dot_product_attention(query, key, value, attention_mask)
+        return context
+
+
+def _check_multi_head_inputs(
+    attention: MultiHeadAttention,
+    hidden_states: object,
+    key_value_states: object = None,
+    attention_mask: object = None,
+    *,
+    output_attentions: bool = False,
+    past_key_value: object = None,
+    use_cache: bool = False,
+) -> None:
+    hidden_states = check_hidden_states(hidden_states, attention.hidden_size)
+    batch_size, query_length, _ = hidden_states.shape
+    heads, head_size = attention.num_heads, attention.head_size
+    past_length = 0
+    if past_key_value is not None:
+        past_length = check_key_value_pair(past_key_value, "past_key_value", batch_size, heads, head_size)
+    if key_value_states is not None:
+        key_value_states = check_hidden_states(key_value_states, attention.hidden_size, "key_value_states")
+        if key_value_states.shape[0] != batch_size:
+            raise ValueError(
+                f"key_value_states must have batch size {batch_size} like hidden_states, "
+                f"got shape {tuple(key_value_states.shape)}"
+            )
+        # Cross-attention: a cache holds the encoder's keys and values, which replace the projections.
+        key_length = past_length if past_key_value is not None else key_value_states.shape[1]
+    else:
+        key_length = past_length + query_length
+    if attention_mask is not None:
+        check_mask(attention_mask, (batch_size, heads, query_length, key_length))
 
 
 class MultiHeadAttention(nn.Module):
@@ -381,116 +404,82 @@ class MultiHeadAttention(nn.Module):
                 encoder's output for cross-attention).
 
         Returns:
-            ``(keys, values)``, each ``(B, H, S, D)``; pass them as
-            ``key_value`` to reuse them (the encoder's keys and values are the
-            same for every decoding step).
+            ``(keys, values)``, each ``(B, H, S, D)``; a decoder caches them
+            (the encoder's keys and values are the same for every decoding
+            step).
         """
-        check_hidden_states(states, self.hidden_size, "states")
         # Every head's keys Y W^K_h, stacked along a new head dimension.
         keys = torch.stack([head.k(states) for head in self.heads], dim=1)  # (B, H, S, D)
         # Every head's values Y W^V_h, likewise.
-        values = torch.stack([head.v(states) for head in self.heads], dim=1)  # (B, H, S, D)
+        values = torch.stack([head.v(states) for head in self.heads], dim=1)
         return keys, values
 
-    def _check_key_value(self, pair: object, name: str, batch_size: int) -> tuple[Tensor, Tensor]:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"{name} must be a (keys, values) pair of tensors, got {type(pair).__name__}")
-        shape = (batch_size, self.num_heads, None, self.head_size)
-        keys = check_tensor(pair[0], f"{name}[0] (keys)", dtypes=("float",), shape=shape)
-        values = check_tensor(pair[1], f"{name}[1] (values)", dtypes=("float",), shape=shape)
-        if keys.shape != values.shape:
-            raise ValueError(
-                f"{name}: keys and values must have the same shape, got {tuple(keys.shape)} and {tuple(values.shape)}"
-            )
-        return keys, values
-
+    @validate_with(_check_multi_head_inputs)
     def forward(
         self,
-        hidden_state: Tensor,
+        hidden_states: Tensor,
         key_value_states: Tensor | None = None,
-        mask: Tensor | None = None,
+        attention_mask: Tensor | None = None,
         *,
-        return_weights: bool = False,
+        output_attentions: bool = False,
         past_key_value: tuple[Tensor, Tensor] | None = None,
-        key_value: tuple[Tensor, Tensor] | None = None,
         use_cache: bool = False,
-    ) -> Tensor | AttentionOutput:
+    ) -> AttentionOutput:
         """Self-attention, cross-attention, or one step of cached decoding.
 
         Args:
-            hidden_state: The queries' token vectors ``(B, T, E)``.
+            hidden_states: The queries' token vectors ``(B, T, E)``.
             key_value_states: For cross-attention, the encoder's output
                 ``(B, S, E)``; ``None`` for self-attention.
-            mask: Boolean (``True`` = may attend) or additive mask,
+            attention_mask: Boolean (``True`` = may attend) or additive mask,
                 broadcastable to ``(B, H, T, S)`` where ``S`` counts the past
                 keys too.  A 2-D mask is read as ``(T, S)`` (e.g.
                 :func:`~literate_transformer.core.masks.causal_mask`); make a
                 tokenizer's ``(B, S)`` mask a ``(B, 1, 1, S)`` one with
                 :func:`~literate_transformer.core.masks.padding_mask`.
-            return_weights: Return the attention weights ``(B, H, T, S)``.
-            past_key_value: Cached ``(keys, values)`` of earlier positions,
-                each ``(B, H, S_past, D)``; the new ones are appended after
-                them (incremental self-attention).
-            key_value: Precomputed ``(keys, values)``, each ``(B, H, S, D)``
-                (from :meth:`project_key_value` or an earlier call's cache);
-                nothing is projected.
+            output_attentions: Return the attention probabilities ``(B, H, T, S)``.
+            past_key_value: Cached ``(keys, values)``, each ``(B, H, S_past, D)``.
+                Self-attention appends the new positions' keys and values
+                after them; cross-attention (with ``key_value_states``) uses
+                them as they are, instead of projecting the encoder's output
+                again.
             use_cache: Return the ``(keys, values)`` used, to pass back on the
                 next call.
 
         Returns:
-            The output ``(B, T, E)``, or an :class:`AttentionOutput` when
-            ``return_weights`` or ``use_cache`` is set.
+            An :class:`~literate_transformer.core.outputs.AttentionOutput`.
 
         Raises:
             TypeError: for a non-tensor or wrongly typed input.
             ValueError: for inputs whose sizes disagree with the config or
                 each other, naming the argument.
         """
-        check_hidden_states(hidden_state, self.hidden_size, "hidden_state")
-        batch_size, query_length, _ = hidden_state.shape
-        # The keys/values: given, projected from the encoder, or from the input itself.
-        if key_value is not None:
-            key, value = self._check_key_value(key_value, "key_value", batch_size)
-        elif key_value_states is not None:
-            check_hidden_states(key_value_states, self.hidden_size, "key_value_states")
-            if key_value_states.shape[0] != batch_size:
-                raise ValueError(
-                    f"key_value_states must have batch size {batch_size} like hidden_state, "
-                    f"got shape {tuple(key_value_states.shape)}"
-                )
-            key, value = self.project_key_value(key_value_states)
+        batch_size, query_length, _ = hidden_states.shape
+        # The keys and values: the encoder's (cross-attention, cached after the first step) ...
+        if key_value_states is not None:
+            key, value = past_key_value if past_key_value is not None else self.project_key_value(key_value_states)
+        # ... or the input's own, appended after the cached ones of earlier positions: S = S_past + T.
         else:
-            key, value = self.project_key_value(hidden_state)
-        if past_key_value is not None:
-            past_key, past_value = self._check_key_value(past_key_value, "past_key_value", batch_size)
-            # Earlier positions' keys first, then the new ones: S = S_past + T.
-            key = torch.cat([past_key, key], dim=2)  # (B, H, S, D)
-            value = torch.cat([past_value, value], dim=2)  # (B, H, S, D)
+            key, value = self.project_key_value(hidden_states)
+            if past_key_value is not None:
+                key = torch.cat([past_key_value[0], key], dim=2)  # (B, H, S, D)
+                value = torch.cat([past_key_value[1], value], dim=2)
         # Every head's queries X W^Q_h, stacked along a new head dimension.
-        query = torch.stack([head.q(hidden_state) for head in self.heads], dim=1)  # (B, H, T, D)
-        if self.config.attn_implementation == "sdpa" and not return_weights:
-            context = self._fused_attention(query, key, value, mask)  # (B, H, T, D)
-            weights = None
+        query = torch.stack([head.q(hidden_states) for head in self.heads], dim=1)  # (B, H, T, D)
+        attention_probs = None
+        if use_fused_attention(self.config, output_attentions):
+            # The same attention in PyTorch's fused kernel (it never forms the probabilities).
+            dropout_p = self.dropout.p if self.training else 0.0
+            context = fused_attention(query, key, value, attention_mask, dropout_p)
         else:
             # softmax(Q K^T / sqrt(D) + M) V for all heads at once.
-            context, weights = scaled_dot_product_attention(
-                query, key, value, mask=mask, dropout=self.dropout, return_weights=True
-            )
+            context, attention_probs = scaled_dot_product_attention(query, key, value, attention_mask, self.dropout)
         # Concat(head_1, ..., head_H): heads back next to each other.
         context = context.transpose(1, 2).reshape(batch_size, query_length, self.hidden_size)  # (B, T, E)
         # Mix the heads, Concat(...) W^O + b^O.
-        output = self.output_linear(context)  # (B, T, E)
-        if not return_weights and not use_cache:
-            return output
-        return AttentionOutput(output, weights if return_weights else None, (key, value) if use_cache else None)
-
-    def _fused_attention(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
-        """The same attention through :func:`torch.nn.functional.scaled_dot_product_attention`."""
-        scores_shape = query.shape[:-1] + (key.shape[-2],)
-        if mask is not None:
-            mask = _check_mask(mask, scores_shape)
-            # A finite additive mask (never -inf) keeps fully masked rows NaN-free here too.
-            mask = to_additive(mask, query.dtype) if mask.dtype == torch.bool else mask.to(query.dtype)
-            mask = mask.clamp(min=torch.finfo(query.dtype).min / 2)
-        dropout_p = self.dropout.p if self.training else 0.0
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+        output = self.output_linear(context)
+        return AttentionOutput(
+            output,
+            attention_probs if output_attentions else None,
+            (key, value) if use_cache else None,
+        )

@@ -14,7 +14,8 @@ sub-layers where an encoder layer has two:
 
 Each sub-layer sits inside a residual connection with its own layer norm
 (``layer_norm_1``, ``layer_norm_2``, ``layer_norm_3``), in either of the two
-arrangements the rest of this package uses.  Writing :math:`x` for the target
+arrangements the rest of this package uses (wired by
+:mod:`~literate_transformer.core.residual`).  Writing :math:`x` for the target
 hidden states and :math:`z` for the encoder's output:
 
 .. math::
@@ -133,6 +134,7 @@ Shapes use the package legend: ``B`` batch, ``T`` target (query) length,
 tokens for self-attention), ``H`` heads, ``D`` head size, ``E`` hidden size,
 ``V`` vocabulary size.
 
+>>> import torch
 >>> from literate_transformer import TransformerConfig
 >>> config = TransformerConfig(vocab_size=20, hidden_size=16, num_hidden_layers=2,
 ...                            num_attention_heads=2, intermediate_size=32)
@@ -140,7 +142,7 @@ tokens for self-attention), ``H`` heads, ``D`` head size, ``E`` hidden size,
 >>> model = EncoderDecoderTransformer(config).eval()
 >>> source = torch.tensor([[5, 6, 7, 8]])
 >>> target = torch.tensor([[1, 9, 10]])
->>> output = model(source, target, return_weights=True)
+>>> output = model(source, target, output_attentions=True)
 >>> output.logits.shape
 torch.Size([1, 3, 20])
 >>> output.cross_attentions[0].shape  # (B, H, T, S): target rows, source columns
@@ -153,118 +155,65 @@ tensor([[1.0000, 0.0000, 0.0000],
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from ..core.config import TransformerConfig, as_config
-from ..core.masks import causal_mask, combine_masks, padding_mask
-from ..core.validation import check_attention_mask, check_hidden_states, check_input_ids, check_tensor
+from ..core.masks import build_attention_mask
+from ..core.outputs import LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
+from ..core.residual import add_and_norm, sublayer_input
+from ..core.validation import (
+    check_attention_mask,
+    check_encoder_hidden_states,
+    check_hidden_states,
+    check_input_ids,
+    check_key_value_pair,
+    check_mask,
+    check_norm_first,
+    validate_with,
+)
 from .attention import MultiHeadAttention
 from .embeddings import Embeddings
 from .encoder import TransformerEncoder
 from .feed_forward import FeedForward
 
-__all__ = [
-    "LayerCache",
-    "DecoderLayerOutput",
-    "DecoderOutput",
-    "Seq2SeqOutput",
-    "TransformerDecoderLayer",
-    "TransformerDecoder",
-    "EncoderDecoderTransformer",
-]
+__all__ = ["TransformerDecoderLayer", "TransformerDecoder", "EncoderDecoderTransformer"]
 
 
-class LayerCache(NamedTuple):
-    """What one decoder layer keeps between generation steps."""
-
-    #: ``(keys, values)`` of the target positions seen so far, each ``(B, H, S, D)`` with ``S`` the number of
-    #: those positions; each step appends one position.
-    self_attention: tuple[Tensor, Tensor]
-    #: ``(keys, values)`` projected from the encoder's output, each ``(B, H, S, D)`` with ``S`` the source
-    #: length; computed at the first step and reused unchanged.
-    cross_attention: tuple[Tensor, Tensor]
+def _check_layer_cache(cache: object, name: str) -> LayerCache:
+    if not isinstance(cache, LayerCache):
+        raise TypeError(f"{name} must be a LayerCache, got {type(cache).__name__}")
+    return cache
 
 
-class DecoderLayerOutput(NamedTuple):
-    """What :meth:`TransformerDecoderLayer.forward` returns when asked for weights or a cache."""
-
-    #: The layer's output ``(B, T, E)``.
-    hidden_state: Tensor
-    #: ``(B, H, T, S)`` causal self-attention weights, or ``None``.
-    self_attention_weights: Tensor | None
-    #: ``(B, H, T, S)`` encoder-decoder weights, or ``None``.
-    cross_attention_weights: Tensor | None
-    #: The :class:`LayerCache` to pass to the next step, or ``None``.
-    cache: LayerCache | None
-
-
-class DecoderOutput(NamedTuple):
-    """What :meth:`TransformerDecoder.forward` returns when asked for weights or a cache."""
-
-    #: The last layer's output ``(B, T, E)``.
-    last_hidden_state: Tensor
-    #: One ``(B, H, T, S)`` tensor of causal self-attention weights per layer, or ``None``.
-    self_attentions: list[Tensor] | None
-    #: One ``(B, H, T, S)`` tensor of encoder-decoder weights per layer, or ``None``.
-    cross_attentions: list[Tensor] | None
-    #: One :class:`LayerCache` per layer, or ``None``.
-    past_key_values: list[LayerCache] | None
-
-
-class Seq2SeqOutput(NamedTuple):
-    """What :class:`EncoderDecoderTransformer` returns."""
-
-    #: Next-token scores ``(B, T, V)`` for every target position.
-    logits: Tensor
-    #: The encoder's output ``(B, S, E)``.
-    encoder_last_hidden_state: Tensor
-    #: One ``(B, H, S, S)`` tensor per encoder layer, or ``None``.
-    encoder_attentions: list[Tensor] | None
-    #: One ``(B, H, T, T)`` causal self-attention tensor per decoder layer (``(B, H, T, S)`` with a cache), or
-    #: ``None``.
-    decoder_attentions: list[Tensor] | None
-    #: One ``(B, H, T, S)`` tensor per decoder layer, or ``None``.
-    cross_attentions: list[Tensor] | None
-    #: The decoder's cache (one :class:`LayerCache` per layer) when ``use_cache`` was set, else ``None``.
-    past_key_values: list[LayerCache] | None
-
-
-def _check_mask(mask: object, name: str, target_shape: tuple[int, ...]) -> Tensor:
-    """A ready-made attention mask must broadcast to ``(B, H, T, S)``."""
-    mask = check_tensor(mask, name, dtypes=("bool", "float"))
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, target_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(target_shape):
-        raise ValueError(
-            f"{name} must broadcast to (B, H, T, S) = {tuple(target_shape)}, got shape {tuple(mask.shape)}"
-        )
-    return mask
-
-
-def _check_encoder_states(encoder_hidden_states: object, batch_size: int, hidden_size: int) -> Tensor:
-    """The encoder's output must exist and match the decoder's batch and hidden size."""
-    if encoder_hidden_states is None:
-        raise ValueError(
-            "encoder_hidden_states is required: the decoder's cross-attention takes its keys and values "
-            "from the encoder's output, a (B, S, E) tensor"
-        )
-    states = check_tensor(encoder_hidden_states, "encoder_hidden_states", ndim=3, dtypes=("float",))
-    if states.shape[-1] != hidden_size:
-        raise ValueError(
-            f"encoder_hidden_states has hidden size {states.shape[-1]}, but the decoder's hidden_size is "
-            f"{hidden_size}: encoder and decoder must share E"
-        )
-    if states.shape[0] != batch_size:
-        raise ValueError(
-            f"encoder_hidden_states has batch size {states.shape[0]}, but the decoder input has batch size "
-            f"{batch_size}: each target needs its own source"
-        )
-    return states
+def _check_layer_inputs(
+    layer: TransformerDecoderLayer,
+    hidden_states: object,
+    encoder_hidden_states: object = None,
+    attention_mask: object = None,
+    encoder_attention_mask: object = None,
+    *,
+    output_attentions: bool = False,
+    past_key_value: object = None,
+    use_cache: bool = False,
+) -> None:
+    hidden_states = check_hidden_states(hidden_states, layer.config.hidden_size)
+    batch_size, target_length, _ = hidden_states.shape
+    heads = layer.config.num_attention_heads
+    past_length = 0
+    if past_key_value is not None:
+        past_length = _check_layer_cache(past_key_value, "past_key_value").self_attention[0].shape[2]
+    if attention_mask is not None:
+        check_mask(attention_mask, (batch_size, heads, target_length, past_length + target_length))
+    if layer.cross_attention is None:
+        if encoder_hidden_states is not None:
+            raise ValueError("encoder_hidden_states was given, but this layer has no cross-attention sub-layer")
+        return
+    encoder_hidden_states = check_encoder_hidden_states(encoder_hidden_states, batch_size, layer.config.hidden_size)
+    if encoder_attention_mask is not None:
+        source_length = encoder_hidden_states.shape[1]
+        check_mask(encoder_attention_mask, (batch_size, heads, target_length, source_length), "encoder_attention_mask")
 
 
 class TransformerDecoderLayer(nn.Module):
@@ -278,7 +227,9 @@ class TransformerDecoderLayer(nn.Module):
 
     (pre-LN, ``norm_first=True``); with ``norm_first=False`` each layer norm
     is applied *after* its residual sum instead, as in the 2017 paper and
-    :class:`torch.nn.TransformerDecoderLayer` by default.
+    :class:`torch.nn.TransformerDecoderLayer` by default.  Without
+    ``add_cross_attention`` the middle sub-layer is left out: the layer of a
+    decoder-only model.
 
     The layer does not build masks: it applies the ones it is given.
     :class:`TransformerDecoder` builds the causal mask.
@@ -287,57 +238,65 @@ class TransformerDecoderLayer(nn.Module):
         config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config.
         norm_first: Pre-LN (``True``, the book) or post-LN (``False``).
+        add_cross_attention: Give the layer its encoder-decoder attention
+            sub-layer (``True``, the default).
 
     Attributes:
         self_attention: Causal multi-head self-attention over the target.
         cross_attention: Multi-head attention from the target (queries) to
-            the encoder's output (keys and values).
+            the encoder's output (keys and values), or ``None``.
         feed_forward: The position-wise feed-forward network.
         layer_norm_1: Layer norm of the self-attention sub-layer.
-        layer_norm_2: Layer norm of the cross-attention sub-layer.
+        layer_norm_2: Layer norm of the cross-attention sub-layer, or ``None``.
         layer_norm_3: Layer norm of the feed-forward sub-layer.
         dropout: Dropout on the attention sub-layers' outputs
             (``config.hidden_dropout_prob``; the feed-forward network has its own).
 
+    >>> import torch
     >>> from literate_transformer import TransformerConfig
+    >>> from literate_transformer.core.masks import causal_mask
     >>> config = TransformerConfig(hidden_size=8, num_attention_heads=2, intermediate_size=16)
     >>> layer = TransformerDecoderLayer(config)
     >>> target, source = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
-    >>> layer(target, source, causal_mask(3)).shape
+    >>> layer(target, source, causal_mask(3)).hidden_states.shape
     torch.Size([2, 3, 8])
     """
 
-    def __init__(self, config: TransformerConfig | Any, norm_first: bool = True) -> None:
+    def __init__(
+        self, config: TransformerConfig | Any, norm_first: bool = True, add_cross_attention: bool = True
+    ) -> None:
         super().__init__()
         config = as_config(config)
         self.config = config
-        self.norm_first = bool(norm_first)
+        self.norm_first = check_norm_first(norm_first)
         self.self_attention = MultiHeadAttention(config)
-        self.cross_attention = MultiHeadAttention(config)
-        self.feed_forward = FeedForward(config)
         self.layer_norm_1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.layer_norm_2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.cross_attention = MultiHeadAttention(config) if add_cross_attention else None
+        self.layer_norm_2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if add_cross_attention else None
+        self.feed_forward = FeedForward(config)
         self.layer_norm_3 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
+    @validate_with(_check_layer_inputs)
     def forward(
         self,
-        hidden_state: Tensor,
-        encoder_hidden_states: Tensor,
-        self_attention_mask: Tensor | None = None,
+        hidden_states: Tensor,
+        encoder_hidden_states: Tensor | None = None,
+        attention_mask: Tensor | None = None,
         encoder_attention_mask: Tensor | None = None,
         *,
-        return_weights: bool = False,
+        output_attentions: bool = False,
         past_key_value: LayerCache | None = None,
         use_cache: bool = False,
-    ) -> Tensor | DecoderLayerOutput:
-        """Run the three sub-layers.
+    ) -> LayerOutput:
+        """Run the sub-layers.
 
         Args:
-            hidden_state: Target hidden states ``(B, T, E)`` (with a cache:
+            hidden_states: Target hidden states ``(B, T, E)`` (with a cache:
                 only the new positions, usually ``T = 1``).
-            encoder_hidden_states: The encoder's output ``(B, S, E)``.
-            self_attention_mask: Boolean (``True`` = may attend) or additive
+            encoder_hidden_states: The encoder's output ``(B, S, E)``
+                (required with cross-attention).
+            attention_mask: Boolean (``True`` = may attend) or additive
                 mask broadcastable to ``(B, H, T, S)`` over the target keys,
                 cached ones included; usually causal.  ``None`` lets every
                 position see every other (no causality).
@@ -345,103 +304,135 @@ class TransformerDecoderLayer(nn.Module):
                 over the source keys, e.g.
                 :func:`~literate_transformer.core.masks.padding_mask` of the
                 source's ``attention_mask``.
-            return_weights: Also return both attention weight tensors.
-            past_key_value: The :class:`LayerCache` of the previous step.
-            use_cache: Return the updated :class:`LayerCache`.
+            output_attentions: Also return both attention probability tensors.
+            past_key_value: The :class:`~literate_transformer.core.outputs.LayerCache`
+                of the previous step.
+            use_cache: Return the updated cache.
 
         Returns:
-            The new hidden states ``(B, T, E)``; a :class:`DecoderLayerOutput`
-            when ``return_weights`` or ``use_cache`` is set.
+            A :class:`~literate_transformer.core.outputs.LayerOutput`.
 
         Raises:
-            ValueError: if ``encoder_hidden_states`` is missing or its batch or
-                hidden size differs from ``hidden_state``'s, or a mask does not
-                broadcast to ``(B, H, T, S)``.
+            ValueError: if ``encoder_hidden_states`` is missing (or given to a
+                layer without cross-attention), its batch or hidden size
+                differs from ``hidden_states``'s, or a mask does not broadcast
+                to ``(B, H, T, S)``.
             TypeError: if an input is not a tensor of a suitable dtype.
         """
-        config = self.config
-        hidden_state = check_hidden_states(hidden_state, config.hidden_size, "hidden_state")
-        batch_size, target_length, _ = hidden_state.shape
-        encoder_hidden_states = _check_encoder_states(encoder_hidden_states, batch_size, config.hidden_size)
-        past_self = past_cross = None
-        if past_key_value is not None:
-            if not isinstance(past_key_value, LayerCache):
-                raise TypeError(f"past_key_value must be a LayerCache, got {type(past_key_value).__name__}")
-            past_self, past_cross = past_key_value
-        past_length = 0 if past_self is None else past_self[0].shape[2]
-        heads = config.num_attention_heads
-        if self_attention_mask is not None:
-            _check_mask(
-                self_attention_mask,
-                "self_attention_mask",
-                (batch_size, heads, target_length, past_length + target_length),
-            )
-        if encoder_attention_mask is not None:
-            source_length = encoder_hidden_states.shape[1]
-            _check_mask(
-                encoder_attention_mask, "encoder_attention_mask", (batch_size, heads, target_length, source_length)
-            )
+        past_self, past_cross = past_key_value if past_key_value is not None else (None, None)
 
         # 1) Masked self-attention: each target position mixes the target
         #    positions up to itself (the mask hides the future); with a cache
         #    the new keys/values are appended after the cached ones.
-        residual = hidden_state  # (B, T, E)
-        if self.norm_first:
-            hidden_state = self.layer_norm_1(hidden_state)  # (B, T, E)
         self_attention = self.self_attention(
-            hidden_state,
-            mask=self_attention_mask,
-            return_weights=return_weights,
+            sublayer_input(hidden_states, self.layer_norm_1, self.norm_first),
+            attention_mask=attention_mask,
+            output_attentions=output_attentions,
             past_key_value=past_self,
-            use_cache=True,
+            use_cache=use_cache,
         )
-        # Residual connection around the sub-layer: x + Dropout(SelfAttn(.)).
-        hidden_state = residual + self.dropout(self_attention.output)  # (B, T, E)
-        if not self.norm_first:
-            hidden_state = self.layer_norm_1(hidden_state)  # (B, T, E)
+        # Residual connection around the sub-layer: x + Dropout(SelfAttn(.)), then LN_1 in post-LN.
+        hidden_states = add_and_norm(
+            hidden_states, self_attention.hidden_states, self.layer_norm_1, self.norm_first, self.dropout
+        )
 
         # 2) Encoder-decoder attention: queries from the target, keys and
         #    values from the encoder output z.  They depend on z alone, so a
         #    cache computes them at the first step and reuses them after.
-        residual = hidden_state  # (B, T, E)
-        if self.norm_first:
-            hidden_state = self.layer_norm_2(hidden_state)  # (B, T, E)
-        if past_cross is None:
-            # K = z W^K and V = z W^V, per head.
-            past_cross = self.cross_attention.project_key_value(encoder_hidden_states)
-        cross_attention = self.cross_attention(
-            hidden_state,
-            mask=encoder_attention_mask,
-            return_weights=return_weights,
-            key_value=past_cross,
-            use_cache=True,
-        )
-        # Residual connection: the source enters the target's stream here.
-        hidden_state = residual + self.dropout(cross_attention.output)  # (B, T, E)
-        if not self.norm_first:
-            hidden_state = self.layer_norm_2(hidden_state)  # (B, T, E)
+        cross_attention = None
+        if self.cross_attention is not None:
+            cross_attention = self.cross_attention(
+                sublayer_input(hidden_states, self.layer_norm_2, self.norm_first),
+                encoder_hidden_states,
+                encoder_attention_mask,
+                output_attentions=output_attentions,
+                past_key_value=past_cross,
+                use_cache=use_cache,
+            )
+            # Residual connection: the source enters the target's stream here.
+            hidden_states = add_and_norm(
+                hidden_states, cross_attention.hidden_states, self.layer_norm_2, self.norm_first, self.dropout
+            )
 
         # 3) Position-wise feed-forward network, with its residual connection.
-        residual = hidden_state  # (B, T, E)
-        if self.norm_first:
-            hidden_state = self.layer_norm_3(hidden_state)  # (B, T, E)
-        hidden_state = residual + self.feed_forward(hidden_state)  # (B, T, E)
-        if not self.norm_first:
-            hidden_state = self.layer_norm_3(hidden_state)  # (B, T, E)
+        feed_forward_output = self.feed_forward(sublayer_input(hidden_states, self.layer_norm_3, self.norm_first))
+        hidden_states = add_and_norm(hidden_states, feed_forward_output, self.layer_norm_3, self.norm_first)
 
-        if not (return_weights or use_cache):
-            return hidden_state
-        cache = LayerCache(self_attention.key_value, cross_attention.key_value) if use_cache else None
-        return DecoderLayerOutput(hidden_state, self_attention.weights, cross_attention.weights, cache)
+        cross_probs = cross_attention.attention_probs if cross_attention is not None else None
+        cache = None
+        if use_cache:
+            cache = LayerCache(
+                self_attention.past_key_value, cross_attention.past_key_value if cross_attention is not None else None
+            )
+        return LayerOutput(hidden_states, self_attention.attention_probs, cross_probs, cache)
+
+
+def _check_past_key_values(
+    past_key_values: object, decoder: TransformerDecoder, batch_size: int, source_length: int
+) -> int:
+    """A cache returned by an earlier call: one LayerCache per layer, of this batch; returns its length."""
+    if past_key_values is None:
+        return 0
+    num_layers = len(decoder.layers)
+    if not isinstance(past_key_values, (list, tuple)) or len(past_key_values) != num_layers:
+        raise ValueError(
+            f"past_key_values must hold one LayerCache per decoder layer ({num_layers}), "
+            f"got {type(past_key_values).__name__}"
+            + (f" of length {len(past_key_values)}" if isinstance(past_key_values, (list, tuple)) else "")
+        )
+    config = decoder.config
+    heads, head_size = config.num_attention_heads, config.head_size
+    lengths = set()
+    for index, cache in enumerate(past_key_values):
+        cache = _check_layer_cache(cache, f"past_key_values[{index}]")
+        name = f"past_key_values[{index}]"
+        lengths.add(check_key_value_pair(cache.self_attention, f"{name}.self_attention", batch_size, heads, head_size))
+        cross_length = check_key_value_pair(
+            cache.cross_attention, f"{name}.cross_attention", batch_size, heads, head_size
+        )
+        if cross_length != source_length:
+            raise ValueError(
+                f"{name}.cross_attention holds {cross_length} source positions, but encoder_hidden_states has "
+                f"{source_length}: a cache belongs to the source it was computed from"
+            )
+    if len(lengths) != 1:
+        raise ValueError(f"past_key_values: the layers' caches hold different numbers of positions {sorted(lengths)}")
+    return lengths.pop()
+
+
+def _check_decoder_inputs(
+    decoder: TransformerDecoder,
+    input_ids: object,
+    encoder_hidden_states: object = None,
+    attention_mask: object = None,
+    encoder_attention_mask: object = None,
+    *,
+    output_attentions: bool = False,
+    output_hidden_states: bool = False,
+    past_key_values: object = None,
+    use_cache: bool = False,
+) -> None:
+    config = decoder.config
+    input_ids = check_input_ids(input_ids, config.vocab_size)
+    batch_size, target_length = input_ids.shape
+    encoder_hidden_states = check_encoder_hidden_states(encoder_hidden_states, batch_size, config.hidden_size)
+    past_length = _check_past_key_values(past_key_values, decoder, batch_size, encoder_hidden_states.shape[1])
+    check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, past_length=past_length)
+    if attention_mask is not None:
+        check_attention_mask(attention_mask, batch_size, past_length + target_length)
+    if encoder_attention_mask is not None:
+        check_attention_mask(
+            encoder_attention_mask, batch_size, encoder_hidden_states.shape[1], name="encoder_attention_mask"
+        )
 
 
 class TransformerDecoder(nn.Module):
     r"""Token embeddings and a stack of :class:`TransformerDecoderLayer`.
 
-    The decoder builds its masks itself: the causal mask
-    (:func:`~literate_transformer.core.masks.causal_mask`), combined with the
-    target's padding mask when ``attention_mask`` is given, for
-    self-attention; the source's padding mask for cross-attention.
+    The decoder builds its masks itself, once for all its layers
+    (:func:`~literate_transformer.core.masks.build_attention_mask`): the
+    causal mask combined with the target's padding for self-attention, the
+    source's padding for cross-attention.
 
     Args:
         config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
@@ -453,11 +444,12 @@ class TransformerDecoder(nn.Module):
             (:class:`~literate_transformer.book.embeddings.Embeddings`).
         layers: ``config.num_hidden_layers`` decoder layers.
 
+    >>> import torch
     >>> from literate_transformer import TransformerConfig
     >>> config = TransformerConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
     ...                            num_attention_heads=2, intermediate_size=16)
     >>> decoder = TransformerDecoder(config)
-    >>> decoder(torch.tensor([[1, 2, 3]]), torch.randn(1, 4, 8)).shape
+    >>> decoder(torch.tensor([[1, 2, 3]]), torch.randn(1, 4, 8)).last_hidden_state.shape
     torch.Size([1, 3, 8])
     """
 
@@ -465,27 +457,13 @@ class TransformerDecoder(nn.Module):
         super().__init__()
         config = as_config(config)
         self.config = config
-        self.norm_first = bool(norm_first)
+        self.norm_first = check_norm_first(norm_first)
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(
             [TransformerDecoderLayer(config, norm_first=norm_first) for _ in range(config.num_hidden_layers)]
         )
 
-    def _past_length(self, past_key_values: object) -> int:
-        """Number of target positions held in a cache (0 without one)."""
-        if past_key_values is None:
-            return 0
-        if not isinstance(past_key_values, (list, tuple)) or len(past_key_values) != len(self.layers):
-            raise ValueError(
-                f"past_key_values must hold one LayerCache per decoder layer ({len(self.layers)}), "
-                f"got {type(past_key_values).__name__}"
-                + (f" of length {len(past_key_values)}" if isinstance(past_key_values, (list, tuple)) else "")
-            )
-        first = past_key_values[0]
-        if not isinstance(first, LayerCache):
-            raise TypeError(f"past_key_values must hold LayerCache entries, got {type(first).__name__}")
-        return first.self_attention[0].shape[2]
-
+    @validate_with(_check_decoder_inputs)
     def forward(
         self,
         input_ids: Tensor,
@@ -493,10 +471,11 @@ class TransformerDecoder(nn.Module):
         attention_mask: Tensor | None = None,
         encoder_attention_mask: Tensor | None = None,
         *,
-        return_weights: bool = False,
-        past_key_values: list[LayerCache] | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        past_key_values: tuple[LayerCache, ...] | None = None,
         use_cache: bool = False,
-    ) -> Tensor | DecoderOutput:
+    ) -> ModelOutput:
         """Decode: target tokens in, contextual target vectors out.
 
         Args:
@@ -506,13 +485,16 @@ class TransformerDecoder(nn.Module):
             attention_mask: The target's ``(B, past + T)`` padding mask (1 =
                 real token), covering cached positions too; ``None`` = no padding.
             encoder_attention_mask: The source's ``(B, S)`` padding mask.
-            return_weights: Also return every layer's attention weights.
+            output_attentions: Also return every layer's attention probabilities.
+            output_hidden_states: Also return the embeddings and every layer's output.
             past_key_values: The cache returned by the previous step.
             use_cache: Return the updated cache.
 
         Returns:
-            The last layer's hidden states ``(B, T, E)``; a
-            :class:`DecoderOutput` when ``return_weights`` or ``use_cache``.
+            A :class:`~literate_transformer.core.outputs.ModelOutput`:
+            ``last_hidden_state`` ``(B, T, E)``, and with the flags
+            ``attentions``, ``cross_attentions``, ``hidden_states`` and
+            ``past_key_values``.
 
         Raises:
             ValueError: for token ids out of range, more positions than
@@ -520,58 +502,41 @@ class TransformerDecoder(nn.Module):
                 encoder states that are missing or do not match.
             TypeError: for inputs of the wrong type or dtype.
         """
-        config = self.config
-        past_length = self._past_length(past_key_values)
-        input_ids = check_input_ids(
-            input_ids, config.vocab_size, config.max_position_embeddings, name="input_ids", past_length=past_length
-        )
-        batch_size, target_length = input_ids.shape
-        key_length = past_length + target_length
-        encoder_hidden_states = _check_encoder_states(encoder_hidden_states, batch_size, config.hidden_size)
-        source_length = encoder_hidden_states.shape[1]
-        if attention_mask is not None:
-            attention_mask = check_attention_mask(attention_mask, batch_size, key_length, name="attention_mask")
-        if encoder_attention_mask is not None:
-            encoder_attention_mask = check_attention_mask(
-                encoder_attention_mask, batch_size, source_length, name="encoder_attention_mask"
-            )
-
+        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
+        target_length = input_ids.shape[1]
         # Token + position embeddings; positions continue after the cached ones.
-        hidden_state = self.embeddings(input_ids, past_length=past_length)  # (B, T, E)
-        # Look-ahead mask: query i sits at position past + i and sees keys 0 .. past + i.
-        look_ahead = causal_mask(target_length, key_length, device=input_ids.device)  # (T, S)
-        # ... and never a padded target key: (T, S) & (B, 1, 1, S) -> (B, 1, T, S).
-        target_padding = None if attention_mask is None else padding_mask(attention_mask)
-        self_attention_mask = combine_masks(look_ahead, target_padding)
+        hidden_states = self.embeddings(input_ids, past_length=past_length)  # (B, T, E)
+        # Query i sits at position past + i and sees keys 0 .. past + i, never a padded one: (B, 1, T, S).
+        self_attention_mask = build_attention_mask(
+            attention_mask, query_length=target_length, causal=True, past_length=past_length, device=input_ids.device
+        )
         # Cross-attention sees every real source token: (B, 1, 1, S), no causality.
-        source_padding = None if encoder_attention_mask is None else padding_mask(encoder_attention_mask)
+        source_mask = build_attention_mask(encoder_attention_mask, query_length=target_length, device=input_ids.device)
 
-        self_attentions: list[Tensor] = []
-        cross_attentions: list[Tensor] = []
-        caches: list[LayerCache] = []
+        all_hidden_states = [hidden_states]
+        attentions, cross_attentions, caches = [], [], []
         for index, layer in enumerate(self.layers):
             # One layer: masked self-attention, cross-attention, feed-forward (and its cache).
-            output = layer(
-                hidden_state,
+            layer_output = layer(
+                hidden_states,
                 encoder_hidden_states,
                 self_attention_mask,
-                source_padding,
-                return_weights=return_weights,
+                source_mask,
+                output_attentions=output_attentions,
                 past_key_value=None if past_key_values is None else past_key_values[index],
-                use_cache=True,
+                use_cache=use_cache,
             )
-            hidden_state = output.hidden_state  # (B, T, E)
-            self_attentions.append(output.self_attention_weights)
-            cross_attentions.append(output.cross_attention_weights)
-            caches.append(output.cache)
-
-        if not (return_weights or use_cache):
-            return hidden_state
-        return DecoderOutput(
-            hidden_state,
-            self_attentions if return_weights else None,
-            cross_attentions if return_weights else None,
-            caches if use_cache else None,
+            hidden_states = layer_output.hidden_states
+            all_hidden_states.append(hidden_states)
+            attentions.append(layer_output.attention_probs)
+            cross_attentions.append(layer_output.cross_attention_probs)
+            caches.append(layer_output.past_key_value)
+        return ModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+            cross_attentions=tuple(cross_attentions) if output_attentions else None,
+            past_key_values=tuple(caches) if use_cache else None,
         )
 
 
@@ -605,25 +570,16 @@ class EncoderDecoderTransformer(nn.Module):
         super().__init__()
         config = as_config(config)
         self.config = config
-        self.norm_first = bool(norm_first)
+        self.norm_first = check_norm_first(norm_first)
         self.encoder = TransformerEncoder(config, norm_first=norm_first)
         self.decoder = TransformerDecoder(config, norm_first=norm_first)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
 
     def encode(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, *, return_weights: bool = False
-    ) -> tuple[Tensor, list[Tensor] | None]:
-        """Run the encoder once.
-
-        Returns:
-            ``(encoder_hidden_states, encoder_attentions)``: ``(B, S, E)`` and
-            one ``(B, H, S, S)`` tensor per layer (``None`` unless
-            ``return_weights``).
-        """
-        output = self.encoder(input_ids, attention_mask=attention_mask, return_weights=return_weights)
-        if not return_weights:
-            return output, None
-        return output[0], list(output[1])
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, *, output_attentions: bool = False
+    ) -> ModelOutput:
+        """Run the encoder once: its :class:`~literate_transformer.core.outputs.ModelOutput` (it checks the inputs)."""
+        return self.encoder(input_ids, attention_mask, output_attentions=output_attentions)
 
     def decode(
         self,
@@ -632,35 +588,36 @@ class EncoderDecoderTransformer(nn.Module):
         encoder_attention_mask: Tensor | None = None,
         decoder_attention_mask: Tensor | None = None,
         *,
-        return_weights: bool = False,
-        past_key_values: list[LayerCache] | None = None,
+        output_attentions: bool = False,
+        past_key_values: tuple[LayerCache, ...] | None = None,
         use_cache: bool = False,
     ) -> Seq2SeqOutput:
-        """Run the decoder and the LM head on already-encoded source states.
+        """Run the decoder (it checks the inputs) and the LM head on already-encoded source states.
 
         Arguments as in :meth:`TransformerDecoder.forward`.
 
         Returns:
-            A :class:`Seq2SeqOutput` (without encoder attentions).
+            A :class:`~literate_transformer.core.outputs.Seq2SeqOutput`
+            (without encoder attentions).
         """
-        output = self.decoder(
+        decoded = self.decoder(
             decoder_input_ids,
             encoder_hidden_states,
             decoder_attention_mask,
             encoder_attention_mask,
-            return_weights=return_weights,
+            output_attentions=output_attentions,
             past_key_values=past_key_values,
-            use_cache=True,
+            use_cache=use_cache,
         )
         # Scores over the vocabulary for the token after each target position.
-        logits = self.lm_head(output.last_hidden_state)  # (B, T, V)
+        logits = self.lm_head(decoded.last_hidden_state)  # (B, T, V)
         return Seq2SeqOutput(
-            logits,
-            encoder_hidden_states,
-            None,
-            output.self_attentions,
-            output.cross_attentions,
-            output.past_key_values if use_cache else None,
+            logits=logits,
+            last_hidden_state=decoded.last_hidden_state,
+            past_key_values=decoded.past_key_values,
+            decoder_attentions=decoded.attentions,
+            cross_attentions=decoded.cross_attentions,
+            encoder_last_hidden_state=encoder_hidden_states,
         )
 
     def forward(
@@ -669,7 +626,7 @@ class EncoderDecoderTransformer(nn.Module):
         decoder_input_ids: Tensor,
         attention_mask: Tensor | None = None,
         decoder_attention_mask: Tensor | None = None,
-        return_weights: bool = False,
+        output_attentions: bool = False,
     ) -> Seq2SeqOutput:
         """Encode the source, decode the (teacher-forced) target, score the next tokens.
 
@@ -679,24 +636,23 @@ class EncoderDecoderTransformer(nn.Module):
                 start token (the labels shifted right by one).
             attention_mask: The source's ``(B, S)`` padding mask.
             decoder_attention_mask: The target's ``(B, T)`` padding mask.
-            return_weights: Also return ``encoder_attentions``,
-                ``decoder_attentions`` and ``cross_attentions``, lists of
+            output_attentions: Also return ``encoder_attentions``,
+                ``decoder_attentions`` and ``cross_attentions``, tuples of
                 ``(B, H, T, S)`` tensors, one per layer (the input of bertviz's
                 encoder-decoder ``head_view``).
 
         Returns:
-            A :class:`Seq2SeqOutput` with ``logits`` ``(B, T, V)``.
+            A :class:`~literate_transformer.core.outputs.Seq2SeqOutput` with ``logits`` ``(B, T, V)``.
         """
         # 1) The encoder reads the whole source, in both directions.
-        encoder_hidden_states, encoder_attentions = self.encode(
-            input_ids, attention_mask, return_weights=return_weights
-        )
+        encoded = self.encode(input_ids, attention_mask, output_attentions=output_attentions)
         # 2) The decoder reads the target (causally) and the source (cross-attention).
         decoded = self.decode(
             decoder_input_ids,
-            encoder_hidden_states,
+            encoded.last_hidden_state,
             attention_mask,
             decoder_attention_mask,
-            return_weights=return_weights,
+            output_attentions=output_attentions,
         )
-        return decoded._replace(encoder_attentions=encoder_attentions)
+        decoded.encoder_attentions = encoded.attentions
+        return decoded

@@ -72,15 +72,25 @@ import torch
 from torch import Tensor, nn
 
 from ..core.config import as_config
-from ..core.validation import check_hidden_states, check_input_ids, check_token_type_ids
+from ..core.validation import (
+    check_hidden_states,
+    check_input_ids,
+    check_positive_int,
+    check_token_type_ids,
+    validate_with,
+)
 
 __all__ = ["Embeddings", "SinusoidalPositionalEncoding"]
 
 
-def _check_past_length(past_length: object) -> int:
-    if not isinstance(past_length, int) or isinstance(past_length, bool) or past_length < 0:
-        raise ValueError(f"past_length must be a non-negative int, got {past_length!r}")
-    return past_length
+def _check_embeddings_inputs(
+    embeddings: Embeddings, input_ids: object, token_type_ids: object = None, past_length: object = 0
+) -> None:
+    past_length = check_positive_int(past_length, "past_length", minimum=0)
+    config = embeddings.config
+    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, past_length=past_length)
+    if token_type_ids is not None:
+        check_token_type_ids(token_type_ids, input_ids.shape, config.type_vocab_size)
 
 
 class Embeddings(nn.Module):
@@ -109,6 +119,7 @@ class Embeddings(nn.Module):
         #: Dropout with ``hidden_dropout_prob`` (``nn.Dropout()`` alone would drop half).
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
+    @validate_with(_check_embeddings_inputs)
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None, past_length: int = 0) -> Tensor:
         """Embed token ids.
 
@@ -129,13 +140,9 @@ class Embeddings(nn.Module):
             ValueError: for ids out of range, a sequence longer than
                 ``max_position_embeddings`` or a bad ``past_length``.
         """
-        past_length = _check_past_length(past_length)
-        check_input_ids(input_ids, self.config.vocab_size, self.config.max_position_embeddings, past_length=past_length)
-        batch_size, seq_length = input_ids.shape
+        seq_length = input_ids.shape[1]
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        else:
-            check_token_type_ids(token_type_ids, (batch_size, seq_length), self.config.type_vocab_size)
         # Positions p = past_length, ..., past_length + T - 1, on the input's device.
         position_ids = torch.arange(past_length, past_length + seq_length, device=input_ids.device)  # (T)
         # What each token is, W_tok[id].
@@ -143,14 +150,26 @@ class Embeddings(nn.Module):
         # Where each token is, W_pos[p] (the same for every sequence of the batch).
         position_embeddings = self.position_embeddings(position_ids)  # (T, E)
         # Which segment each token belongs to, W_type[segment].
-        token_type_embeddings = self.token_type_embeddings(token_type_ids.to(input_ids.device))  # (B, T, E)
+        token_type_embeddings = self.token_type_embeddings(token_type_ids.to(input_ids.device))
         # The sum; the position vectors broadcast over the batch.
         embeddings = token_embeddings + position_embeddings + token_type_embeddings  # (B, T, E)
         # Normalise each token vector to zero mean and unit variance, then scale and shift.
-        embeddings = self.layer_norm(embeddings)  # (B, T, E)
+        embeddings = self.layer_norm(embeddings)
         # Dropout (training only).
-        embeddings = self.dropout(embeddings)  # (B, T, E)
-        return embeddings
+        return self.dropout(embeddings)
+
+
+def _check_sinusoidal_inputs(
+    encoding: SinusoidalPositionalEncoding, hidden_states: object, past_length: object = 0
+) -> None:
+    past_length = check_positive_int(past_length, "past_length", minimum=0)
+    seq_length = check_hidden_states(hidden_states, encoding.hidden_size).shape[1]
+    if past_length + seq_length > encoding.max_length:
+        raise ValueError(
+            f"hidden_states has {seq_length} positions"
+            + (f" after {past_length} cached ones" if past_length else "")
+            + f", more than max_length={encoding.max_length}"
+        )
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -180,10 +199,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, hidden_size: int, max_length: int) -> None:
         super().__init__()
-        if not isinstance(hidden_size, int) or isinstance(hidden_size, bool) or hidden_size < 2 or hidden_size % 2:
+        if check_positive_int(hidden_size, "hidden_size") % 2:
             raise ValueError(f"hidden_size must be a positive even int (sin and cos pairs), got {hidden_size!r}")
-        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
-            raise ValueError(f"max_length must be a positive int, got {max_length!r}")
+        check_positive_int(max_length, "max_length")
         self.hidden_size = hidden_size
         self.max_length = max_length
         positions = torch.arange(max_length, dtype=torch.float32)[:, None]
@@ -197,26 +215,19 @@ class SinusoidalPositionalEncoding(nn.Module):
         # The table PE, (max_length, hidden_size): a buffer moves with .to(device) but is not trained.
         self.register_buffer("encoding", encoding, persistent=False)
 
-    def forward(self, hidden_state: Tensor, past_length: int = 0) -> Tensor:
+    @validate_with(_check_sinusoidal_inputs)
+    def forward(self, hidden_states: Tensor, past_length: int = 0) -> Tensor:
         """Add the encodings of positions ``past_length, ..., past_length + T - 1``.
 
         Args:
-            hidden_state: Token vectors ``(B, T, E)`` (e.g. scaled token embeddings).
+            hidden_states: Token vectors ``(B, T, E)`` (e.g. scaled token embeddings).
             past_length: Position of the first token (for cached decoding).
 
         Returns:
-            ``hidden_state + PE[past_length : past_length + T]``, ``(B, T, E)``.
+            ``hidden_states + PE[past_length : past_length + T]``, ``(B, T, E)``.
         """
-        past_length = _check_past_length(past_length)
-        check_hidden_states(hidden_state, self.hidden_size, "hidden_state")
-        seq_length = hidden_state.shape[1]
-        if past_length + seq_length > self.max_length:
-            raise ValueError(
-                f"hidden_state has {seq_length} positions"
-                + (f" after {past_length} cached ones" if past_length else "")
-                + f", more than max_length={self.max_length}"
-            )
+        seq_length = hidden_states.shape[1]
         # The rows of PE for these positions.
-        encoding = self.encoding[past_length : past_length + seq_length].to(hidden_state.dtype)  # (T, E)
+        encoding = self.encoding[past_length : past_length + seq_length].to(hidden_states.dtype)  # (T, E)
         # Added to every sequence of the batch.
-        return hidden_state + encoding
+        return hidden_states + encoding

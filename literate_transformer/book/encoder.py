@@ -28,32 +28,29 @@ leaves the residual stream untouched; it trains more stably and is what the
 book's ``TransformerEncoderLayer`` (and GPT-2 and most recent models) use.
 :class:`TransformerEncoderLayer` does both: ``norm_first=True`` (the default,
 the book) or ``norm_first=False`` (BERT, the 2017 paper), with the same
-meaning as the argument of :class:`torch.nn.TransformerEncoderLayer`.  Tests
-load our weights into PyTorch's layer and stack and get the same outputs in
-both arrangements.
+meaning as the argument of :class:`torch.nn.TransformerEncoderLayer`; the
+wiring of both is written once, in :mod:`~literate_transformer.core.residual`.
+Tests load our weights into PyTorch's layer and stack and get the same
+outputs in both arrangements.
 
 The encoder (:class:`TransformerEncoder`) embeds the token ids
-(:mod:`~literate_transformer.book.embeddings`) and runs the stack of layers; a
-classification head (:class:`TransformerForSequenceClassification`) reads the
-final hidden state of the first token, ``[CLS]``, and maps it to one score
-per label.
+(:mod:`~literate_transformer.book.embeddings`) and runs the stack of layers;
+:mod:`~literate_transformer.book.classification` puts a classification head
+on it.
 
 How this maps to the book and to HuggingFace
 --------------------------------------------
 * The book's ``TransformerEncoderLayer`` has ``layer_norm_1``,
   ``layer_norm_2``, ``attention`` and ``feed_forward``; its
-  ``TransformerEncoder`` has ``embeddings`` and ``layers``; its
-  ``TransformerForSequenceClassification`` has ``encoder``, ``dropout`` and
-  ``classifier``.  The names are kept.  The book's stack has no final layer
+  ``TransformerEncoder`` has ``embeddings`` and ``layers``.  The names are
+  kept.  The book's stack has no final layer
   norm after the last pre-LN layer, and neither has this one (nor
   :class:`torch.nn.TransformerEncoder` without its ``norm`` argument).
 * HuggingFace's ``BertLayer`` is post-LN and spreads one layer over
   ``BertAttention`` (``BertSelfAttention`` + ``BertSelfOutput``, whose
   ``dense``/``dropout``/``LayerNorm`` are our ``attention.output_linear``,
   ``dropout`` and ``layer_norm_1``) and ``BertIntermediate`` + ``BertOutput``
-  (our ``feed_forward`` and ``layer_norm_2``).  BERT's classifier reads
-  ``[CLS]`` through an extra ``pooler`` (a dense layer and tanh), which the
-  book leaves out.
+  (our ``feed_forward`` and ``layer_norm_2``).
 
 What the source notebooks got wrong
 -----------------------------------
@@ -65,24 +62,18 @@ What the source notebooks got wrong
 * Its comments said BERT-base has 6 heads of size 128.  BERT-base has
   ``num_attention_heads = 12`` heads of ``hidden_size // num_attention_heads
   = 64`` features each.
-* The notebooks read the "[CLS]" hidden state of inputs tokenized with
-  ``add_special_tokens=False``, where position 0 is simply the first word.
-  The tokenizer must add ``[CLS]`` (its default) for position 0 to be the
-  token the classifier was trained on.
 * Pre-LN (book) and post-LN (BERT) were not told apart.
 
 >>> import torch
 >>> from literate_transformer import TransformerConfig
 >>> config = TransformerConfig(
 ...     vocab_size=50, hidden_size=24, num_attention_heads=4, intermediate_size=40,
-...     num_hidden_layers=2, max_position_embeddings=16, num_labels=3)
+...     num_hidden_layers=2, max_position_embeddings=16)
 >>> encoder = TransformerEncoder(config).eval()
 >>> input_ids = torch.tensor([[2, 7, 11, 4], [3, 5, 0, 0]])
 >>> attention_mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
->>> encoder(input_ids, attention_mask).shape                # (B, T, E)
+>>> encoder(input_ids, attention_mask).last_hidden_state.shape   # (B, T, E)
 torch.Size([2, 4, 24])
->>> TransformerForSequenceClassification(config)(input_ids, attention_mask).shape   # (B, C)
-torch.Size([2, 3])
 
 BERT-base (the defaults of :class:`~literate_transformer.core.config.TransformerConfig`) has 12 heads of 64
 features, not 6 of 128:
@@ -94,48 +85,40 @@ features, not 6 of 128:
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from torch import Tensor, nn
 
 from ..core.config import as_config
-from ..core.masks import padding_mask
-from ..core.validation import check_attention_mask, check_hidden_states
+from ..core.masks import build_attention_mask
+from ..core.outputs import LayerOutput, ModelOutput
+from ..core.residual import add_and_norm, sublayer_input
+from ..core.validation import (
+    check_attention_mask,
+    check_hidden_states,
+    check_input_ids,
+    check_mask,
+    check_norm_first,
+    check_token_type_ids,
+    validate_with,
+)
 from .attention import MultiHeadAttention
 from .embeddings import Embeddings
 from .feed_forward import FeedForward
 
-__all__ = [
-    "TransformerEncoderLayer",
-    "TransformerEncoder",
-    "TransformerForSequenceClassification",
-    "EncoderLayerOutput",
-    "EncoderOutput",
-]
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder"]
 
 
-class EncoderLayerOutput(NamedTuple):
-    """What :meth:`TransformerEncoderLayer.forward` returns with ``return_weights=True``."""
-
-    #: The layer's output ``(B, T, E)``.
-    hidden_state: Tensor
-    #: The self-attention weights ``(B, H, T, T)``.
-    weights: Tensor
-
-
-class EncoderOutput(NamedTuple):
-    """What :meth:`TransformerEncoder.forward` returns with ``return_weights=True``."""
-
-    #: The last layer's output ``(B, T, E)``.
-    last_hidden_state: Tensor
-    #: One ``(B, H, T, T)`` tensor of attention weights per layer.
-    attentions: tuple[Tensor, ...]
-
-
-def _check_norm_first(norm_first: object) -> bool:
-    if not isinstance(norm_first, bool):
-        raise TypeError(f"norm_first must be a bool (True: pre-LN, the book; False: post-LN, BERT), got {norm_first!r}")
-    return norm_first
+def _check_layer_inputs(
+    layer: TransformerEncoderLayer,
+    hidden_states: object,
+    attention_mask: object = None,
+    output_attentions: bool = False,
+) -> None:
+    hidden_states = check_hidden_states(hidden_states, layer.hidden_size)
+    if attention_mask is not None:
+        batch_size, length, _ = hidden_states.shape
+        check_mask(attention_mask, (batch_size, layer.attention.num_heads, length, length))
 
 
 class TransformerEncoderLayer(nn.Module):
@@ -153,7 +136,7 @@ class TransformerEncoderLayer(nn.Module):
         config = as_config(config)
         self.hidden_size = config.hidden_size
         #: Whether the layer norms come before the sub-layers (pre-LN) or after the residual sums (post-LN).
-        self.norm_first = _check_norm_first(norm_first)
+        self.norm_first = check_norm_first(norm_first)
         #: The layer norm of the attention sub-layer.
         self.layer_norm_1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         #: The layer norm of the feed-forward sub-layer.
@@ -165,43 +148,49 @@ class TransformerEncoderLayer(nn.Module):
         #: Dropout on the attention sub-layer's output (``hidden_dropout_prob``).
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
+    @validate_with(_check_layer_inputs)
     def forward(
-        self, hidden_state: Tensor, mask: Tensor | None = None, return_weights: bool = False
-    ) -> Tensor | EncoderLayerOutput:
+        self, hidden_states: Tensor, attention_mask: Tensor | None = None, output_attentions: bool = False
+    ) -> LayerOutput:
         """Run the layer.
 
         Args:
-            hidden_state: ``(B, T, E)``.
-            mask: Boolean (``True`` = may attend) or additive mask,
+            hidden_states: ``(B, T, E)``.
+            attention_mask: Boolean (``True`` = may attend) or additive mask,
                 broadcastable to ``(B, H, T, T)``, e.g. a ``(B, 1, 1, T)``
                 :func:`~literate_transformer.core.masks.padding_mask`.
-            return_weights: Also return the attention weights.
+            output_attentions: Also return the attention probabilities.
 
         Returns:
-            ``(B, T, E)``, or an :class:`EncoderLayerOutput` with the weights.
+            A :class:`~literate_transformer.core.outputs.LayerOutput`.
         """
-        check_hidden_states(hidden_state, self.hidden_size, "hidden_state")
-        if self.norm_first:
-            # Pre-LN: attend over the normalised input, LN_1(x).
-            attention_input = self.layer_norm_1(hidden_state)  # (B, T, E)
-        else:
-            # Post-LN: attend over the input itself.
-            attention_input = hidden_state  # (B, T, E)
-        attention = self.attention(attention_input, mask=mask, return_weights=return_weights)
-        attention_output = attention.output if return_weights else attention  # (B, T, E)
-        # Residual connection around attention, x + Dropout(Attn(.)).
-        hidden_state = hidden_state + self.dropout(attention_output)  # (B, T, E)
-        if self.norm_first:
-            # Pre-LN: residual around the feed-forward of the normalised stream, h + FFN(LN_2(h)).
-            hidden_state = hidden_state + self.feed_forward(self.layer_norm_2(hidden_state))  # (B, T, E)
-        else:
-            # Post-LN: normalise the first residual sum, h = LN_1(x + Attn(x)) ...
-            hidden_state = self.layer_norm_1(hidden_state)  # (B, T, E)
-            # ... then y = LN_2(h + FFN(h)).
-            hidden_state = self.layer_norm_2(hidden_state + self.feed_forward(hidden_state))  # (B, T, E)
-        if return_weights:
-            return EncoderLayerOutput(hidden_state, attention.weights)
-        return hidden_state
+        # 1) Self-attention reads LN_1(x) (pre-LN) or x itself (post-LN) ...
+        attention_input = sublayer_input(hidden_states, self.layer_norm_1, self.norm_first)
+        attention = self.attention(attention_input, attention_mask=attention_mask, output_attentions=output_attentions)
+        # ... and its output joins the residual stream: x + Dropout(Attn(.)), normalised by LN_1 in post-LN.
+        hidden_states = add_and_norm(
+            hidden_states, attention.hidden_states, self.layer_norm_1, self.norm_first, self.dropout
+        )
+        # 2) The feed-forward network, the same way around LN_2 (it applies its own dropout).
+        feed_forward_output = self.feed_forward(sublayer_input(hidden_states, self.layer_norm_2, self.norm_first))
+        hidden_states = add_and_norm(hidden_states, feed_forward_output, self.layer_norm_2, self.norm_first)
+        return LayerOutput(hidden_states, attention.attention_probs)
+
+
+def _check_encoder_inputs(
+    encoder: TransformerEncoder,
+    input_ids: object,
+    attention_mask: object = None,
+    token_type_ids: object = None,
+    output_attentions: bool = False,
+    output_hidden_states: bool = False,
+) -> None:
+    config = encoder.config
+    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings)
+    if attention_mask is not None:
+        check_attention_mask(attention_mask, *input_ids.shape)
+    if token_type_ids is not None:
+        check_token_type_ids(token_type_ids, input_ids.shape, config.type_vocab_size)
 
 
 class TransformerEncoder(nn.Module):
@@ -218,6 +207,7 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         config = as_config(config)
         self.config = config
+        self.norm_first = check_norm_first(norm_first)
         #: Token, position and token-type embeddings.
         self.embeddings = Embeddings(config)
         #: The stack of :class:`TransformerEncoderLayer`.
@@ -225,13 +215,15 @@ class TransformerEncoder(nn.Module):
             TransformerEncoderLayer(config, norm_first=norm_first) for _ in range(config.num_hidden_layers)
         )
 
+    @validate_with(_check_encoder_inputs)
     def forward(
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-        return_weights: bool = False,
-    ) -> Tensor | EncoderOutput:
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
         """Encode a batch of token ids.
 
         Args:
@@ -239,78 +231,31 @@ class TransformerEncoder(nn.Module):
             attention_mask: The tokenizer's ``(B, T)`` mask, 1 (or ``True``)
                 for real tokens and 0 for padding; ``None`` means no padding.
             token_type_ids: Segment ids ``(B, T)``; ``None`` means all zeros.
-            return_weights: Also return every layer's attention weights.
+            output_attentions: Also return every layer's attention probabilities.
+            output_hidden_states: Also return the embeddings and every layer's output.
 
         Returns:
-            The contextual token vectors ``(B, T, E)``, or an
-            :class:`EncoderOutput` with the weights.
+            A :class:`~literate_transformer.core.outputs.ModelOutput` whose
+            ``last_hidden_state`` holds the contextual token vectors ``(B, T, E)``.
 
         Raises:
             TypeError: for inputs of the wrong type.
             ValueError: for ids out of range, a sequence that is too long, or
                 an ``attention_mask`` whose shape differs from ``input_ids``.
         """
-        # Token ids to vectors (this also validates input_ids and token_type_ids).
-        hidden_state = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
-        mask = None
-        if attention_mask is not None:
-            check_attention_mask(attention_mask, input_ids.shape[0], input_ids.shape[1])
-            # Padding keys are hidden from every query: a (B, 1, 1, T) boolean mask.
-            mask = padding_mask(attention_mask.to(input_ids.device))  # (B, 1, 1, T)
+        # Token ids to vectors.
+        hidden_states = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
+        # Padding keys are hidden from every query: a (B, 1, 1, T) mask, or none without padding.
+        mask = build_attention_mask(attention_mask, query_length=input_ids.shape[1], device=input_ids.device)
+        all_hidden_states = [hidden_states]
         attentions = []
         for layer in self.layers:
-            if return_weights:
-                hidden_state, weights = layer(hidden_state, mask=mask, return_weights=True)
-                attentions.append(weights)
-            else:
-                hidden_state = layer(hidden_state, mask=mask)  # (B, T, E)
-        if return_weights:
-            return EncoderOutput(hidden_state, tuple(attentions))
-        return hidden_state
-
-
-class TransformerForSequenceClassification(nn.Module):
-    """An encoder with a linear classifier on the first token (``[CLS]``).
-
-    Args:
-        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
-            ``transformers`` config; ``num_labels`` sets the number of
-            classes and ``classifier_dropout`` (or, when it is ``None``,
-            ``hidden_dropout_prob``) the dropout before the classifier.
-        norm_first: Layer-norm arrangement of the encoder.
-    """
-
-    def __init__(self, config: Any, norm_first: bool = True) -> None:
-        super().__init__()
-        config = as_config(config)
-        self.config = config
-        #: The :class:`TransformerEncoder`.
-        self.encoder = TransformerEncoder(config, norm_first=norm_first)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        #: Dropout on the ``[CLS]`` vector.
-        self.dropout = nn.Dropout(dropout)
-        #: One score per label from the ``[CLS]`` vector (E -> C).
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-
-    def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
-    ) -> Tensor:
-        """Classify each sequence.
-
-        Args:
-            input_ids: Integer token ids ``(B, T)`` whose first token is
-                ``[CLS]`` (tokenize with ``add_special_tokens=True``, the
-                default).
-            attention_mask: The tokenizer's ``(B, T)`` padding mask.
-            token_type_ids: Segment ids ``(B, T)``.
-
-        Returns:
-            Logits ``(B, C)``, one unnormalised score per label.
-        """
-        # Contextual vectors of every token.
-        hidden_state = self.encoder(input_ids, attention_mask, token_type_ids)  # (B, T, E)
-        # The first token's vector, [CLS], stands for the whole sequence.
-        cls_state = hidden_state[:, 0, :]  # (B, E)
-        # Dropout (training only), then one score per label.
-        logits = self.classifier(self.dropout(cls_state))  # (B, C)
-        return logits
+            layer_output = layer(hidden_states, mask, output_attentions)
+            hidden_states = layer_output.hidden_states
+            all_hidden_states.append(hidden_states)
+            attentions.append(layer_output.attention_probs)
+        return ModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+        )

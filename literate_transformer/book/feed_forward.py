@@ -60,37 +60,15 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from ..core.activations import get_activation
 from ..core.config import as_config
-from ..core.validation import check_hidden_states
+from ..core.validation import check_hidden_states, validate_with
 
-__all__ = ["FeedForward", "activation_module"]
+__all__ = ["FeedForward"]
 
 
-def activation_module(name: str) -> nn.Module:
-    """The activation module for a HuggingFace ``hidden_act`` name.
-
-    ``"gelu"`` is the exact GELU :math:`x\\,\\Phi(x)` (what BERT uses);
-    ``"gelu_new"`` and ``"gelu_pytorch_tanh"`` its tanh approximation.
-
-    Raises:
-        ValueError: for an unknown name.
-
-    >>> activation_module("gelu")
-    GELU(approximate='none')
-    """
-    if name == "gelu":
-        return nn.GELU()
-    if name in ("gelu_new", "gelu_pytorch_tanh"):
-        return nn.GELU(approximate="tanh")
-    if name == "relu":
-        return nn.ReLU()
-    if name in ("silu", "swish"):
-        return nn.SiLU()
-    if name == "tanh":
-        return nn.Tanh()
-    raise ValueError(
-        f"hidden_act must be one of gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish, tanh; got {name!r}"
-    )
+def _check_feed_forward_inputs(feed_forward: FeedForward, hidden_states: object) -> None:
+    check_hidden_states(hidden_states, feed_forward.hidden_size)
 
 
 class FeedForward(nn.Module):
@@ -110,28 +88,28 @@ class FeedForward(nn.Module):
         self.linear_1 = nn.Linear(config.hidden_size, config.intermediate_size)
         #: Projects back to the model width, :math:`W_2` (F -> E).
         self.linear_2 = nn.Linear(config.intermediate_size, config.hidden_size)
-        #: The non-linearity named by ``config.hidden_act``.
-        self.activation = activation_module(config.hidden_act)
+        #: The non-linearity named by ``config.hidden_act`` (see :mod:`~literate_transformer.core.activations`).
+        self.activation = get_activation(config.hidden_act)
         #: Dropout on the output (``hidden_dropout_prob``).
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_state: Tensor) -> Tensor:
+    @validate_with(_check_feed_forward_inputs)
+    def forward(self, hidden_states: Tensor) -> Tensor:
         """Apply the two-layer network to every position separately.
 
         Args:
-            hidden_state: ``(B, T, E)``, the multi-head attention layer's
-                output (never a single head's ``(B, T, D)`` output).
+            hidden_states: ``(B, T, E)``, what the feed-forward sub-layer reads
+                in a transformer layer (the attention sub-layer's output,
+                normalised in pre-LN).
 
         Returns:
             ``(B, T, E)``.
         """
-        check_hidden_states(hidden_state, self.hidden_size, "hidden_state")
         # Widen every token vector, x W_1 + b_1.
-        intermediate = self.linear_1(hidden_state)  # (B, T, F)
+        intermediate = self.linear_1(hidden_states)  # (B, T, F)
         # The non-linearity (GELU for BERT): without it the two layers would be one.
-        intermediate = self.activation(intermediate)  # (B, T, F)
+        intermediate = self.activation(intermediate)
         # Back to the model width, (.) W_2 + b_2.
         output = self.linear_2(intermediate)  # (B, T, E)
         # Dropout (active in training only).
-        output = self.dropout(output)  # (B, T, E)
-        return output
+        return self.dropout(output)

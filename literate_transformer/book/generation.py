@@ -49,9 +49,9 @@ step.  HuggingFace's ``generate()`` does the same with its ``DynamicCache``
 >>> model = EncoderDecoderTransformer(config)
 >>> source = torch.tensor([[4, 5, 6]])
 >>> cached = greedy_generate(model, source, max_new_tokens=5, bos_token_id=1)
->>> cached.shape  # [BOS] + 5 new tokens
+>>> cached.sequences.shape  # [BOS] + 5 new tokens
 torch.Size([1, 6])
->>> torch.equal(cached, greedy_generate(model, source, 5, bos_token_id=1, use_cache=False))
+>>> torch.equal(cached.sequences, greedy_generate(model, source, 5, bos_token_id=1, use_cache=False).sequences)
 True
 """
 
@@ -62,13 +62,13 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ..core.validation import check_attention_mask, check_input_ids
+from ..core.validation import check_attention_mask, check_input_ids, check_token_id, validate_with
 
 __all__ = ["GenerationOutput", "greedy_generate"]
 
 
 class GenerationOutput(NamedTuple):
-    """What :func:`greedy_generate` returns with ``return_logits=True``."""
+    """What :func:`greedy_generate` returns."""
 
     #: ``(B, 1 + N)`` token ids: the start token, then the ``N`` generated ones.
     sequences: Tensor
@@ -76,57 +76,15 @@ class GenerationOutput(NamedTuple):
     logits: Tensor
 
 
-def _check_token_id(value: object, name: str, vocab_size: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int token id, got {type(value).__name__}")
-    if not 0 <= value < vocab_size:
-        raise ValueError(f"{name} must be a token id in [0, vocab_size={vocab_size}), got {value}")
-    return value
-
-
-@torch.no_grad()
-def greedy_generate(
-    model: torch.nn.Module,
-    input_ids: Tensor,
-    max_new_tokens: int,
-    bos_token_id: int,
-    eos_token_id: int | None = None,
-    attention_mask: Tensor | None = None,
+def _check_generate_inputs(
+    model: object,
+    input_ids: object,
+    max_new_tokens: object,
+    bos_token_id: object,
+    eos_token_id: object = None,
+    attention_mask: object = None,
     use_cache: bool = True,
-    *,
-    return_logits: bool = False,
-) -> Tensor | GenerationOutput:
-    """Greedy decoding with an encoder-decoder model.
-
-    The model is switched to evaluation mode (no dropout) for the call and
-    restored afterwards; no gradients are recorded.
-
-    Args:
-        model: An :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`
-            (anything with its ``config``, ``encode`` and ``decode``).
-        input_ids: Source token ids ``(B, S)``.
-        max_new_tokens: How many tokens to write at most (at least 1).
-        bos_token_id: The start token every target begins with.
-        eos_token_id: Stop a sequence when it writes this token; sequences
-            that have finished are filled with ``config.pad_token_id`` until
-            all have finished.  ``None``: always write ``max_new_tokens``.
-        attention_mask: The source's ``(B, S)`` padding mask.
-        use_cache: Feed one token per step and reuse cached keys/values
-            (``True``), or recompute the whole prefix every step (``False``).
-        return_logits: Also return the next-token logits of every step.
-
-    Returns:
-        The sequences ``(B, 1 + N)`` (start token first, ``N <= max_new_tokens``),
-        or a :class:`GenerationOutput` when ``return_logits``.
-
-    Raises:
-        ValueError: if ``max_new_tokens`` is not positive or would need
-            positions beyond ``max_position_embeddings``, a token id is out
-            of the vocabulary, or ``attention_mask`` does not match
-            ``input_ids``.
-        TypeError: if ``model`` is not an encoder-decoder model or an
-            argument has the wrong type.
-    """
+) -> None:
     if not all(hasattr(model, name) for name in ("config", "encode", "decode")):
         raise TypeError(
             f"model must be an encoder-decoder model with config, encode() and decode() "
@@ -145,19 +103,63 @@ def greedy_generate(
             f"beyond max_position_embeddings={config.max_position_embeddings}"
         )
     input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, name="input_ids")
-    batch_size = input_ids.shape[0]
     if attention_mask is not None:
-        attention_mask = check_attention_mask(attention_mask, batch_size, input_ids.shape[1], name="attention_mask")
-    bos_token_id = _check_token_id(bos_token_id, "bos_token_id", config.vocab_size)
+        check_attention_mask(attention_mask, *input_ids.shape, name="attention_mask")
+    check_token_id(bos_token_id, "bos_token_id", config.vocab_size)
     if eos_token_id is not None:
-        eos_token_id = _check_token_id(eos_token_id, "eos_token_id", config.vocab_size)
+        check_token_id(eos_token_id, "eos_token_id", config.vocab_size)
+
+
+@torch.no_grad()
+@validate_with(_check_generate_inputs)
+def greedy_generate(
+    model: torch.nn.Module,
+    input_ids: Tensor,
+    max_new_tokens: int,
+    bos_token_id: int,
+    eos_token_id: int | None = None,
+    attention_mask: Tensor | None = None,
+    use_cache: bool = True,
+) -> GenerationOutput:
+    """Greedy decoding with an encoder-decoder model.
+
+    The model is switched to evaluation mode (no dropout) for the call and
+    restored afterwards; no gradients are recorded.
+
+    Args:
+        model: An :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`
+            (anything with its ``config``, ``encode`` and ``decode``).
+        input_ids: Source token ids ``(B, S)``.
+        max_new_tokens: How many tokens to write at most (at least 1).
+        bos_token_id: The start token every target begins with.
+        eos_token_id: Stop a sequence when it writes this token; sequences
+            that have finished are filled with ``config.pad_token_id`` until
+            all have finished.  ``None``: always write ``max_new_tokens``.
+        attention_mask: The source's ``(B, S)`` padding mask.
+        use_cache: Feed one token per step and reuse cached keys/values
+            (``True``), or recompute the whole prefix every step (``False``).
+
+    Returns:
+        A :class:`GenerationOutput`: the sequences ``(B, 1 + N)`` (start
+        token first, ``N <= max_new_tokens``) and the logits of every step.
+
+    Raises:
+        ValueError: if ``max_new_tokens`` is not positive or would need
+            positions beyond ``max_position_embeddings``, a token id is out
+            of the vocabulary, or ``attention_mask`` does not match
+            ``input_ids``.
+        TypeError: if ``model`` is not an encoder-decoder model or an
+            argument has the wrong type.
+    """
+    config = model.config
+    batch_size = input_ids.shape[0]
     pad_token_id = config.pad_token_id if config.pad_token_id is not None else eos_token_id
 
     was_training = model.training
     model.eval()
     try:
         # 1) Encode the source once; every step reuses its output.
-        encoder_hidden_states, _ = model.encode(input_ids, attention_mask)
+        encoder_hidden_states = model.encode(input_ids, attention_mask).last_hidden_state
         # 2) Every target starts with the start token.
         sequences = torch.full((batch_size, 1), bos_token_id, dtype=torch.long, device=input_ids.device)
         finished = torch.zeros(batch_size, dtype=torch.bool, device=input_ids.device)
@@ -190,6 +192,4 @@ def greedy_generate(
                 break
     finally:
         model.train(was_training)
-    if return_logits:
-        return GenerationOutput(sequences, torch.stack(step_logits, dim=1))
-    return sequences
+    return GenerationOutput(sequences, torch.stack(step_logits, dim=1))

@@ -64,6 +64,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..core.config import TransformerConfig
+from ..core.validation import check_positive_int
 from .decoder import EncoderDecoderTransformer
 from .generation import greedy_generate
 
@@ -251,14 +252,18 @@ def make_reversal_batch(
 def exact_match(model: EncoderDecoderTransformer, batch: ReversalBatch) -> float:
     """Fraction of sequences the model writes exactly right, ``[EOS]`` included, by greedy decoding."""
     device = next(model.parameters()).device
-    generated = greedy_generate(
-        model,
-        batch.input_ids.to(device),
-        max_new_tokens=batch.labels.shape[1],
-        bos_token_id=BOS_TOKEN_ID,
-        eos_token_id=EOS_TOKEN_ID,
-        attention_mask=batch.attention_mask.to(device),
-    )[:, 1:].cpu()
+    generated = (
+        greedy_generate(
+            model,
+            batch.input_ids.to(device),
+            max_new_tokens=batch.labels.shape[1],
+            bos_token_id=BOS_TOKEN_ID,
+            eos_token_id=EOS_TOKEN_ID,
+            attention_mask=batch.attention_mask.to(device),
+        )
+        .sequences[:, 1:]
+        .cpu()
+    )
     # Compare on the real target positions; generation may stop before the padded tail.
     written = torch.full_like(batch.labels, PAD_TOKEN_ID)
     written[:, : generated.shape[1]] = generated
@@ -313,8 +318,7 @@ def train_reversal(
         A :class:`TrainingResult`.
     """
     for name, value in (("steps", steps), ("batch_size", batch_size), ("eval_every", eval_every)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_int(value, name)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     config = config or reversal_config(max_length=max_length)

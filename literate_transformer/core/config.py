@@ -37,11 +37,9 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["TransformerConfig", "as_config", "SUPPORTED_ACTIVATIONS"]
+from .activations import ACTIVATIONS
 
-#: Activation names the feed-forward layers understand (HuggingFace's
-#: ``hidden_act`` names).
-SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
+__all__ = ["TransformerConfig", "as_config"]
 
 #: The attention implementations, the manual, commented ``"eager"`` path and
 #: the fused :func:`torch.nn.functional.scaled_dot_product_attention` (``"sdpa"``).
@@ -63,8 +61,8 @@ class TransformerConfig:
         num_attention_heads: Heads per attention layer (``H``);
             ``hidden_size`` must be divisible by it.
         intermediate_size: Width of the feed-forward layer's hidden layer.
-        hidden_act: Activation of the feed-forward layer, one of
-            :data:`SUPPORTED_ACTIVATIONS`.
+        hidden_act: Activation of the feed-forward layer, a name of the
+            registry :data:`~literate_transformer.core.activations.ACTIVATIONS`.
         hidden_dropout_prob: Dropout on embeddings and sub-layer outputs.
         attention_probs_dropout_prob: Dropout on the attention weights.
         max_position_embeddings: Longest sequence the learned position
@@ -145,8 +143,8 @@ class TransformerConfig:
             raise ValueError(f"layer_norm_eps must be a positive float, got {self.layer_norm_eps!r}")
         if not isinstance(self.initializer_range, (int, float)) or not self.initializer_range > 0:
             raise ValueError(f"initializer_range must be a positive float, got {self.initializer_range!r}")
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise ValueError(f"hidden_act must be one of {SUPPORTED_ACTIVATIONS}, got {self.hidden_act!r}")
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act must be one of {sorted(ACTIVATIONS)}, got {self.hidden_act!r}")
         if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(
                 f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {self.attn_implementation!r}"
@@ -166,25 +164,34 @@ class TransformerConfig:
     # Conversions
     # ------------------------------------------------------------------
     @classmethod
-    def from_hf(cls, hf_config: Any) -> TransformerConfig:
-        """Build a config from a ``transformers`` configuration object.
+    def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
+        """Build a config from a checkpoint's ``config.json`` (as a dict).
 
         Fields this dataclass knows are copied; others are kept in
-        :attr:`extra`.  HuggingFace stores the attention implementation in a
-        private attribute, which is read when present.
+        :attr:`extra`.  An ``attn_implementation`` other than ``"eager"`` and
+        ``"sdpa"`` (HuggingFace knows more) falls back to the default.
         """
         names = {f.name for f in fields(cls)} - {"extra"}
-        data = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(vars(hf_config))
         kwargs = {name: data[name] for name in names if name in data}
-        if "num_labels" not in kwargs and getattr(hf_config, "num_labels", None) is not None:
-            kwargs["num_labels"] = hf_config.num_labels
-        implementation = getattr(hf_config, "_attn_implementation", None)
-        if implementation in ATTENTION_IMPLEMENTATIONS:
-            kwargs["attn_implementation"] = implementation
-        elif kwargs.get("attn_implementation") not in ATTENTION_IMPLEMENTATIONS:
+        if kwargs.get("attn_implementation") not in ATTENTION_IMPLEMENTATIONS:
             kwargs.pop("attn_implementation", None)
         extra = {key: value for key, value in data.items() if key not in names}
         return cls(**kwargs, extra=extra)
+
+    @classmethod
+    def from_hf(cls, hf_config: Any) -> TransformerConfig:
+        """Build a config from a ``transformers`` configuration object.
+
+        As :meth:`from_dict`; HuggingFace stores the attention implementation
+        in a private attribute, which is read when present.
+        """
+        data = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(vars(hf_config))
+        if getattr(hf_config, "num_labels", None) is not None:
+            data.setdefault("num_labels", hf_config.num_labels)
+        implementation = getattr(hf_config, "_attn_implementation", None)
+        if implementation in ATTENTION_IMPLEMENTATIONS:
+            data = {**data, "attn_implementation": implementation}
+        return cls.from_dict(data)
 
     @classmethod
     def from_pretrained(cls, path_or_name: str | os.PathLike[str] | None = None) -> TransformerConfig:
@@ -193,9 +200,9 @@ class TransformerConfig:
         See :func:`literate_transformer.checkpoints.resolve_checkpoint` for
         how ``path_or_name`` is resolved.
         """
-        from ..checkpoints import load_hf_config
+        from ..checkpoints import resolve_checkpoint
 
-        return cls.from_hf(load_hf_config(path_or_name))
+        return cls.from_dict(resolve_checkpoint(path_or_name).config)
 
     def to_hf(self) -> Any:
         """Return the equivalent :class:`transformers.BertConfig`."""

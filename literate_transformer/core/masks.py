@@ -39,10 +39,29 @@ fully padded example) becomes :math:`\operatorname{softmax}(-\infty, \dots) =
 0/0 =` NaN, and NaN spreads through every later layer and gradient.  Some
 versions of this material do exactly that.  Here masked scores are set to
 the most negative *finite* value of the dtype, ``torch.finfo(dtype).min``:
-a fully masked row then gets uniform weights (a harmless average that the
-padding position's output never feeds into real tokens), and no NaN appears
-in fp32, fp16 or bf16.  :func:`masked_fill_scores` also clamps additive masks
-in float16, where ``score + finfo.min`` can overflow to ``-inf``.
+a fully masked row then gets (nearly) uniform weights, and no NaN appears in
+fp32, fp16 or bf16.  That row's output is meaningless, and it is harmless
+only because nothing reads it: a padding query's output is never used for a
+real token (and a fully padded example is ignored as a whole).
+:func:`masked_fill_scores` also clamps additive masks in float16, where
+``score + finfo.min`` can overflow to ``-inf``.
+
+One rule, both kernels
+----------------------
+The eager path (the commented code) masks with :func:`masked_fill_scores`.
+The fused kernel, :func:`torch.nn.functional.scaled_dot_product_attention`,
+adds the mask to the scores itself; :func:`to_fused_kernel_mask` hands it an
+additive mask whose masked entries are ``finfo.min / 2``, finite and with
+room below them for the scores it is added to, so that the same rule holds
+there: masked scores are the most negative finite numbers, never
+:math:`-\infty`.
+
+Building the mask once
+----------------------
+Every model in this package turns the tokenizer's ``attention_mask`` (and, in
+a decoder, causality) into the mask its layers apply in one place,
+:func:`build_attention_mask`, at its entry point; the layers receive it ready
+made.
 
 >>> causal_mask(3)
 tensor([[ True, False, False],
@@ -63,9 +82,11 @@ __all__ = [
     "padding_mask",
     "causal_mask",
     "combine_masks",
+    "build_attention_mask",
     "to_additive",
     "to_boolean",
     "masked_fill_scores",
+    "to_fused_kernel_mask",
 ]
 
 
@@ -141,6 +162,52 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
     return combined
 
 
+def build_attention_mask(
+    attention_mask: Tensor | None,
+    *,
+    query_length: int,
+    causal: bool = False,
+    past_length: int = 0,
+    device: torch.device | str | None = None,
+) -> Tensor | None:
+    """The boolean mask a model's attention layers apply, built once at the model's entry.
+
+    Args:
+        attention_mask: The tokenizer's ``(B, S)`` mask over every key
+            position (cached ones included), 1 for real tokens and 0 for
+            padding; ``None`` for no padding.
+        query_length: Number of queries ``T`` (the new positions).
+        causal: Hide future keys (a decoder's self-attention).
+        past_length: Number of cached positions before the queries
+            (``S = past_length + T`` when ``attention_mask`` is ``None``).
+        device: Where to build the mask (default: the ``attention_mask``'s device).
+
+    Returns:
+        ``None`` when nothing is hidden (no padding, not causal), so that no
+        pass over the scores is spent adding zeros; else a boolean mask,
+        ``True`` = may attend: ``(B, 1, 1, S)`` for padding, ``(T, S)`` for
+        causality, ``(B, 1, T, S)`` for both.
+
+    >>> build_attention_mask(torch.tensor([[1, 1, 0]]), query_length=3, causal=True).int()
+    tensor([[[[1, 0, 0],
+              [1, 1, 0],
+              [1, 1, 0]]]], dtype=torch.int32)
+    >>> build_attention_mask(torch.tensor([[1, 1, 1]]), query_length=3) is None
+    True
+    """
+    if attention_mask is not None and device is not None:
+        attention_mask = attention_mask.to(device)
+    padding = None
+    if attention_mask is not None and not bool(attention_mask.all()):
+        padding = padding_mask(attention_mask)  # (B, 1, 1, S)
+    future = None
+    if causal:
+        key_length = past_length + query_length if attention_mask is None else attention_mask.shape[-1]
+        device = device if device is not None else (attention_mask.device if attention_mask is not None else None)
+        future = causal_mask(query_length, key_length, device=device)  # (T, S)
+    return combine_masks(future, padding)
+
+
 def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """Boolean mask (``True`` = attend) to BERT's additive form.
 
@@ -197,3 +264,32 @@ def masked_fill_scores(scores: Tensor, mask: Tensor | None) -> Tensor:
     if scores.dtype == torch.float16:
         scores = scores.clamp(min=lowest)
     return scores
+
+
+def to_fused_kernel_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A boolean or additive mask in the form the fused kernel adds to its scores.
+
+    :func:`torch.nn.functional.scaled_dot_product_attention` adds a float
+    mask to the scores inside the kernel.  Masked entries here are
+    ``finfo(dtype).min / 2``: finite, so a fully masked row stays finite as
+    on the eager path, and with room below them for the score they are added
+    to (``finfo.min`` itself plus a negative score overflows to ``-inf`` in
+    float16, and a row of ``-inf`` is NaN).
+
+    Args:
+        mask: ``True`` = may attend, or additive (0 = may attend).
+        dtype: The dtype of the queries.
+
+    Returns:
+        An additive mask of ``dtype``, never below ``finfo(dtype).min / 2``.
+
+    >>> to_fused_kernel_mask(torch.tensor([True, False]), torch.float16)
+    tensor([     0., -32752.], dtype=torch.float16)
+    """
+    if mask.dtype == torch.bool:
+        mask = to_additive(mask, dtype)
+    elif mask.is_floating_point():
+        mask = mask.to(dtype)
+    else:
+        raise TypeError(f"mask must be boolean or floating point, got dtype {mask.dtype}")
+    return mask.clamp(min=torch.finfo(dtype).min / 2)

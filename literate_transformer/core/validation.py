@@ -1,20 +1,84 @@
-"""Input validation shared by the modules.
+"""Validation: bad input is refused at the door, with a message that names it.
 
 A wrong input to a transformer rarely fails where the mistake is: a float
 ``input_ids`` tensor fails inside the embedding lookup, an id beyond the
 vocabulary triggers an index error (or a device-side assert on a GPU), and a
 mask of the wrong shape may even broadcast silently into wrong numbers.  The
-functions here check what the public ``forward`` methods receive and raise a
-:class:`TypeError` or :class:`ValueError` that names the argument, what was
-expected and what was given.
+functions here check what a caller passes and raise a :class:`TypeError` or
+:class:`ValueError` that names the argument, what was expected and what was
+given.
+
+Checked once, at the entry point
+--------------------------------
+Each module states what its ``forward`` accepts in one check function next
+to it, attached with :func:`validate_with`.  The check runs when the module
+is called from outside, by a reader in a chapter or by user code, and is
+skipped when another validated module calls it: a decoder layer checks its
+inputs once, and its attention and feed-forward sub-layers trust their
+caller (nanoGPT's rule: one check at the entry, none inside).  So the
+``forward`` methods hold the lesson and nothing else, and the messages are
+the same whichever module a reader calls first.
+
+>>> from literate_transformer import FeedForward, TransformerConfig
+>>> feed_forward = FeedForward(TransformerConfig(hidden_size=8, num_attention_heads=2, intermediate_size=16))
+>>> feed_forward(torch.randn(1, 3, 6))
+Traceback (most recent call last):
+    ...
+ValueError: hidden_states must have shape (*, *, 8), got (1, 3, 6)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
+
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+# How many validated calls are running in this thread: only the outermost one checks.
+_calls = threading.local()
+
+
+def validate_with(check: Callable[..., object]) -> Callable[[Function], Function]:
+    """Run ``check`` with a function's arguments when it is called from outside the package's modules.
+
+    ``check`` takes exactly the arguments of the decorated function (``self``
+    included for a method) and raises on bad input.  It runs only for the
+    outermost validated call of a thread: when a validated ``forward`` calls
+    another one, the inner check is skipped, because the outer one has
+    already checked everything the inner one receives.  Under
+    :func:`torch.compile` and :func:`torch.export.export`, which trace the
+    code once, nothing is checked.
+
+    Args:
+        check: The check function.
+
+    Returns:
+        A decorator.
+    """
+
+    def decorate(function: Function) -> Function:
+        @functools.wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling():
+                return function(*args, **kwargs)
+            depth = getattr(_calls, "depth", 0)
+            if depth == 0:
+                check(*args, **kwargs)
+            _calls.depth = depth + 1
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _calls.depth = depth
+
+        return checked  # type: ignore[return-value]
+
+    return decorate
+
 
 _KINDS = {
     "float": lambda t: t.is_floating_point(),
@@ -115,3 +179,78 @@ def check_token_type_ids(token_type_ids: object, shape: Sequence[int], type_voca
 def check_hidden_states(x: object, hidden_size: int, name: str = "hidden_states") -> Tensor:
     """Hidden states: a floating-point ``(B, T, E)`` tensor with ``E == hidden_size``."""
     return check_tensor(x, name, ndim=3, dtypes=("float",), shape=(None, None, hidden_size))
+
+
+def check_positive_int(value: object, name: str, minimum: int = 1) -> int:
+    """An ``int`` (not a ``bool``) of at least ``minimum``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        what = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f"an int of at least {minimum}")
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return value
+
+
+def check_norm_first(norm_first: object) -> bool:
+    """The layer-norm arrangement: ``True`` for pre-LN, ``False`` for post-LN."""
+    if not isinstance(norm_first, bool):
+        raise TypeError(f"norm_first must be a bool (True: pre-LN, the book; False: post-LN, BERT), got {norm_first!r}")
+    return norm_first
+
+
+def check_mask(mask: object, scores_shape: Sequence[int], name: str = "attention_mask") -> Tensor:
+    """A ready-made boolean or additive mask that broadcasts to the scores' shape ``(..., T, S)``."""
+    mask = check_tensor(mask, name, dtypes=("bool", "float"))
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, tuple(scores_shape))
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(scores_shape):
+        raise ValueError(
+            f"{name} must broadcast to the attention scores' shape {tuple(scores_shape)} (..., T, S), "
+            f"got shape {tuple(mask.shape)}; turn a tokenizer's (B, S) attention_mask into a (B, 1, 1, S) "
+            "mask with literate_transformer.core.masks.padding_mask"
+        )
+    return mask
+
+
+def check_encoder_hidden_states(encoder_hidden_states: object, batch_size: int, hidden_size: int) -> Tensor:
+    """The encoder's output that a decoder reads: present, ``(B, S, E)``, with the decoder's ``B`` and ``E``."""
+    if encoder_hidden_states is None:
+        raise ValueError(
+            "encoder_hidden_states is required: the decoder's cross-attention takes its keys and values "
+            "from the encoder's output, a (B, S, E) tensor"
+        )
+    states = check_tensor(encoder_hidden_states, "encoder_hidden_states", ndim=3, dtypes=("float",))
+    if states.shape[-1] != hidden_size:
+        raise ValueError(
+            f"encoder_hidden_states has hidden size {states.shape[-1]}, but the decoder's hidden_size is "
+            f"{hidden_size}: encoder and decoder must share E"
+        )
+    if states.shape[0] != batch_size:
+        raise ValueError(
+            f"encoder_hidden_states has batch size {states.shape[0]}, but the decoder input has batch size "
+            f"{batch_size}: each target needs its own source"
+        )
+    return states
+
+
+def check_token_id(value: object, name: str, vocab_size: int) -> int:
+    """A single token id: an ``int`` in ``[0, vocab_size)``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int token id, got {type(value).__name__}")
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"{name} must be a token id in [0, vocab_size={vocab_size}), got {value}")
+    return value
+
+
+def check_key_value_pair(pair: object, name: str, batch_size: int, num_heads: int, head_size: int) -> int:
+    """A ``(keys, values)`` cache entry: two ``(B, H, S, D)`` tensors of one shape; returns ``S``."""
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise TypeError(f"{name} must be a (keys, values) pair of tensors, got {type(pair).__name__}")
+    shape = (batch_size, num_heads, None, head_size)
+    keys = check_tensor(pair[0], f"{name}[0] (keys)", dtypes=("float",), shape=shape)
+    values = check_tensor(pair[1], f"{name}[1] (values)", dtypes=("float",), shape=shape)
+    if keys.shape != values.shape:
+        raise ValueError(
+            f"{name}: keys and values must have the same shape, got {tuple(keys.shape)} and {tuple(values.shape)}"
+        )
+    return keys.shape[2]

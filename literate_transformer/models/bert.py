@@ -42,6 +42,12 @@ pretrained BERT weights only reproduce BERT in the post-LN one written here.
 Finally :class:`BertPooler` turns the ``[CLS]`` vector into a sentence vector,
 :math:`\tanh(W h_{\text{CLS}} + b)`.
 
+A decoder (``config.is_decoder``) differs only in its masks: its
+self-attention may not look ahead, and with ``config.add_cross_attention``
+each layer also reads an encoder's output (see "Cross-attention" below).
+As in HuggingFace, :meth:`BertModel.get_extended_attention_mask` builds the
+mask once, padding and causality together, and every layer adds it.
+
 Self-attention, step by step
 ----------------------------
 :meth:`BertSelfAttention.forward` is the heart of the model, and the part the
@@ -100,8 +106,8 @@ per-head projections into one ``E -> E`` layer each: rows
 ``h*D:(h+1)*D`` of ``query.weight`` *are* head ``h``'s query projection, and
 ``transpose_for_scores`` is what separates them.  The two are the same
 function with the weights arranged differently;
-:func:`split_bert_attention_into_heads` converts one into the other, and a
-test proves them equal on the pretrained checkpoint.
+:func:`~literate_transformer.interop.bert_attention_to_book` converts one into
+the other, and a test proves them equal on the pretrained checkpoint.
 
 Eager and SDPA
 --------------
@@ -111,7 +117,9 @@ Eager and SDPA
 into one kernel (flash or memory-efficient attention on a GPU) and never
 materialises the ``(B, H, T, S)`` probabilities.  So when
 ``output_attentions=True`` (or a ``head_mask`` is given), that call falls
-back to the eager path; the tests show both paths agree.
+back to the eager path; the tests show both paths agree.  That decision, and
+how the fused kernel is masked, are shared by every model of the package
+(:mod:`~literate_transformer.core.kernels`).
 
 Then and now: ``output_attentions``
 -----------------------------------
@@ -121,7 +129,8 @@ and returned tuples such as ``(context_layer, attention_probs)``.  Today
 ``output_attentions`` is an argument of ``forward``, outputs are dataclasses,
 and attention probabilities are only returned by the eager implementation:
 a model loaded with the default SDPA attention returns none.  This module
-follows today's API with a small :class:`BertModelOutput` dataclass.
+follows today's API with the package's
+:class:`~literate_transformer.core.outputs.ModelOutput` dataclass.
 Those releases also had ``BertSelfAttention`` itself switch to
 ``encoder_hidden_states`` for cross-attention, as here; today's
 ``transformers`` has a separate ``BertCrossAttention`` class with the same
@@ -160,26 +169,29 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..book.attention import MultiHeadAttention
+from ..core.activations import get_activation
 from ..core.config import TransformerConfig, as_config
-from ..core.masks import causal_mask, masked_fill_scores, padding_mask, to_additive
+from ..core.kernels import fused_attention, use_fused_attention
+from ..core.masks import build_attention_mask, masked_fill_scores, to_additive
+from ..core.outputs import LayerOutput, ModelOutput
+from ..core.residual import add_and_norm
 from ..core.validation import (
     check_attention_mask,
     check_hidden_states,
     check_input_ids,
+    check_mask,
     check_tensor,
     check_token_type_ids,
+    validate_with,
 )
 
 __all__ = [
-    "BertModelOutput",
     "BertEmbeddings",
     "BertSelfAttention",
     "BertSelfOutput",
@@ -187,72 +199,38 @@ __all__ = [
     "BertIntermediate",
     "BertOutput",
     "BertLayer",
-    "BertLayerOutput",
     "BertEncoder",
     "BertPooler",
     "BertModel",
-    "split_bert_attention_into_heads",
 ]
-
-
-def _activation(name: str) -> nn.Module:
-    """The feed-forward activation named by ``config.hidden_act`` (HuggingFace's names)."""
-    activations = {
-        # BERT's own: the exact GELU, x * Phi(x).
-        "gelu": lambda: nn.GELU(),
-        # GPT-2's tanh approximation of GELU, under its two HuggingFace names.
-        "gelu_new": lambda: nn.GELU(approximate="tanh"),
-        "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
-        "relu": lambda: nn.ReLU(),
-        "silu": lambda: nn.SiLU(),
-        "swish": lambda: nn.SiLU(),
-        "tanh": lambda: nn.Tanh(),
-    }
-    if name not in activations:
-        raise ValueError(f"hidden_act must be one of {sorted(activations)}, got {name!r}")
-    return activations[name]()
-
-
-@dataclass
-class BertModelOutput:
-    """What :class:`BertModel` (and :class:`BertEncoder`) return.
-
-    Attributes:
-        last_hidden_state: The last layer's output, ``(B, T, E)``.
-        pooler_output: The pooled ``[CLS]`` vector, ``(B, E)``; ``None`` for
-            :class:`BertEncoder` or a model built without a pooler.
-        hidden_states: With ``output_hidden_states=True``: the embeddings'
-            output and every layer's output, ``num_hidden_layers + 1``
-            tensors of shape ``(B, T, E)``.
-        attentions: With ``output_attentions=True``: every layer's
-            self-attention probabilities, ``(B, H, T, T)`` each.
-        cross_attentions: With ``output_attentions=True`` in a model with
-            cross-attention: every layer's cross-attention probabilities,
-            ``(B, H, T, S)`` each.
-    """
-
-    last_hidden_state: Tensor
-    pooler_output: Tensor | None = None
-    hidden_states: tuple[Tensor, ...] | None = None
-    attentions: tuple[Tensor, ...] | None = None
-    cross_attentions: tuple[Tensor, ...] | None = None
-
-
-class BertLayerOutput(NamedTuple):
-    """What :meth:`BertLayer.forward` returns."""
-
-    #: The layer's output, ``(B, T, E)``.
-    hidden_states: Tensor
-    #: Self-attention probabilities ``(B, H, T, T)`` when asked for, else ``None``.
-    attentions: Tensor | None
-    #: Cross-attention probabilities ``(B, H, T, S)`` when asked for and the
-    #: layer has cross-attention, else ``None``.
-    cross_attentions: Tensor | None
 
 
 # ---------------------------------------------------------------------------
 # Embeddings
 # ---------------------------------------------------------------------------
+def _check_position_ids(position_ids: object, shape: tuple[int, int], max_position_embeddings: int) -> None:
+    batch_size, seq_length = shape
+    check_tensor(position_ids, "position_ids", dtypes=("int",), ndim=2)
+    if position_ids.shape[0] not in (1, batch_size) or position_ids.shape[1] != seq_length:
+        raise ValueError(
+            f"position_ids must have shape ({batch_size}, {seq_length}) or (1, {seq_length}), "
+            f"got {tuple(position_ids.shape)}"
+        )
+    if position_ids.numel() and (int(position_ids.min()) < 0 or int(position_ids.max()) >= max_position_embeddings):
+        raise ValueError(f"position_ids must be in [0, max_position_embeddings={max_position_embeddings})")
+
+
+def _check_embeddings_inputs(
+    embeddings: BertEmbeddings, input_ids: object, token_type_ids: object = None, position_ids: object = None
+) -> None:
+    config = embeddings.config
+    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings)
+    if token_type_ids is not None:
+        check_token_type_ids(token_type_ids, input_ids.shape, config.type_vocab_size)
+    if position_ids is not None:
+        _check_position_ids(position_ids, input_ids.shape, config.max_position_embeddings)
+
+
 class BertEmbeddings(nn.Module):
     r"""Token, position and segment embeddings, summed and normalised.
 
@@ -261,7 +239,9 @@ class BertEmbeddings(nn.Module):
         h^{(0)}_t = \operatorname{Dropout}\Big(\operatorname{LayerNorm}\big(W^{\text{word}}_{x_t}
         + W^{\text{pos}}_{p_t} + W^{\text{type}}_{s_t}\big)\Big)
 
-    The positions are *learned* (one trained vector per position up to
+    The book's :class:`~literate_transformer.book.embeddings.Embeddings`
+    computes the same thing under the book's names.  The positions are
+    *learned* (one trained vector per position up to
     ``max_position_embeddings``), not the 2017 paper's sinusoids.  The
     position ids are built on the input's device at each call (HuggingFace
     keeps them in a buffer; some source notebooks built them on the CPU
@@ -288,6 +268,7 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
+    @validate_with(_check_embeddings_inputs)
     def forward(
         self,
         input_ids: Tensor,
@@ -304,29 +285,47 @@ class BertEmbeddings(nn.Module):
         Returns:
             The embeddings, ``(B, T, E)``.
         """
-        batch_size, seq_length = input_ids.shape
-        # Positions 0, 1, ..., T-1, made where the input lives.
+        # Positions 0, 1, ..., T-1, made where the input lives; every token in segment 0 by default.
         if position_ids is None:
-            position_ids = torch.arange(seq_length, device=input_ids.device)[None, :]  # (1, T)
-        position_ids = position_ids.expand(batch_size, seq_length)  # (B, T)
-        # Without segment ids every token belongs to sentence A (segment 0).
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :]  # (1, T)
         if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)  # (B, T)
-        # The three lookups: what the token is, where it is, which sentence it belongs to.
-        inputs_embeds = self.word_embeddings(input_ids)  # (B, T, E)
-        token_type_embeddings = self.token_type_embeddings(token_type_ids)  # (B, T, E)
-        position_embeddings = self.position_embeddings(position_ids)  # (B, T, E)
-        # Their sum (HuggingFace's order of additions, for bit-for-bit closeness).
-        embeddings = inputs_embeds + token_type_embeddings + position_embeddings  # (B, T, E)
+            token_type_ids = torch.zeros_like(input_ids)
+        # Three lookups, summed in HuggingFace's order (for bit-for-bit closeness):
+        # what the token is, which sentence it belongs to, where it is.
+        embeddings = (
+            self.word_embeddings(input_ids)
+            + self.token_type_embeddings(token_type_ids)
+            + self.position_embeddings(position_ids)
+        )  # (B, T, E)
         # Normalise each token vector, then dropout (active in training only).
-        embeddings = self.LayerNorm(embeddings)  # (B, T, E)
-        embeddings = self.dropout(embeddings)  # (B, T, E)
-        return embeddings
+        return self.dropout(self.LayerNorm(embeddings))
 
 
 # ---------------------------------------------------------------------------
 # Attention
 # ---------------------------------------------------------------------------
+def _check_self_attention_inputs(
+    attention: BertSelfAttention,
+    hidden_states: object,
+    attention_mask: object = None,
+    head_mask: object = None,
+    encoder_hidden_states: object = None,
+    output_attentions: bool = False,
+) -> None:
+    config = attention.config
+    hidden_states = check_hidden_states(hidden_states, config.hidden_size)
+    batch_size, query_length, _ = hidden_states.shape
+    key_length = query_length
+    if attention.is_cross_attention:
+        if encoder_hidden_states is None:
+            raise ValueError("encoder_hidden_states is required: this is a cross-attention layer")
+        key_length = check_hidden_states(encoder_hidden_states, config.hidden_size, "encoder_hidden_states").shape[1]
+    if attention_mask is not None:
+        check_mask(attention_mask, (batch_size, attention.num_attention_heads, query_length, key_length))
+    if head_mask is not None:
+        check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"), shape=(attention.num_attention_heads,))
+
+
 class BertSelfAttention(nn.Module):
     r"""Multi-head scaled dot-product attention with fused projections.
 
@@ -340,21 +339,17 @@ class BertSelfAttention(nn.Module):
 
     Args:
         config: The model config.
-        is_causal: Hide future keys (a decoder's self-attention).
         is_cross_attention: Take keys and values from ``encoder_hidden_states``
             (a decoder's attention over the encoder output).
     """
 
-    def __init__(
-        self, config: TransformerConfig | Any, is_causal: bool = False, is_cross_attention: bool = False
-    ) -> None:
+    def __init__(self, config: TransformerConfig | Any, is_cross_attention: bool = False) -> None:
         super().__init__()
         config = as_config(config)
         self.config = config
         self.num_attention_heads = config.num_attention_heads  # H
         self.attention_head_size = config.head_size  # D = E / H
         self.all_head_size = self.num_attention_heads * self.attention_head_size  # H * D = E
-        self.is_causal = is_causal
         self.is_cross_attention = is_cross_attention
         # The H heads' projections, side by side in one E -> E layer each.
         self.query = nn.Linear(config.hidden_size, self.all_head_size)
@@ -370,6 +365,7 @@ class BertSelfAttention(nn.Module):
         # ... and put the heads before the positions: (B, H, L, D).
         return x.permute(0, 2, 1, 3)
 
+    @validate_with(_check_self_attention_inputs)
     def forward(
         self,
         hidden_states: Tensor,
@@ -384,8 +380,8 @@ class BertSelfAttention(nn.Module):
             hidden_states: The queries' input, ``(B, T, E)``.
             attention_mask: ``None``, or a mask broadcastable to ``(B, H, T, S)``:
                 additive (``0`` keep, ``finfo.min`` hide; what :class:`BertModel`
-                passes on the eager path) or boolean (``True`` = may attend).
-                The causal mask of a decoder is added here, not by the caller.
+                passes, causality included in a decoder) or boolean (``True`` =
+                may attend).
             head_mask: ``(H,)`` factors multiplying each head's probabilities.
             encoder_hidden_states: ``(B, S, E)``, the keys' and values' input
                 for cross-attention.
@@ -393,10 +389,8 @@ class BertSelfAttention(nn.Module):
 
         Returns:
             ``(context_layer, attention_probs)``: ``(B, T, E)`` and
-            ``(B, H, T, S)`` or ``None``.
+            ``(B, H, T, S)`` or ``None``, as HuggingFace's module returns them.
         """
-        if self.is_cross_attention and encoder_hidden_states is None:
-            raise ValueError("encoder_hidden_states is required: this is a cross-attention layer")
         batch_size, query_length, _ = hidden_states.shape
         # 1) Queries from the tokens themselves; keys and values from the same
         #    tokens (self-attention) or from the encoder's output (cross-attention).
@@ -405,87 +399,66 @@ class BertSelfAttention(nn.Module):
         # 2) Split E into H heads of D features and put the heads first.
         query_layer = self.transpose_for_scores(mixed_query_layer)  # (B, H, T, D)
         key_layer = self.transpose_for_scores(self.key(key_value_states))  # (B, H, S, D)
-        value_layer = self.transpose_for_scores(self.value(key_value_states))  # (B, H, S, D)
-        key_length = key_layer.shape[-2]
+        value_layer = self.transpose_for_scores(self.value(key_value_states))
 
-        use_sdpa = self.config.attn_implementation == "sdpa" and not output_attentions and head_mask is None
-        if use_sdpa:
-            # The fused kernel does steps 3-6 at once; a decoder without
-            # padding needs no mask tensor at all (is_causal=True).
-            context_layer = self._sdpa(query_layer, key_layer, value_layer, attention_mask)  # (B, H, T, D)
-            attention_probs = None
+        attention_probs = None
+        if use_fused_attention(self.config, output_attentions, head_mask):
+            # The fused kernel does steps 3-6 at once.
+            dropout_p = self.dropout.p if self.training else 0.0
+            context_layer = fused_attention(query_layer, key_layer, value_layer, attention_mask, dropout_p)
         else:
             # 3) Scores Q K^T / sqrt(D): one per (query, key) pair in every head,
             #    scaled so their spread does not grow with the head size.  Scaling
             #    the queries first is the same number, (Q / sqrt(D)) K^T, computed
             #    on T x D values instead of T x S (HuggingFace scales the scores).
-            scaled_query = query_layer / math.sqrt(self.attention_head_size)  # (B, H, T, D)
+            scaled_query = query_layer / math.sqrt(self.attention_head_size)
             attention_scores = torch.matmul(scaled_query, key_layer.transpose(-1, -2))  # (B, H, T, S)
-            # 4) Padding: add the (additive) mask, finfo.min on hidden keys, never -inf.
-            attention_scores = masked_fill_scores(attention_scores, attention_mask)  # (B, H, T, S)
-            # 4') A decoder: query i may not see keys after position i.
-            if self.is_causal:
-                future = causal_mask(query_length, key_length, device=attention_scores.device)  # (T, S)
-                attention_scores = masked_fill_scores(attention_scores, future)  # (B, H, T, S)
+            # 4) Add the mask: finfo.min on hidden keys (padding, and the future
+            #    in a decoder), never -inf.
+            attention_scores = masked_fill_scores(attention_scores, attention_mask)
             # 5) Softmax over the keys: each query's weights sum to 1.
-            attention_probs = F.softmax(attention_scores, dim=-1)  # (B, H, T, S)
-            # Dropout on the weights: a query randomly ignores some keys (training only).
-            attention_probs = self.dropout(attention_probs)  # (B, H, T, S)
+            attention_probs = F.softmax(attention_scores, dim=-1)
+            # Dropout on the weights (training only): it zeroes individual
+            # weights and scales the others up by 1 / (1 - p).
+            dropped_probs = self.dropout(attention_probs)
             # head_mask scales (0 disables) whole heads.
             if head_mask is not None:
-                head_factors = head_mask.to(attention_probs.dtype).view(1, -1, 1, 1)  # (1, H, 1, 1)
-                attention_probs = attention_probs * head_factors  # (B, H, T, S)
+                dropped_probs = dropped_probs * head_mask.to(dropped_probs.dtype).view(1, -1, 1, 1)
             # 6) Weighted average of the values.
-            context_layer = torch.matmul(attention_probs, value_layer)  # (B, H, T, D)
+            context_layer = torch.matmul(dropped_probs, value_layer)  # (B, H, T, D)
         # Merge the heads back: (B, H, T, D) -> (B, T, H, D) -> (B, T, E).
         context_layer = context_layer.permute(0, 2, 1, 3).contiguous()  # (B, T, H, D)
         context_layer = context_layer.view(batch_size, query_length, self.all_head_size)  # (B, T, E)
         return context_layer, (attention_probs if output_attentions else None)
-
-    def _sdpa(self, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None) -> Tensor:
-        """Steps 3 to 6 in PyTorch's fused kernel."""
-        dropout_p = self.dropout.p if self.training else 0.0
-        if attention_mask is None:
-            is_causal = self.is_causal and query.shape[-2] > 1
-            return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p, is_causal=is_causal)
-        mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask.to(query.dtype)
-        if self.is_causal:
-            future = causal_mask(query.shape[-2], key.shape[-2], device=query.device)
-            if mask.dtype == torch.bool:
-                mask = mask & future
-            else:
-                mask = torch.where(future, mask, torch.finfo(mask.dtype).min)
-        if mask.dtype == torch.bool:
-            # A query whose keys are all hidden (a fully padded example) may
-            # attend to all of them instead: its row is meaningless either way,
-            # and an all-False row is NaN in some fused kernels.
-            mask = mask | ~mask.any(dim=-1, keepdim=True)
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
 
 
 class BertSelfOutput(nn.Module):
     r"""The attention sub-layer's output projection, residual and post-layer norm.
 
     .. math:: \operatorname{LayerNorm}\big(x + \operatorname{Dropout}(\text{context}\, W^O + b^O)\big)
+
+    Args:
+        config: The model config.
+        input_size: Width of what ``dense`` reads (``hidden_size``; :class:`BertOutput` reads
+            ``intermediate_size``).
     """
 
-    def __init__(self, config: TransformerConfig | Any) -> None:
+    def __init__(self, config: TransformerConfig | Any, input_size: int | None = None) -> None:
         super().__init__()
         config = as_config(config)
         #: :math:`W^O`, mixing the heads' concatenated outputs.
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(input_size or config.hidden_size, config.hidden_size)
         # Capitalised as in the checkpoints, so the weights load by name.
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
-        """``hidden_states``: the attention context ``(B, T, E)``; ``input_tensor``: the sub-layer's input."""
-        # Output projection W^O.
-        hidden_states = self.dense(hidden_states)  # (B, T, E)
-        hidden_states = self.dropout(hidden_states)  # (B, T, E)
-        # Post-LN: the residual sum is normalised (the book's pre-LN normalises the input instead).
-        hidden_states = self.LayerNorm(hidden_states + input_tensor)  # (B, T, E)
-        return hidden_states
+        """``hidden_states``: what the sub-layer computed; ``input_tensor``: its input ``(B, T, E)``."""
+        # Project back to E features, then the residual sum and LayerNorm *after* it: BERT is post-LN
+        # (the book's pre-LN normalises the sub-layer's input instead; see core.residual).
+        return add_and_norm(
+            input_tensor, self.dense(hidden_states), self.LayerNorm, norm_first=False, dropout=self.dropout
+        )
 
 
 class BertAttention(nn.Module):
@@ -493,17 +466,14 @@ class BertAttention(nn.Module):
 
     Args:
         config: The model config.
-        is_causal: Passed to :class:`BertSelfAttention`.
         is_cross_attention: Passed to :class:`BertSelfAttention`.
     """
 
-    def __init__(
-        self, config: TransformerConfig | Any, is_causal: bool = False, is_cross_attention: bool = False
-    ) -> None:
+    def __init__(self, config: TransformerConfig | Any, is_cross_attention: bool = False) -> None:
         super().__init__()
         # `self` is an odd attribute name in Python, but it is the checkpoints'
         # (attention.self.query.weight, ...), so it stays.
-        self.self = BertSelfAttention(config, is_causal=is_causal, is_cross_attention=is_cross_attention)
+        self.self = BertSelfAttention(config, is_cross_attention=is_cross_attention)
         self.output = BertSelfOutput(config)
 
     def forward(
@@ -519,8 +489,7 @@ class BertAttention(nn.Module):
         context_layer, attention_probs = self.self(
             hidden_states, attention_mask, head_mask, encoder_hidden_states, output_attentions
         )
-        attention_output = self.output(context_layer, hidden_states)  # (B, T, E)
-        return attention_output, attention_probs
+        return self.output(context_layer, hidden_states), attention_probs
 
 
 class BertIntermediate(nn.Module):
@@ -530,47 +499,69 @@ class BertIntermediate(nn.Module):
         super().__init__()
         config = as_config(config)
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.intermediate_act_fn = _activation(config.hidden_act)
+        # The activation registry's module for config.hidden_act (GELU for BERT).
+        self.intermediate_act_fn = get_activation(config.hidden_act)
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         """``(B, T, E) -> (B, T, F)``."""
-        # Widen each token vector to F features (4 E in BERT) ...
-        hidden_states = self.dense(hidden_states)  # (B, T, F)
-        # ... and apply the non-linearity (GELU in BERT), token by token.
-        hidden_states = self.intermediate_act_fn(hidden_states)  # (B, T, F)
+        # Widen each token vector to F features (4 E in BERT) and apply the non-linearity, token by token.
+        hidden_states = self.intermediate_act_fn(self.dense(hidden_states))  # (B, T, F)
         return hidden_states
 
 
-class BertOutput(nn.Module):
+class BertOutput(BertSelfOutput):
     r"""The second half of the feed-forward sub-layer, with residual and post-layer norm.
 
     .. math:: \operatorname{LayerNorm}\big(a + \operatorname{Dropout}(u W_2 + b_2)\big)
+
+    The same computation as :class:`BertSelfOutput`, reading the ``F``
+    features of :class:`BertIntermediate`.
     """
 
     def __init__(self, config: TransformerConfig | Any) -> None:
-        super().__init__()
         config = as_config(config)
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        # Capitalised as in the checkpoints, so the weights load by name.
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        super().__init__(config, input_size=config.intermediate_size)
 
-    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
-        """``hidden_states``: ``(B, T, F)`` from :class:`BertIntermediate`; ``input_tensor``: ``(B, T, E)``."""
-        # Back from F to E features.
-        hidden_states = self.dense(hidden_states)  # (B, T, E)
-        hidden_states = self.dropout(hidden_states)  # (B, T, E)
-        # Residual, then LayerNorm (post-LN).
-        hidden_states = self.LayerNorm(hidden_states + input_tensor)  # (B, T, E)
-        return hidden_states
+
+def _check_layer_inputs(
+    layer: BertLayer,
+    hidden_states: object,
+    attention_mask: object = None,
+    head_mask: object = None,
+    encoder_hidden_states: object = None,
+    encoder_attention_mask: object = None,
+    output_attentions: bool = False,
+) -> None:
+    config = layer.attention.self.config
+    hidden_states = check_hidden_states(hidden_states, config.hidden_size)
+    batch_size, length, _ = hidden_states.shape
+    heads = config.num_attention_heads
+    if attention_mask is not None:
+        check_mask(attention_mask, (batch_size, heads, length, length))
+    if head_mask is not None:
+        check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"), shape=(heads,))
+    if layer.add_cross_attention and encoder_hidden_states is None:
+        raise ValueError(
+            "encoder_hidden_states is required: this layer has cross-attention (config.add_cross_attention)"
+        )
+    if not layer.add_cross_attention and encoder_hidden_states is not None:
+        raise ValueError(
+            "encoder_hidden_states was given, but this layer has no cross-attention "
+            "(build it with is_decoder=True and add_cross_attention=True)"
+        )
+    if encoder_hidden_states is not None:
+        source_length = check_hidden_states(encoder_hidden_states, config.hidden_size, "encoder_hidden_states").shape[1]
+        if encoder_attention_mask is not None:
+            check_mask(encoder_attention_mask, (batch_size, heads, length, source_length), "encoder_attention_mask")
 
 
 class BertLayer(nn.Module):
     """One transformer layer: self-attention, (cross-attention,) feed-forward.
 
-    With ``config.is_decoder`` the self-attention is causal; with
-    ``config.add_cross_attention`` (a decoder only) a ``crossattention``
-    sub-layer between the two attends to the encoder's output.
+    With ``config.is_decoder`` the self-attention is causal (through the
+    mask :class:`BertModel` builds); with ``config.add_cross_attention`` (a
+    decoder only) a ``crossattention`` sub-layer between the two attends to
+    the encoder's output.
 
     Args:
         config: The model config.
@@ -584,7 +575,7 @@ class BertLayer(nn.Module):
         config = as_config(config)
         self.is_decoder = config.is_decoder
         self.add_cross_attention = config.add_cross_attention
-        self.attention = BertAttention(config, is_causal=config.is_decoder)
+        self.attention = BertAttention(config)
         if config.add_cross_attention:
             if not config.is_decoder:
                 raise ValueError("add_cross_attention=True needs is_decoder=True: only a decoder reads an encoder")
@@ -592,6 +583,7 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
+    @validate_with(_check_layer_inputs)
     def forward(
         self,
         hidden_states: Tensor,
@@ -600,7 +592,7 @@ class BertLayer(nn.Module):
         encoder_hidden_states: Tensor | None = None,
         encoder_attention_mask: Tensor | None = None,
         output_attentions: bool = False,
-    ) -> BertLayerOutput:
+    ) -> LayerOutput:
         """Run the layer.
 
         Args:
@@ -612,17 +604,8 @@ class BertLayer(nn.Module):
             output_attentions: Also return the attention probabilities.
 
         Returns:
-            A :class:`BertLayerOutput`.
+            A :class:`~literate_transformer.core.outputs.LayerOutput`.
         """
-        if self.add_cross_attention and encoder_hidden_states is None:
-            raise ValueError(
-                "encoder_hidden_states is required: this layer has cross-attention (config.add_cross_attention)"
-            )
-        if not self.add_cross_attention and encoder_hidden_states is not None:
-            raise ValueError(
-                "encoder_hidden_states was given, but this layer has no cross-attention "
-                "(build it with is_decoder=True and add_cross_attention=True)"
-            )
         # Sub-layer 1: (masked) self-attention + residual + LayerNorm.
         attention_output, self_attention_probs = self.attention(
             hidden_states, attention_mask, head_mask, None, output_attentions
@@ -636,7 +619,7 @@ class BertLayer(nn.Module):
         # Last sub-layer: position-wise feed-forward + residual + LayerNorm.
         intermediate_output = self.intermediate(attention_output)  # (B, T, F)
         layer_output = self.output(intermediate_output, attention_output)  # (B, T, E)
-        return BertLayerOutput(layer_output, self_attention_probs, cross_attention_probs)
+        return LayerOutput(layer_output, self_attention_probs, cross_attention_probs)
 
 
 class BertEncoder(nn.Module):
@@ -658,8 +641,8 @@ class BertEncoder(nn.Module):
         encoder_attention_mask: Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-    ) -> BertModelOutput:
-        """Run every layer in turn.
+    ) -> ModelOutput:
+        """Run every layer in turn (each layer checks its inputs when called on its own).
 
         Args:
             hidden_states: The embeddings, ``(B, T, E)``.
@@ -671,34 +654,29 @@ class BertEncoder(nn.Module):
             output_hidden_states: Collect the input and every layer's output.
 
         Returns:
-            A :class:`BertModelOutput` (without ``pooler_output``).
+            A :class:`~literate_transformer.core.outputs.ModelOutput` (without ``pooler_output``).
         """
-        all_hidden_states = [hidden_states] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
-        all_cross_attentions = [] if output_attentions and self.config.add_cross_attention else None
+        all_hidden_states = [hidden_states]
+        attentions, cross_attentions = [], []
         for index, layer_module in enumerate(self.layer):
-            layer_head_mask = head_mask[index] if head_mask is not None else None
             layer_outputs = layer_module(
                 hidden_states,
                 attention_mask,
-                layer_head_mask,
+                head_mask[index] if head_mask is not None else None,
                 encoder_hidden_states,
                 encoder_attention_mask,
                 output_attentions,
             )
             # Each layer's output is the next one's input.
-            hidden_states = layer_outputs.hidden_states  # (B, T, E)
-            if all_hidden_states is not None:
-                all_hidden_states.append(hidden_states)
-            if all_attentions is not None:
-                all_attentions.append(layer_outputs.attentions)
-            if all_cross_attentions is not None:
-                all_cross_attentions.append(layer_outputs.cross_attentions)
-        return BertModelOutput(
+            hidden_states = layer_outputs.hidden_states
+            all_hidden_states.append(hidden_states)
+            attentions.append(layer_outputs.attention_probs)
+            cross_attentions.append(layer_outputs.cross_attention_probs)
+        return ModelOutput(
             last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden_states) if all_hidden_states is not None else None,
-            attentions=tuple(all_attentions) if all_attentions is not None else None,
-            cross_attentions=tuple(all_cross_attentions) if all_cross_attentions is not None else None,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+            cross_attentions=tuple(cross_attentions) if output_attentions and self.config.add_cross_attention else None,
         )
 
 
@@ -713,20 +691,68 @@ class BertPooler(nn.Module):
         super().__init__()
         config = as_config(config)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.activation = nn.Tanh()
+        self.activation = get_activation("tanh")
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         """``(B, T, E) -> (B, E)``."""
         # The [CLS] token sits at position 0 of every sequence.
         first_token_tensor = hidden_states[:, 0]  # (B, E)
-        pooled_output = self.dense(first_token_tensor)  # (B, E)
-        pooled_output = self.activation(pooled_output)  # (B, E)
-        return pooled_output
+        return self.activation(self.dense(first_token_tensor))
 
 
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
+def _check_model_inputs(
+    model: BertModel,
+    input_ids: object,
+    attention_mask: object = None,
+    token_type_ids: object = None,
+    position_ids: object = None,
+    head_mask: object = None,
+    encoder_hidden_states: object = None,
+    encoder_attention_mask: object = None,
+    output_attentions: bool = False,
+    output_hidden_states: bool = False,
+) -> None:
+    config = model.config
+    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings)
+    batch_size, seq_length = input_ids.shape
+    if attention_mask is not None:
+        check_attention_mask(attention_mask, batch_size, seq_length)
+    if token_type_ids is not None:
+        check_token_type_ids(token_type_ids, (batch_size, seq_length), config.type_vocab_size)
+    if position_ids is not None:
+        _check_position_ids(position_ids, (batch_size, seq_length), config.max_position_embeddings)
+    if head_mask is not None:
+        check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"))
+        heads, layers = config.num_attention_heads, config.num_hidden_layers
+        if head_mask.shape not in ((heads,), (layers, heads)):
+            raise ValueError(
+                f"head_mask must have shape (H,) = ({heads},) or (L, H) = ({layers}, {heads}), "
+                f"got {tuple(head_mask.shape)}"
+            )
+    if encoder_hidden_states is not None:
+        if not config.add_cross_attention:
+            raise ValueError(
+                "encoder_hidden_states was given, but the model has no cross-attention "
+                "(config.is_decoder and config.add_cross_attention must be True)"
+            )
+        check_hidden_states(encoder_hidden_states, config.hidden_size, "encoder_hidden_states")
+        if encoder_hidden_states.shape[0] != batch_size:
+            raise ValueError(
+                f"encoder_hidden_states has batch size {encoder_hidden_states.shape[0]}, but input_ids has {batch_size}"
+            )
+        if encoder_attention_mask is not None:
+            check_attention_mask(
+                encoder_attention_mask, batch_size, encoder_hidden_states.shape[1], "encoder_attention_mask"
+            )
+    elif config.add_cross_attention:
+        raise ValueError("encoder_hidden_states is required: the model has cross-attention layers")
+    elif encoder_attention_mask is not None:
+        raise ValueError("encoder_attention_mask was given without encoder_hidden_states")
+
+
 class BertModel(nn.Module):
     """BERT: :class:`BertEmbeddings`, :class:`BertEncoder` and :class:`BertPooler`.
 
@@ -750,9 +776,6 @@ class BertModel(nn.Module):
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
 
-    # ------------------------------------------------------------------
-    # Loading weights
-    # ------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, path_or_name: str | os.PathLike[str] | None = None, **config_changes: Any) -> BertModel:
         """Build the model of a checkpoint and load its weights (in evaluation mode).
@@ -765,17 +788,18 @@ class BertModel(nn.Module):
                 ``attn_implementation="sdpa"``.
 
         Raises:
+            FileNotFoundError: when the checkpoint cannot be found, saying what to do.
             ValueError: for a checkpoint that is not BERT, or whose tensors do
                 not match the model (listing the missing, unexpected and
                 mis-shaped keys).
         """
-        from ..pretrained import load_pretrained
+        from ..checkpoints import load_pretrained
 
         return load_pretrained(cls, path_or_name, **config_changes)
 
     @classmethod
     def from_hf(cls, hf_model: nn.Module, **config_changes: Any) -> BertModel:
-        """Copy a live :class:`transformers.BertModel` (weights and config) through the same key map.
+        """Copy a live :class:`transformers.BertModel` (weights and config) through the BERT key map.
 
         Args:
             hf_model: A ``transformers`` BERT model; ``BertForPreTraining``-style
@@ -786,93 +810,26 @@ class BertModel(nn.Module):
         Returns:
             The model, in the same training/evaluation mode as ``hf_model``.
         """
-        from ..pretrained import load_from_hf
+        from ..interop import bert_from_hf
 
-        return load_from_hf(cls, hf_model, **config_changes)
+        return bert_from_hf(hf_model, cls=cls, **config_changes)
 
-    # ------------------------------------------------------------------
-    # Masks and inputs
-    # ------------------------------------------------------------------
     def get_extended_attention_mask(
-        self, attention_mask: Tensor | None, dtype: torch.dtype, use_sdpa: bool
+        self, attention_mask: Tensor | None, query_length: int, dtype: torch.dtype, causal: bool = False
     ) -> Tensor | None:
-        """A tokenizer's ``(B, S)`` mask in the form the attention path wants.
+        """A tokenizer's ``(B, S)`` mask as BERT's additive mask (HuggingFace's name for the conversion).
 
-        Eager: BERT's additive ``(B, 1, 1, S)`` mask, ``0`` for real tokens and
-        ``finfo(dtype).min`` for padding (HuggingFace's name for the
-        conversion is kept).  SDPA: a boolean ``(B, 1, 1, S)`` mask.  Either
-        path gets ``None`` when nothing is padded, so it runs unmasked.
+        ``0`` where a query may look and ``finfo(dtype).min`` where it may
+        not: padding keys, and with ``causal`` (a decoder's self-attention)
+        the future.  ``None`` when nothing is hidden, so that no pass over the
+        ``(B, H, T, S)`` scores is spent adding zeros (HuggingFace skips it
+        too).
         """
-        # Nothing padded: no mask at all, so neither path spends a pass over
-        # the (B, H, T, S) scores adding zeros (HuggingFace skips it too).
-        if attention_mask is None or bool(attention_mask.all()):
-            return None
-        if use_sdpa:
-            return padding_mask(attention_mask)
-        return to_additive(padding_mask(attention_mask), dtype=dtype)
+        device = self.embeddings.word_embeddings.weight.device
+        mask = build_attention_mask(attention_mask, query_length=query_length, causal=causal, device=device)
+        return None if mask is None else to_additive(mask, dtype=dtype)
 
-    def _check_inputs(
-        self,
-        input_ids: Any,
-        attention_mask: Any,
-        token_type_ids: Any,
-        position_ids: Any,
-        head_mask: Any,
-        encoder_hidden_states: Any,
-        encoder_attention_mask: Any,
-    ) -> Tensor | None:
-        config = self.config
-        input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings)
-        batch_size, seq_length = input_ids.shape
-        if attention_mask is not None:
-            check_attention_mask(attention_mask, batch_size, seq_length)
-        if token_type_ids is not None:
-            check_token_type_ids(token_type_ids, (batch_size, seq_length), config.type_vocab_size)
-        if position_ids is not None:
-            check_tensor(position_ids, "position_ids", dtypes=("int",), ndim=2)
-            if position_ids.shape[0] not in (1, batch_size) or position_ids.shape[1] != seq_length:
-                raise ValueError(
-                    f"position_ids must have shape ({batch_size}, {seq_length}) or (1, {seq_length}), "
-                    f"got {tuple(position_ids.shape)}"
-                )
-            if position_ids.numel() and (
-                int(position_ids.min()) < 0 or int(position_ids.max()) >= config.max_position_embeddings
-            ):
-                raise ValueError(
-                    f"position_ids must be in [0, max_position_embeddings={config.max_position_embeddings})"
-                )
-        if head_mask is not None:
-            check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"))
-            heads, layers = config.num_attention_heads, config.num_hidden_layers
-            if head_mask.shape == (heads,):
-                head_mask = head_mask.expand(layers, heads)
-            elif head_mask.shape != (layers, heads):
-                raise ValueError(
-                    f"head_mask must have shape (H,) = ({heads},) or (L, H) = ({layers}, {heads}), "
-                    f"got {tuple(head_mask.shape)}"
-                )
-        if encoder_hidden_states is not None:
-            if not config.add_cross_attention:
-                raise ValueError(
-                    "encoder_hidden_states was given, but the model has no cross-attention "
-                    "(config.is_decoder and config.add_cross_attention must be True)"
-                )
-            check_hidden_states(encoder_hidden_states, config.hidden_size, "encoder_hidden_states")
-            if encoder_hidden_states.shape[0] != batch_size:
-                raise ValueError(
-                    f"encoder_hidden_states has batch size {encoder_hidden_states.shape[0]}, "
-                    f"but input_ids has {batch_size}"
-                )
-            if encoder_attention_mask is not None:
-                check_attention_mask(
-                    encoder_attention_mask, batch_size, encoder_hidden_states.shape[1], "encoder_attention_mask"
-                )
-        elif config.add_cross_attention:
-            raise ValueError("encoder_hidden_states is required: the model has cross-attention layers")
-        elif encoder_attention_mask is not None:
-            raise ValueError("encoder_attention_mask was given without encoder_hidden_states")
-        return head_mask
-
+    @validate_with(_check_model_inputs)
     def forward(
         self,
         input_ids: Tensor,
@@ -884,7 +841,7 @@ class BertModel(nn.Module):
         encoder_attention_mask: Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-    ) -> BertModelOutput:
+    ) -> ModelOutput:
         """Encode a batch of token sequences.
 
         Args:
@@ -902,31 +859,24 @@ class BertModel(nn.Module):
             output_hidden_states: Return the embeddings and every layer's output.
 
         Returns:
-            A :class:`BertModelOutput`.
+            A :class:`~literate_transformer.core.outputs.ModelOutput` with
+            ``last_hidden_state`` and ``pooler_output``.
 
         Raises:
             TypeError: for inputs of the wrong type or dtype.
             ValueError: for out-of-range ids, too long sequences, masks of the
                 wrong shape or values, and encoder states that do not fit.
         """
-        head_mask = self._check_inputs(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            head_mask,
-            encoder_hidden_states,
-            encoder_attention_mask,
-        )
-        # Which path the attention layers will take in this call.
-        use_sdpa = self.config.attn_implementation == "sdpa" and not output_attentions and head_mask is None
+        if head_mask is not None and head_mask.dim() == 1:
+            head_mask = head_mask.expand(self.config.num_hidden_layers, -1)  # (L, H)
         # 1) Token ids -> vectors.
         embedding_output = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, E)
-        # 2) Padding masks for self- and cross-attention (the causal part lives in the layers).
-        extended_attention_mask = self.get_extended_attention_mask(attention_mask, embedding_output.dtype, use_sdpa)
-        encoder_extended_attention_mask = self.get_extended_attention_mask(
-            encoder_attention_mask, embedding_output.dtype, use_sdpa
+        # 2) Additive masks for self-attention (causal in a decoder) and cross-attention, built once.
+        length, dtype = input_ids.shape[1], embedding_output.dtype
+        extended_attention_mask = self.get_extended_attention_mask(
+            attention_mask, length, dtype, self.config.is_decoder
         )
+        encoder_extended_attention_mask = self.get_extended_attention_mask(encoder_attention_mask, length, dtype)
         # 3) The layers.
         encoder_outputs = self.encoder(
             embedding_output,
@@ -937,67 +887,7 @@ class BertModel(nn.Module):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        sequence_output = encoder_outputs.last_hidden_state  # (B, T, E)
         # 4) The [CLS] sentence vector.
-        pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
-        return BertModelOutput(
-            last_hidden_state=sequence_output,
-            pooler_output=pooled_output,
-            hidden_states=encoder_outputs.hidden_states,
-            attentions=encoder_outputs.attentions,
-            cross_attentions=encoder_outputs.cross_attentions,
-        )
-
-
-# ---------------------------------------------------------------------------
-# From fused projections to the book's heads
-# ---------------------------------------------------------------------------
-@torch.no_grad()
-def split_bert_attention_into_heads(bert_attention: BertAttention) -> MultiHeadAttention:
-    """Rebuild a BERT attention sub-layer as the book's per-head :class:`~literate_transformer.book.attention.MultiHeadAttention`.
-
-    Head ``h`` of BERT's fused ``query`` layer is rows ``h*D`` to ``(h+1)*D - 1``
-    of its weight (and bias); the same holds for ``key`` and ``value``.  Those
-    rows become the ``q``, ``k`` and ``v`` layers of the book's
-    ``heads[h]``, and ``output.dense`` (:math:`W^O`) becomes
-    ``output_linear``.  The result computes ``BertSelfAttention`` followed by
-    ``BertSelfOutput.dense``: BERT's residual connection and layer norm are
-    not part of it (the book puts them in its encoder layer).
-
-    Args:
-        bert_attention: A :class:`BertAttention` (e.g.
-            ``model.encoder.layer[0].attention``).
-
-    Returns:
-        A new :class:`~literate_transformer.book.attention.MultiHeadAttention` with
-        copied weights, in the same training/evaluation mode.
-
-    >>> from literate_transformer import TransformerConfig
-    >>> config = TransformerConfig(hidden_size=12, num_attention_heads=3, attention_probs_dropout_prob=0.0)
-    >>> bert_attention = BertAttention(config)
-    >>> heads = split_bert_attention_into_heads(bert_attention)
-    >>> len(heads.heads), heads.heads[0].q.weight.shape
-    (3, torch.Size([4, 12]))
-    >>> torch.equal(heads.heads[1].q.weight, bert_attention.self.query.weight[4:8])
-    True
-    """
-    if not isinstance(bert_attention, BertAttention):
-        raise TypeError(
-            "bert_attention must be a BertAttention (self-attention plus its output projection), "
-            f"got {type(bert_attention).__name__}"
-        )
-    self_attention = bert_attention.self
-    multi_head = MultiHeadAttention(self_attention.config)
-    head_size = self_attention.attention_head_size
-    for index, head in enumerate(multi_head.heads):
-        rows = slice(index * head_size, (index + 1) * head_size)
-        for ours, theirs in (
-            (head.q, self_attention.query),
-            (head.k, self_attention.key),
-            (head.v, self_attention.value),
-        ):
-            ours.weight.copy_(theirs.weight[rows])
-            ours.bias.copy_(theirs.bias[rows])
-    multi_head.output_linear.weight.copy_(bert_attention.output.dense.weight)
-    multi_head.output_linear.bias.copy_(bert_attention.output.dense.bias)
-    return multi_head.train(bert_attention.training)
+        sequence_output = encoder_outputs.last_hidden_state
+        encoder_outputs.pooler_output = self.pooler(sequence_output) if self.pooler is not None else None
+        return encoder_outputs

@@ -176,13 +176,20 @@ def test_sdpa_falls_back_to_eager_for_output_attentions():
         torch.testing.assert_close(ours_probs, eager_probs, atol=ATOL, rtol=0)
 
 
-def test_sdpa_path_passes_no_mask_without_padding():
+def test_no_mask_is_built_without_padding():
+    # Neither path then spends a pass over the (B, H, T, S) scores adding zeros.
     model = BertModel(TransformerConfig(**CONFIGS["3_heads_relu"], attn_implementation="sdpa"))
     ones = torch.ones(2, 5, dtype=torch.long)
-    assert model.get_extended_attention_mask(ones, torch.float32, use_sdpa=True) is None
+    assert model.get_extended_attention_mask(ones, 5, torch.float32) is None
     padded = ones.clone()
     padded[0, -1] = 0
-    assert model.get_extended_attention_mask(padded, torch.float32, use_sdpa=True).dtype == torch.bool
+    mask = model.get_extended_attention_mask(padded, 5, torch.float32)
+    assert mask.shape == (2, 1, 1, 5) and mask.dtype == torch.float32
+    assert mask[0, 0, 0, -1] == torch.finfo(torch.float32).min and mask[1].abs().max() == 0
+    # A decoder's mask is causal even without padding.
+    decoder = BertModel(TransformerConfig(**CONFIGS["3_heads_relu"], is_decoder=True))
+    causal = decoder.get_extended_attention_mask(ones, 5, torch.float32, causal=True)
+    assert causal.shape == (5, 5) and (causal.triu(1) < 0).sum() == 10 and causal.tril().abs().max() == 0
 
 
 def test_gradients_match_hf_for_every_parameter_and_the_input():
@@ -359,12 +366,9 @@ def test_decoder_refuses_encoder_states_that_do_not_fit(encoder_hidden_states, e
         model(IDS, encoder_hidden_states=encoder_hidden_states, encoder_attention_mask=encoder_attention_mask)
 
 
-def test_split_bert_attention_refuses_other_modules():
-    from literate_transformer.models.bert import split_bert_attention_into_heads
+def test_bert_attention_to_book_refuses_other_modules():
+    from literate_transformer.interop import bert_attention_to_book
 
     with pytest.raises(TypeError, match="bert_attention"):
-        split_bert_attention_into_heads(BertSelfAttention(TransformerConfig(**TINY)))
-    assert split_bert_attention_into_heads(BertAttention(TransformerConfig(**TINY))).output_linear.weight.shape == (
-        8,
-        8,
-    )
+        bert_attention_to_book(BertSelfAttention(TransformerConfig(**TINY)))
+    assert bert_attention_to_book(BertAttention(TransformerConfig(**TINY))).output_linear.weight.shape == (8, 8)

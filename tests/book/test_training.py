@@ -51,7 +51,7 @@ def test_trained_cross_attention_looks_at_the_mirrored_source_position(trained):
             batch.decoder_input_ids,
             batch.attention_mask,
             batch.decoder_attention_mask,
-            return_weights=True,
+            output_attentions=True,
         )
     weights = output.cross_attentions[0].mean(dim=1)  # averaged over heads: (B, T, S)
     lengths = batch.attention_mask.sum(dim=1)

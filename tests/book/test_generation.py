@@ -6,26 +6,27 @@ import pytest
 import torch
 
 from literate_transformer import TransformerConfig
-from literate_transformer.book.decoder import EncoderDecoderTransformer, Seq2SeqOutput
+from literate_transformer.book.decoder import EncoderDecoderTransformer
 from literate_transformer.book.generation import GenerationOutput, greedy_generate
+from literate_transformer.core.outputs import ModelOutput, Seq2SeqOutput
 
 TOLERANCE = 1e-5
 BOS, EOS = 1, 2
 
 
-def tiny_config(**changes) -> TransformerConfig:
-    values = dict(
-        vocab_size=29,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1,
+@pytest.fixture
+def config(tiny_config):
+    """This file's sizes (V=29, E=32, H=4, F=64), with dropout, to check that generation turns it off."""
+    return lambda **changes: tiny_config(
+        **{
+            "vocab_size": 29,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "hidden_dropout_prob": 0.1,
+            "attention_probs_dropout_prob": 0.1,
+            **changes,
+        }
     )
-    values.update(changes)
-    return TransformerConfig(**values)
 
 
 SOURCE = torch.tensor([[5, 6, 7, 8, 9, 10], [11, 12, 13, 0, 0, 0]])
@@ -33,14 +34,14 @@ SOURCE_MASK = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]])
 
 
 @pytest.fixture(params=[True, False], ids=["pre-LN", "post-LN"])
-def model(request):
-    return EncoderDecoderTransformer(tiny_config(), norm_first=request.param).eval()
+def model(request, config):
+    return EncoderDecoderTransformer(config(), norm_first=request.param).eval()
 
 
 def test_cached_decoding_gives_the_logits_of_full_recomputation_at_every_step(model):
     """Feeding one token at a time with a cache equals decoding the whole prefix."""
     target = torch.randint(3, 29, (2, 10))
-    encoded, _ = model.encode(SOURCE, SOURCE_MASK)
+    encoded = model.encode(SOURCE, SOURCE_MASK).last_hidden_state
     full = model.decode(target, encoded, SOURCE_MASK).logits  # every position at once
     cache = None
     for step in range(target.shape[1]):
@@ -74,8 +75,8 @@ def test_cross_attention_keys_and_values_are_computed_once(model, monkeypatch):
 
 
 def test_greedy_generate_with_and_without_cache_agree(model):
-    cached = greedy_generate(model, SOURCE, 12, BOS, attention_mask=SOURCE_MASK, return_logits=True)
-    full = greedy_generate(model, SOURCE, 12, BOS, attention_mask=SOURCE_MASK, use_cache=False, return_logits=True)
+    cached = greedy_generate(model, SOURCE, 12, BOS, attention_mask=SOURCE_MASK)
+    full = greedy_generate(model, SOURCE, 12, BOS, attention_mask=SOURCE_MASK, use_cache=False)
     assert isinstance(cached, GenerationOutput)
     assert cached.sequences.shape == (2, 13)
     assert torch.equal(cached.sequences, full.sequences)
@@ -83,18 +84,18 @@ def test_greedy_generate_with_and_without_cache_agree(model):
     assert (cached.logits - full.logits).abs().max().item() <= TOLERANCE
 
 
-def test_cached_generation_with_fused_sdpa_attention_matches_eager():
-    eager = EncoderDecoderTransformer(tiny_config()).eval()
-    fused = EncoderDecoderTransformer(tiny_config(attn_implementation="sdpa")).eval()
+def test_cached_generation_with_fused_sdpa_attention_matches_eager(config):
+    eager = EncoderDecoderTransformer(config()).eval()
+    fused = EncoderDecoderTransformer(config(attn_implementation="sdpa")).eval()
     fused.load_state_dict(eager.state_dict())
-    expected = greedy_generate(eager, SOURCE, 8, BOS, attention_mask=SOURCE_MASK, return_logits=True)
-    actual = greedy_generate(fused, SOURCE, 8, BOS, attention_mask=SOURCE_MASK, return_logits=True)
+    expected = greedy_generate(eager, SOURCE, 8, BOS, attention_mask=SOURCE_MASK)
+    actual = greedy_generate(fused, SOURCE, 8, BOS, attention_mask=SOURCE_MASK)
     assert torch.equal(actual.sequences, expected.sequences)
     assert (actual.logits - expected.logits).abs().max().item() <= TOLERANCE
 
 
 def test_greedy_generate_picks_the_most_likely_token_of_each_step(model):
-    output = greedy_generate(model, SOURCE, 6, BOS, attention_mask=SOURCE_MASK, return_logits=True)
+    output = greedy_generate(model, SOURCE, 6, BOS, attention_mask=SOURCE_MASK)
     assert torch.equal(output.sequences[:, 0], torch.full((2,), BOS))
     assert torch.equal(output.sequences[:, 1:], output.logits.argmax(-1))
     # ... and those logits are the model's for the generated prefix.
@@ -104,12 +105,12 @@ def test_greedy_generate_picks_the_most_likely_token_of_each_step(model):
 
 def test_generation_restores_training_mode_and_records_no_gradients(model):
     model.train()
-    output = greedy_generate(model, SOURCE, 3, BOS, return_logits=True)
+    output = greedy_generate(model, SOURCE, 3, BOS)
     assert model.training
     assert not output.logits.requires_grad
     # Dropout was off: the same call in eval mode gives the same tokens.
     model.eval()
-    assert torch.equal(greedy_generate(model, SOURCE, 3, BOS), output.sequences)
+    assert torch.equal(greedy_generate(model, SOURCE, 3, BOS).sequences, output.sequences)
 
 
 class ScriptedModel(torch.nn.Module):
@@ -122,19 +123,20 @@ class ScriptedModel(torch.nn.Module):
         self.fed: list[torch.Tensor] = []
 
     def encode(self, input_ids, attention_mask=None):
-        return torch.zeros(input_ids.shape[0], input_ids.shape[1], 4), None
+        return ModelOutput(torch.zeros(input_ids.shape[0], input_ids.shape[1], 4))
 
     def decode(self, decoder_input_ids, encoder_hidden_states, encoder_attention_mask=None, **kwargs):
         self.fed.append(decoder_input_ids)
         step = len(self.fed) - 1
         logits = torch.zeros(decoder_input_ids.shape[0], decoder_input_ids.shape[1], self.config.vocab_size)
         logits[torch.arange(len(self.script)), -1, self.script[:, step]] = 1.0
-        return Seq2SeqOutput(logits, encoder_hidden_states, None, None, None, [] if kwargs.get("use_cache") else None)
+        return Seq2SeqOutput(logits, logits, past_key_values=() if kwargs.get("use_cache") else None)
 
 
 def test_generation_stops_at_eos_and_pads_finished_sequences():
     model = ScriptedModel([[5, EOS, 7, 7, 7], [6, 6, 8, EOS, 9]])
-    sequences = greedy_generate(model, torch.tensor([[3], [3]]), max_new_tokens=5, bos_token_id=BOS, eos_token_id=EOS)
+    output = greedy_generate(model, torch.tensor([[3], [3]]), max_new_tokens=5, bos_token_id=BOS, eos_token_id=EOS)
+    sequences = output.sequences
     pad = model.config.pad_token_id
     assert sequences.tolist() == [[BOS, 5, EOS, pad, pad], [BOS, 6, 6, 8, EOS]]
     # It stopped after the step where the last sequence finished (4 of 5 steps).
@@ -145,7 +147,8 @@ def test_generation_stops_at_eos_and_pads_finished_sequences():
 
 def test_without_eos_generation_writes_max_new_tokens():
     model = ScriptedModel([[5, EOS, 7], [6, 6, 8]])
-    sequences = greedy_generate(model, torch.tensor([[3], [3]]), max_new_tokens=3, bos_token_id=BOS, use_cache=False)
+    output = greedy_generate(model, torch.tensor([[3], [3]]), max_new_tokens=3, bos_token_id=BOS, use_cache=False)
+    sequences = output.sequences
     assert sequences.tolist() == [[BOS, 5, EOS, 7], [BOS, 6, 6, 8]]
     assert [fed.shape[1] for fed in model.fed] == [1, 2, 3]  # the whole prefix, every step
 
@@ -168,7 +171,7 @@ def test_generating_beyond_the_position_limit_is_a_clear_error(model):
     with pytest.raises(ValueError, match="max_new_tokens=17 .* beyond max_position_embeddings=16"):
         greedy_generate(model, SOURCE, 17, BOS)
     # The limit itself is fine: 16 positions, the 16th new token is written but never read.
-    assert greedy_generate(model, SOURCE, 16, BOS).shape == (2, 17)
+    assert greedy_generate(model, SOURCE, 16, BOS).sequences.shape == (2, 17)
 
 
 def test_source_mask_of_the_wrong_shape_is_a_clear_error(model):
@@ -187,15 +190,15 @@ def test_token_ids_out_of_the_vocabulary_are_a_clear_error(model):
         greedy_generate(model, SOURCE + 100, 3, BOS)
 
 
-def test_a_model_without_an_encoder_is_a_clear_error():
+def test_a_model_without_an_encoder_is_a_clear_error(config):
     from literate_transformer.book.encoder import TransformerEncoder
 
     with pytest.raises(TypeError, match="model must be an encoder-decoder model"):
-        greedy_generate(TransformerEncoder(tiny_config()), SOURCE, 3, BOS)
+        greedy_generate(TransformerEncoder(config()), SOURCE, 3, BOS)
 
 
 def test_cache_with_a_mismatched_batch_is_a_clear_error(model):
-    encoded, _ = model.encode(SOURCE)
+    encoded = model.encode(SOURCE).last_hidden_state
     cache = model.decode(torch.tensor([[BOS], [BOS]]), encoded, use_cache=True).past_key_values
     with pytest.raises(ValueError, match="past_key_value"):
         model.decode(torch.tensor([[BOS]]), encoded[:1], past_key_values=cache)

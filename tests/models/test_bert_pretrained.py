@@ -14,8 +14,8 @@ from safetensors.torch import save_file
 from literate_transformer import TransformerConfig, load_hf_model
 from literate_transformer.book.attention import MultiHeadAttention
 from literate_transformer.core.masks import padding_mask, to_additive
-from literate_transformer.models.bert import BertModel, split_bert_attention_into_heads
-from literate_transformer.pretrained import map_bert_state_dict
+from literate_transformer.interop import bert_attention_to_book, map_bert_state_dict
+from literate_transformer.models.bert import BertModel
 
 ATOL = 1e-5
 
@@ -101,7 +101,7 @@ def test_book_multi_head_attention_equals_bert_attention_on_layer_0(ours_eager, 
     real = encoded["attention_mask"].bool()
     hidden_states = ours_eager.embeddings(encoded["input_ids"])
     bert_attention = ours_eager.encoder.layer[0].attention
-    book = split_bert_attention_into_heads(bert_attention)
+    book = bert_attention_to_book(bert_attention)
     assert isinstance(book, MultiHeadAttention)
     assert len(book.heads) == ours_eager.config.num_attention_heads
     # BERT: fused self-attention, then the output projection W^O (no residual, no LayerNorm).
@@ -110,7 +110,9 @@ def test_book_multi_head_attention_equals_bert_attention_on_layer_0(ours_eager, 
     )
     expected = bert_attention.output.dense(context)
     # The book: one AttentionHead per head, concatenated, then output_linear.
-    actual, book_probs, _ = book(hidden_states, mask=padding_mask(encoded["attention_mask"]), return_weights=True)
+    actual, book_probs, _ = book(
+        hidden_states, attention_mask=padding_mask(encoded["attention_mask"]), output_attentions=True
+    )
     torch.testing.assert_close(actual[real], expected[real], atol=ATOL, rtol=0)
     torch.testing.assert_close(book_probs, bert_probs, atol=ATOL, rtol=0)
 

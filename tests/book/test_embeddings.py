@@ -10,21 +10,14 @@ from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertEmbeddings
 
 from literate_transformer.book.embeddings import Embeddings, SinusoidalPositionalEncoding
-from literate_transformer.core.config import TransformerConfig
 
 ATOL = 1e-5
 B, T, E, V, P = 2, 5, 24, 50, 16
 
 
-def make_config(**changes) -> TransformerConfig:
-    fields = dict(vocab_size=V, hidden_size=E, num_attention_heads=4, intermediate_size=40, max_position_embeddings=P)
-    fields.update(changes)
-    return TransformerConfig(**fields)
-
-
 @pytest.fixture
-def embeddings() -> Embeddings:
-    return Embeddings(make_config()).eval()
+def embeddings(tiny_config) -> Embeddings:
+    return Embeddings(tiny_config()).eval()
 
 
 @pytest.fixture
@@ -32,14 +25,14 @@ def input_ids() -> torch.Tensor:
     return torch.randint(1, V, (B, T))
 
 
-def test_dropout_probability_comes_from_config():
-    embeddings = Embeddings(make_config(hidden_dropout_prob=0.2))
+def test_dropout_probability_comes_from_config(tiny_config):
+    embeddings = Embeddings(tiny_config(hidden_dropout_prob=0.2))
     # Not nn.Dropout()'s default of 0.5.
     assert embeddings.dropout.p == 0.2
 
 
-def test_embeddings_equal_hf_bert_embeddings(input_ids):
-    config = make_config(type_vocab_size=3)
+def test_embeddings_equal_hf_bert_embeddings(input_ids, tiny_config):
+    config = tiny_config(type_vocab_size=3)
     ours = Embeddings(config).eval()
     reference = BertEmbeddings(
         BertConfig(
@@ -96,8 +89,8 @@ def test_position_ids_are_built_on_the_input_device(embeddings, input_ids):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_embeddings_run_on_cuda(input_ids):
-    embeddings = Embeddings(make_config()).eval()
+def test_embeddings_run_on_cuda(input_ids, tiny_config):
+    embeddings = Embeddings(tiny_config()).eval()
     expected = embeddings(input_ids)
     output = embeddings.to("cuda")(input_ids.to("cuda"))
     assert output.device.type == "cuda"
@@ -181,5 +174,7 @@ def test_odd_hidden_size_is_refused_by_sinusoidal_encoding():
 
 
 def test_sinusoidal_encoding_refuses_positions_beyond_max_length():
-    with pytest.raises(ValueError, match=r"hidden_state has 3 positions after 14 cached ones, more than max_length=16"):
+    with pytest.raises(
+        ValueError, match=r"hidden_states has 3 positions after 14 cached ones, more than max_length=16"
+    ):
         SinusoidalPositionalEncoding(E, max_length=P)(torch.randn(B, 3, E), past_length=14)

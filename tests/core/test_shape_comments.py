@@ -18,7 +18,7 @@ variable's real shape with the comment.  It fails when
 
 The legend: ``B`` batch, ``T`` query/target length, ``S`` key/value (source)
 length, ``H`` heads, ``D`` head size, ``E`` hidden size, ``F`` intermediate
-size, ``V`` vocabulary size, ``C`` number of labels; integers stand for
+size, ``V`` vocabulary size, ``C`` number of labels, ``L`` number of layers; integers stand for
 themselves.  ``T`` and ``S`` are bound *per call frame*: the first commented
 line of a call that mentions them fixes their values for the rest of that
 call.  The other letters are fixed for a scenario by :data:`DIMS`.
@@ -52,26 +52,24 @@ import torch
 
 import literate_transformer
 from literate_transformer.book.attention import AttentionHead, MultiHeadAttention
+from literate_transformer.book.classification import TransformerForSequenceClassification
 from literate_transformer.book.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
 from literate_transformer.book.embeddings import Embeddings, SinusoidalPositionalEncoding
-from literate_transformer.book.encoder import (
-    TransformerEncoder,
-    TransformerEncoderLayer,
-    TransformerForSequenceClassification,
-)
+from literate_transformer.book.encoder import TransformerEncoder, TransformerEncoderLayer
 from literate_transformer.book.feed_forward import FeedForward
 from literate_transformer.book.generation import greedy_generate
 from literate_transformer.book.training import make_reversal_batch
 from literate_transformer.core import masks
 from literate_transformer.core.config import TransformerConfig
-from literate_transformer.models.bert import BertModel, split_bert_attention_into_heads
+from literate_transformer.interop import bert_attention_to_book
+from literate_transformer.models.bert import BertModel
 
 PACKAGE = Path(literate_transformer.__file__).resolve().parent
 ROOT = PACKAGE.parent
 FIXTURES = Path(__file__).resolve().parent / "shape_fixtures"
 
 #: Fixed sizes of the legend letters in every scenario (all distinct).
-DIMS = {"B": 2, "H": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 3}
+DIMS = {"B": 2, "H": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3}
 #: Letters bound per call frame by their first occurrence.
 FREE_DIMS = ("T", "S")
 #: Query and key lengths the scenarios use (any values work; distinct ones catch swaps).
@@ -306,14 +304,14 @@ def with_dims(**dims: int) -> Callable[[Callable[[], object]], Callable[[], obje
 
 
 def tiny_config(**changes) -> TransformerConfig:
-    """A config whose sizes are the legend's: E=24, H=4 (D=6), F=40, V=50, C=3, no dropout."""
+    """A config whose sizes are the legend's: E=24, H=4 (D=6), F=40, V=50, C=7, L=3, no dropout."""
     fields = dict(
         vocab_size=DIMS["V"],
         hidden_size=DIMS["E"],
         num_attention_heads=DIMS["H"],
         intermediate_size=DIMS["F"],
         num_labels=DIMS["C"],
-        num_hidden_layers=2,
+        num_hidden_layers=DIMS["L"],
         max_position_embeddings=16,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
@@ -338,22 +336,23 @@ def scenario_masks():
 def scenario_attention_head():
     head = AttentionHead(DIMS["E"], DIMS["D"])
     head(hidden())
-    head(hidden(), key_value_states=hidden(S), mask=torch.ones(T, S, dtype=torch.bool))
+    head(hidden(), key_value_states=hidden(S), attention_mask=torch.ones(T, S, dtype=torch.bool))
 
 
 def scenario_multi_head_attention():
     attention = MultiHeadAttention(tiny_config()).eval()
-    attention(hidden(), mask=masks.causal_mask(T), return_weights=True)
+    attention(hidden(), attention_mask=masks.causal_mask(T), output_attentions=True)
     encoder_states = hidden(S)
     attention(hidden(), key_value_states=encoder_states)
-    attention(hidden(), key_value=attention.project_key_value(encoder_states), use_cache=True)
+    cross_cache = attention.project_key_value(encoder_states)
+    attention(hidden(), key_value_states=encoder_states, past_key_value=cross_cache, use_cache=True)
     # Cached decoding: one new position after S - 1 cached ones.
-    past = attention(hidden(S - 1), use_cache=True).key_value
-    attention(hidden(1), mask=masks.causal_mask(1, S), past_key_value=past, use_cache=True)
+    past = attention(hidden(S - 1), use_cache=True).past_key_value
+    attention(hidden(1), attention_mask=masks.causal_mask(1, S), past_key_value=past, use_cache=True)
 
 
 def scenario_fused_attention():
-    MultiHeadAttention(tiny_config(attn_implementation="sdpa")).eval()(hidden(), mask=masks.causal_mask(T))
+    MultiHeadAttention(tiny_config(attn_implementation="sdpa")).eval()(hidden(), attention_mask=masks.causal_mask(T))
 
 
 def scenario_feed_forward():
@@ -371,10 +370,10 @@ def scenario_encoder():
     attention_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
     attention_mask[1, -1] = 0
     for norm_first in (True, False):
-        TransformerEncoderLayer(tiny_config(), norm_first=norm_first).eval()(hidden(), return_weights=True)
+        TransformerEncoderLayer(tiny_config(), norm_first=norm_first).eval()(hidden(), output_attentions=True)
         encoder = TransformerEncoder(tiny_config(), norm_first=norm_first).eval()
         encoder(token_ids(), attention_mask)
-        encoder(token_ids(), return_weights=True)
+        encoder(token_ids(), output_attentions=True)
     TransformerForSequenceClassification(tiny_config()).eval()(token_ids(), attention_mask)
 
 
@@ -399,7 +398,7 @@ def scenario_bert():
                 encoder_attention_mask=encoder_attention_mask,
                 output_attentions=output_attentions,
             )
-    split_bert_attention_into_heads(model.encoder.layer[0].attention)(hidden())
+    bert_attention_to_book(model.encoder.layer[0].attention)(hidden())
 
 
 def scenario_decoder():
@@ -409,14 +408,14 @@ def scenario_decoder():
     target_mask[1, -1] = 0
     for norm_first in (True, False):
         layer = TransformerDecoderLayer(tiny_config(), norm_first=norm_first).eval()
-        layer(hidden(), hidden(S), masks.causal_mask(T), masks.padding_mask(source_mask), return_weights=True)
+        layer(hidden(), hidden(S), masks.causal_mask(T), masks.padding_mask(source_mask), output_attentions=True)
         decoder = TransformerDecoder(tiny_config(), norm_first=norm_first).eval()
         decoder(token_ids(), hidden(S), target_mask, source_mask)
         # Cached decoding: T - 1 target positions first, then one more.
         cache = decoder(token_ids(T - 1), hidden(S), use_cache=True).past_key_values
         decoder(token_ids(1), hidden(S), past_key_values=cache, use_cache=True)
     model = EncoderDecoderTransformer(tiny_config()).eval()
-    model(token_ids(S), token_ids(), source_mask, target_mask, return_weights=True)
+    model(token_ids(S), token_ids(), source_mask, target_mask, output_attentions=True)
     greedy_generate(model, token_ids(S), max_new_tokens=T, bos_token_id=1, eos_token_id=2, attention_mask=source_mask)
     # The training demo's data: sources of up to S digits, targets of S + 1 tokens.
     make_reversal_batch(DIMS["B"], 2, S, torch.Generator().manual_seed(0))

@@ -13,22 +13,11 @@ import pytest
 import torch
 
 from literate_transformer import TransformerConfig
-from literate_transformer.book.encoder import TransformerEncoderLayer
 from literate_transformer.core.masks import padding_mask, to_additive
-from literate_transformer.models.bert import BertModel, split_bert_attention_into_heads
+from literate_transformer.interop import bert_layer_to_book, book_layer_to_bert
+from literate_transformer.models.bert import BertModel
 
 ATOL = 1e-5
-
-
-def book_layer_from_bert(bert_layer, config, norm_first):
-    """The book's encoder layer carrying one BERT layer's weights (as in the encoder chapter)."""
-    layer = TransformerEncoderLayer(config, norm_first=norm_first)
-    layer.attention = split_bert_attention_into_heads(bert_layer.attention)
-    layer.layer_norm_1.load_state_dict(bert_layer.attention.output.LayerNorm.state_dict())
-    layer.feed_forward.linear_1.load_state_dict(bert_layer.intermediate.dense.state_dict())
-    layer.feed_forward.linear_2.load_state_dict(bert_layer.output.dense.state_dict())
-    layer.layer_norm_2.load_state_dict(bert_layer.output.LayerNorm.state_dict())
-    return layer.eval()
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +48,8 @@ def test_post_ln_book_layers_with_bert_weights_equal_bert_layers(bert_and_inputs
     real = attention_mask.bool()
     book_hidden = bert_hidden = bert.embeddings(input_ids)
     for bert_layer in bert.encoder.layer:
-        book_layer = book_layer_from_bert(bert_layer, config, norm_first=False)
-        book_hidden = book_layer(book_hidden, mask=padding_mask(attention_mask))
+        book_layer = bert_layer_to_book(bert_layer, norm_first=False)
+        book_hidden = book_layer(book_hidden, attention_mask=padding_mask(attention_mask)).hidden_states
         bert_hidden = bert_layer(bert_hidden, to_additive(padding_mask(attention_mask))).hidden_states
         torch.testing.assert_close(book_hidden[real], bert_hidden[real], atol=ATOL, rtol=0)
     final = bert(input_ids, attention_mask).last_hidden_state
@@ -73,6 +62,19 @@ def test_pre_ln_book_layer_with_the_same_weights_is_not_bert(bert_and_inputs):
     real = attention_mask.bool()
     hidden = bert.embeddings(input_ids)
     bert_layer = bert.encoder.layer[0]
-    pre_ln = book_layer_from_bert(bert_layer, config, norm_first=True)(hidden, mask=padding_mask(attention_mask))
+    pre_ln = bert_layer_to_book(bert_layer, norm_first=True)(hidden, attention_mask=padding_mask(attention_mask))
+    pre_ln = pre_ln.hidden_states
     expected = bert_layer(hidden, to_additive(padding_mask(attention_mask))).hidden_states
     assert (pre_ln[real] - expected[real]).abs().max() > 0.1
+
+
+@torch.no_grad()
+def test_book_layer_back_to_bert_is_the_same_layer(bert_and_inputs):
+    """The way back: a post-LN book layer as a BertLayer has BERT's weights and output again."""
+    _, bert, input_ids, attention_mask = bert_and_inputs
+    bert_layer = bert.encoder.layer[1]
+    round_trip = book_layer_to_bert(bert_layer_to_book(bert_layer))
+    for name, tensor in bert_layer.state_dict().items():
+        torch.testing.assert_close(round_trip.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
+    with pytest.raises(ValueError, match="pre-LN"):
+        book_layer_to_bert(bert_layer_to_book(bert_layer, norm_first=True))

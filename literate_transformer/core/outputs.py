@@ -1,0 +1,127 @@
+"""Outputs: what each module returns, with HuggingFace's field names.
+
+Every module of this package returns the same type whatever its flags: a
+flag such as ``output_attentions`` fills a field that is otherwise ``None``,
+it never changes what comes back.  The field names are those a reader meets
+in :mod:`transformers` (``last_hidden_state``, ``attentions``,
+``cross_attentions``, ``past_key_values``, ``logits``, ...), and per-layer
+results are tuples, one entry per layer.
+
+================================  =============================================================
+type                              returned by
+================================  =============================================================
+:class:`AttentionOutput`          an attention module (one layer's attention)
+:class:`LayerOutput`              a layer (encoder, decoder, BERT)
+:class:`ModelOutput`              a stack of layers or a whole model (encoder, decoder, BERT, GPT-2)
+:class:`Seq2SeqOutput`            an encoder-decoder model (the 2017 transformer, BART)
+:class:`LayerCache`               one decoder layer's key/value cache (inside ``past_key_values``)
+================================  =============================================================
+
+The singular ``attention_probs`` is one layer's ``(B, H, T, S)`` tensor
+(HuggingFace's name inside ``BertSelfAttention``); the plural ``attentions``
+is the tuple of them over the layers (HuggingFace's name in model outputs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from torch import Tensor
+
+__all__ = ["AttentionOutput", "LayerCache", "LayerOutput", "ModelOutput", "Seq2SeqOutput"]
+
+
+class AttentionOutput(NamedTuple):
+    """What an attention module returns."""
+
+    #: The attention output ``(B, T, E)``.
+    hidden_states: Tensor
+    #: The attention probabilities ``(B, H, T, S)`` (before dropout), with ``output_attentions=True``; else ``None``.
+    attention_probs: Tensor | None = None
+    #: With ``use_cache=True``: the ``(keys, values)`` attended to, each ``(B, H, S, D)`` and including the past
+    #: ones, to pass back on the next call; else ``None``.
+    past_key_value: tuple[Tensor, Tensor] | None = None
+
+
+class LayerCache(NamedTuple):
+    """What one decoder layer keeps between generation steps."""
+
+    #: ``(keys, values)`` of the positions seen so far, each ``(B, H, S, D)``; each step appends one position.
+    self_attention: tuple[Tensor, Tensor]
+    #: ``(keys, values)`` projected from the encoder's output, each ``(B, H, S, D)`` with ``S`` the source length:
+    #: computed at the first step and reused unchanged; ``None`` in a decoder without cross-attention.
+    cross_attention: tuple[Tensor, Tensor] | None = None
+
+
+class LayerOutput(NamedTuple):
+    """What a transformer layer returns."""
+
+    #: The layer's output ``(B, T, E)``.
+    hidden_states: Tensor
+    #: Self-attention probabilities ``(B, H, T, S)`` with ``output_attentions=True``; else ``None``.
+    attention_probs: Tensor | None = None
+    #: Cross-attention probabilities ``(B, H, T, S)`` of a layer that reads an encoder, with
+    #: ``output_attentions=True``; else ``None``.
+    cross_attention_probs: Tensor | None = None
+    #: The layer's :class:`LayerCache` with ``use_cache=True``; else ``None``.
+    past_key_value: LayerCache | None = None
+
+
+@dataclass
+class ModelOutput:
+    """What a stack of layers, or a model built on one, returns.
+
+    Attributes:
+        last_hidden_state: The last layer's output, ``(B, T, E)``.
+        logits: A language model's next-token scores ``(B, T, V)``; ``None``
+            for a model without a language-model head.
+        pooler_output: BERT's pooled ``[CLS]`` vector, ``(B, E)``; ``None``
+            elsewhere.
+        hidden_states: With ``output_hidden_states=True``: the embeddings'
+            output and every layer's output, ``num_hidden_layers + 1``
+            tensors of shape ``(B, T, E)``.
+        attentions: With ``output_attentions=True``: every layer's
+            self-attention probabilities, ``(B, H, T, S)`` each.
+        cross_attentions: With ``output_attentions=True`` in a model whose
+            layers read an encoder: every layer's cross-attention
+            probabilities, ``(B, H, T, S)`` each.
+        past_key_values: With ``use_cache=True``: one :class:`LayerCache`
+            per layer, to pass back with the next tokens.
+    """
+
+    last_hidden_state: Tensor
+    logits: Tensor | None = None
+    pooler_output: Tensor | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+    cross_attentions: tuple[Tensor, ...] | None = None
+    past_key_values: tuple[LayerCache, ...] | None = None
+
+
+@dataclass
+class Seq2SeqOutput:
+    """What an encoder-decoder model returns.
+
+    Attributes:
+        logits: Next-token scores ``(B, T, V)`` for every target position;
+            ``None`` for a model without a language-model head.
+        last_hidden_state: The decoder's last layer, ``(B, T, E)``.
+        past_key_values: The decoder's cache (one :class:`LayerCache` per
+            layer) with ``use_cache=True``; else ``None``.
+        decoder_attentions: One ``(B, H, T, S)`` causal self-attention tensor
+            per decoder layer, with ``output_attentions=True``.
+        cross_attentions: One ``(B, H, T, S)`` tensor per decoder layer
+            (target rows, source columns), with ``output_attentions=True``.
+        encoder_last_hidden_state: The encoder's output ``(B, S, E)``.
+        encoder_attentions: One ``(B, H, S, S)`` tensor per encoder layer,
+            with ``output_attentions=True``.
+    """
+
+    logits: Tensor | None
+    last_hidden_state: Tensor
+    past_key_values: tuple[LayerCache, ...] | None = None
+    decoder_attentions: tuple[Tensor, ...] | None = None
+    cross_attentions: tuple[Tensor, ...] | None = None
+    encoder_last_hidden_state: Tensor | None = None
+    encoder_attentions: tuple[Tensor, ...] | None = None

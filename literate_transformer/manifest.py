@@ -1,0 +1,115 @@
+"""The reading order: which chapter builds which module, in which order.
+
+This is the one place that says in what order the package is read.  The
+package's own docstring, the site's table of contents, its annotated-source
+pages and its API reference are all generated from :data:`CHAPTERS`, so they
+cannot disagree.  A chapter's number is its position here; its modules are
+the ones it builds (a module is listed once, in the first chapter that
+builds it); :data:`SUPPORT` lists the modules that every chapter leans on
+and none is about.
+
+>>> [chapter.number for chapter in CHAPTERS][:3]
+[1, 2, 3]
+>>> chapter_of("book.attention").title
+'Scaled dot-product attention'
+>>> MODULES[:3]
+('checkpoints', 'core.config', 'core.masks')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PACKAGE", "Chapter", "CHAPTERS", "SUPPORT", "MODULES", "LAYOUT", "chapter_of", "reading_order_rst"]
+
+#: The package's import name.
+PACKAGE = "literate_transformer"
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter of the site and the modules it builds.
+
+    Attributes:
+        number: Its position in the reading order (1, 2, ...); 0 for :data:`SUPPORT`.
+        docname: The page, relative to the documentation's root (``chapters/01_...``), or ``None``.
+        title: The chapter's title.
+        modules: The modules it builds, relative to the package (``book.attention``).
+    """
+
+    number: int
+    docname: str | None
+    title: str
+    modules: tuple[str, ...]
+
+
+#: The chapters, in reading order.
+CHAPTERS: tuple[Chapter, ...] = (
+    Chapter(1, "chapters/01_tokens_and_embeddings", "Tokens and embeddings", ("checkpoints", "core.config")),
+    Chapter(2, "chapters/02_attention", "Scaled dot-product attention", ("core.masks", "book.attention")),
+    Chapter(3, "chapters/03_multi_head_attention", "Multi-head attention", ("core.kernels", "core.outputs")),
+    Chapter(4, "chapters/04_bert_self_attention", "BERT's self-attention", ("models.bert", "interop")),
+    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize",)),
+    Chapter(
+        6,
+        "chapters/06_feed_forward_and_layer_norm",
+        "The feed-forward layer, layer norm and skip connections",
+        ("core.activations", "book.feed_forward", "core.residual"),
+    ),
+    Chapter(7, "chapters/07_positional_embeddings", "Positional embeddings", ("book.embeddings",)),
+    Chapter(8, "chapters/08_encoder_and_bert", "The encoder: stacking layers into BERT", ("book.encoder",)),
+    Chapter(9, "chapters/09_classification_head", "A classification head", ("book.classification",)),
+    Chapter(10, "chapters/10_decoder", "The decoder", ("book.decoder", "book.generation")),
+    Chapter(11, "chapters/11_training", "Training a tiny encoder-decoder", ("book.training",)),
+    Chapter(12, "chapters/12_errata", "Errata", ()),
+)
+
+#: The modules every chapter leans on and none is about.
+SUPPORT = Chapter(0, None, "Support", ("core.validation", "manifest"))
+
+#: Every module of the package (relative names) in reading order; the package itself (``""``) first.
+MODULES: tuple[str, ...] = tuple(module for chapter in (*CHAPTERS, SUPPORT) for module in chapter.modules)
+
+#: The package's parts: each sub-package (or top-level module group) and what it holds.
+LAYOUT: tuple[tuple[str, str], ...] = (
+    (
+        "core",
+        "the shared parts every model is built from: config, activations, masks, attention kernels, "
+        "the residual sub-layer, outputs, validation",
+    ),
+    (
+        "book",
+        "the book's from-scratch path: attention, feed-forward, embeddings, encoder, classifier, decoder, "
+        "generation, training",
+    ),
+    ("models", "the model families built on them, under HuggingFace's names: BERT"),
+    ("interop", "the conversions between the book's modules, BERT's and PyTorch's, and the checkpoint key maps"),
+    ("checkpoints", "finding, verifying and loading the pretrained checkpoint, offline"),
+    ("visualize", "attention drawn: bertviz's views and heatmaps"),
+    ("manifest", "this reading order"),
+)
+
+
+def chapter_of(module: str) -> Chapter:
+    """The chapter that builds ``module`` (a name relative to the package), or :data:`SUPPORT`.
+
+    Raises:
+        KeyError: for a module the manifest does not list.
+    """
+    for chapter in (*CHAPTERS, SUPPORT):
+        if module in chapter.modules:
+            return chapter
+    raise KeyError(f"module {module!r} is not in the reading order (literate_transformer.manifest)")
+
+
+def reading_order_rst() -> str:
+    """The reading order and the layout as reStructuredText (the end of the package's docstring)."""
+    lines = ["Reading order", "-------------", ""]
+    for chapter in CHAPTERS:
+        modules = ", ".join(f":mod:`~{PACKAGE}.{module}`" for module in chapter.modules) or "(no module)"
+        lines.append(f"{chapter.number}. {chapter.title}: {modules}")
+    support = " and ".join(f":mod:`~{PACKAGE}.{module}`" for module in SUPPORT.modules)
+    lines += ["", f"Every chapter leans on {support}.", "", "Layout", "------", ""]
+    for part, what in LAYOUT:
+        lines.append(f"``{part}``\n    {what}")
+    return "\n".join(lines) + "\n"

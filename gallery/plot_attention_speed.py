@@ -19,7 +19,7 @@ three ways in this package:
   stores the ``(B, H, T, S)`` weight tensor when it can avoid it.
 
 All three hold the *same* weights (the pretrained checkpoint's first layer,
-split into heads with :func:`~literate_transformer.models.bert.split_bert_attention_into_heads`),
+split into heads with :func:`~literate_transformer.interop.bert_attention_to_book`),
 so they compute the same function; this example checks that, then times them
 across sequence lengths.
 
@@ -67,10 +67,10 @@ sdpa_model = lt.BertModel.from_pretrained(attn_implementation="sdpa").to(device=
 fused = eager_model.encoder.layer[0].attention
 fused_sdpa = sdpa_model.encoder.layer[0].attention
 # The split copy is built on the CPU in fp32: move it next to the others.
-book = lt.split_bert_attention_into_heads(fused).to(device=device, dtype=dtype)
+book = lt.interop.bert_attention_to_book(fused).to(device=device, dtype=dtype)
 
 implementations = {
-    "book: one AttentionHead per head": lambda x: book(x),
+    "book: one AttentionHead per head": lambda x: book(x).hidden_states,
     "BERT: fused projections (eager)": lambda x: fused.output.dense(fused.self(x)[0]),
     "BERT: fused + scaled_dot_product_attention": lambda x: fused_sdpa.output.dense(fused_sdpa.self(x)[0]),
 }

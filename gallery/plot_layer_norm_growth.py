@@ -68,7 +68,7 @@ for norm_first, name in ((True, "pre-LN (the book)"), (False, "post-LN (BERT)"))
     sizes = [rms(stream)]
     with torch.inference_mode():
         for layer in layers:
-            stream = layer(stream)
+            stream = layer(stream).hidden_states
             sizes.append(rms(stream))
     growth[name] = sizes
     print(

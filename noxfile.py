@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 from pathlib import Path
@@ -25,14 +26,26 @@ nox.options.sessions = ["docs", "tests"]
 # Every session runs on the interpreter nox itself runs on unless told otherwise.
 PYTHON = None
 
-# Executed code must never reach for the model hub, and must not fill logs
-# with progress bars.
+
+
+def _offline_environment() -> dict[str, str]:
+    """The package's one definition of the offline environment, ``OFFLINE_ENVIRONMENT`` in checkpoints.py.
+
+    Read from the file's source: nox runs on an interpreter without the package (or torch) installed.
+    """
+    tree = ast.parse((ROOT / "literate_transformer" / "checkpoints.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [target.id for target in node.targets] == ["OFFLINE_ENVIRONMENT"]:
+            return ast.literal_eval(node.value)
+    raise RuntimeError("literate_transformer/checkpoints.py defines no OFFLINE_ENVIRONMENT")
+
+
+# Executed code never reaches for the model hub (unless the caller sets HF_HUB_OFFLINE=0 to download a hub
+# checkpoint named in LITERATE_TRANSFORMER_CHECKPOINT) and fills no log with progress bars; hashing and
+# matplotlib's backend are fixed so that runs are reproducible and draw no window.
 OFFLINE_ENV = {
-    # Offline unless the caller says otherwise (HF_HUB_OFFLINE=0 to download a
-    # hub checkpoint named in LITERATE_TRANSFORMER_CHECKPOINT).
-    "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "TOKENIZERS_PARALLELISM": "false",
+    **_offline_environment(),
+    **{name: os.environ[name] for name in ("HF_HUB_OFFLINE",) if name in os.environ},
     "PYTHONHASHSEED": "0",
     "MPLBACKEND": "agg",
 }

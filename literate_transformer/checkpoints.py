@@ -59,8 +59,8 @@ returns the attention probabilities (the fused SDPA path returns none).
 [101, 2051, 10029, 2066, 2019, 8612, 102]
 """
 
-# Only the standard library at module level: noxfile.py reads OFFLINE_ENVIRONMENT from this file
-# without importing the package (or torch).
+# Only the standard library at module level, and OFFLINE_ENVIRONMENT a literal: noxfile.py reads it
+# from this file's source, on an interpreter without the package (or torch).
 from __future__ import annotations
 
 import hashlib

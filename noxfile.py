@@ -102,7 +102,7 @@ def site_tests(session: nox.Session) -> None:
     # The docs extras too: tests cover the site's own Sphinx extensions.
     _install(session, "test,docs")
     # Reads docs/_build/html (or LT_SITE_HTML); fails, not skips, when no site was built.
-    session.run("pytest", "-m", "site", "tests/test_site.py", *session.posargs, env=OFFLINE_ENV)
+    session.run("pytest", "-m", "site", "tests/docs/test_site.py", *session.posargs, env=OFFLINE_ENV)
 
 
 @nox.session(python=PYTHON, reuse_venv=True)

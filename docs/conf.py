@@ -4,13 +4,17 @@ Every setting below says why it is there.  The site must build with
 ``sphinx-build -W -n`` (warnings are errors, every cross-reference must
 resolve), offline, and deterministically: chapters and gallery examples are
 executed at build time on the CPU.
+
+This file only sets values.  Whatever writes files (offline inventories,
+the annotated source pages, the execution cache's folder) is an extension
+in docs/_ext, configured here and run by Sphinx's events.  The reading
+order (chapters, modules, parts of the package) is read from
+:mod:`literate_transformer.manifest`, never written here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -26,17 +30,15 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))
 # Local extensions of this site (offline inventories, the side-by-side source pages).
 sys.path.insert(0, str(DOCS / "_ext"))
-# Executed pages and gallery scripts inherit these: no hub requests, no
-# progress bars in the outputs, no tokenizer thread warnings, stable hashing.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Executed pages and gallery scripts inherit the package's offline environment
+# (literate_transformer.checkpoints.OFFLINE_ENVIRONMENT): no hub requests, no
+# progress bars in the outputs, no tokenizer thread warnings.
+from literate_transformer.checkpoints import use_offline_environment  # noqa: E402
+
+use_offline_environment()
+# Stable hashing, and matplotlib must not try to open a window while the gallery runs.
 os.environ.setdefault("PYTHONHASHSEED", "0")
-# Matplotlib must not try to open a window while the gallery runs.
 os.environ.setdefault("MPLBACKEND", "agg")
-# transformers imports tqdm.auto, which warns on stderr in a kernel without
-# ipywidgets; that line would be the first output of every chapter.
-os.environ.setdefault("PYTHONWARNINGS", "ignore:IProgress not found")
 
 # ---------------------------------------------------------------------------
 # Project information
@@ -45,6 +47,7 @@ project = "literate_transformer"
 author = "The literate_transformer authors"
 copyright = "2026, " + author  # noqa: A001 (Sphinx's name)
 import literate_transformer  # noqa: E402
+from literate_transformer import manifest  # noqa: E402  (the reading order: chapters, modules, parts)
 
 release = literate_transformer.__version__
 version = release
@@ -60,6 +63,8 @@ extensions = [
     "sphinx.ext.napoleon",
     # Links to Python, PyTorch and transformers docs, from local inventories (see below).
     "sphinx.ext.intersphinx",
+    # ...written from the reviewed lists in docs/_intersphinx at the start of each build (docs/_ext).
+    "offline_inventory",
     # Math rendered by a self-hosted MathJax (see mathjax_path).
     "sphinx.ext.mathjax",
     # Example scripts in gallery/ are executed and rendered with their figures.
@@ -76,6 +81,8 @@ extensions = [
     "bertviz_offline",
     # A side-by-side page of each module's source, commentary left and code right (docs/_ext).
     "sidebyside",
+    # The chapters' table of contents and the API page, generated from the package's reading order (docs/_ext).
+    "reading_order",
     # Each executed chapter downloadable as .ipynb; a table of execution times in the build log (docs/_ext).
     "executed_pages",
 ]
@@ -124,22 +131,15 @@ napoleon_use_rtype = False
 # ---------------------------------------------------------------------------
 # `sphinx-build -W` fails when it cannot reach an inventory, and the build
 # machines have no internet.  The names these pages link to are listed in
-# docs/_intersphinx/*.txt and written as local inventories at build time; set
-# LT_INTERSPHINX_ONLINE=1 to try the projects' own inventories first.
-from offline_inventory import write_inventory  # noqa: E402
-
-_INVENTORIES = {
+# docs/_intersphinx/<name>.txt; docs/_ext/offline_inventory.py writes them as
+# inventories when the build starts and fills intersphinx_mapping with them.
+offline_inventories = {
     "python": ("https://docs.python.org/3/", "Python", "3"),
     "torch": ("https://docs.pytorch.org/docs/stable/", "PyTorch", "stable"),
     "transformers": ("https://huggingface.co/docs/transformers/main/en/", "transformers", "main"),
 }
-_ONLINE = os.environ.get("LT_INTERSPHINX_ONLINE") == "1"
-intersphinx_mapping = {}
-for _name, (_url, _project, _version) in _INVENTORIES.items():
-    _local = write_inventory(
-        DOCS / "_intersphinx" / f"{_name}.txt", DOCS / "_build" / "inventories" / f"{_name}.inv", _project, _version
-    )
-    intersphinx_mapping[_name] = (_url, ((None, str(_local)) if _ONLINE else (str(_local),)))
+# LT_INTERSPHINX_ONLINE=1 tries the projects' own inventories first (the local lists stay the fallback).
+offline_inventory_online = os.environ.get("LT_INTERSPHINX_ONLINE") == "1"
 intersphinx_timeout = 5
 # Only explicit :external: references or resolvable names go to other projects.
 intersphinx_disabled_reftypes = ["std:doc"]
@@ -148,29 +148,14 @@ intersphinx_disabled_reftypes = ["std:doc"]
 # myst-nb: execution of the chapters
 # ---------------------------------------------------------------------------
 # "cache": a page is executed once and its outputs reused until it changes.
-# myst-nb keys its cache on the cells' source only, so editing the package
-# would leave stale outputs.  We therefore key the cache folder on a hash of
-# the package source: any change to literate_transformer/ re-executes every
-# page (they all import it); an unchanged rebuild reuses everything.
 nb_execution_mode = "cache"
-
-
-def _package_digest() -> str:
-    digest = hashlib.sha256()
-    for path in sorted((ROOT / "literate_transformer").rglob("*.py")):
-        digest.update(path.relative_to(ROOT).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-# LT_JUPYTER_CACHE moves the cache (e.g. for builds into another output folder).
-_CACHE_ROOT = Path(os.environ.get("LT_JUPYTER_CACHE", DOCS / "_build" / ".jupyter_cache"))
-nb_execution_cache_path = str(_CACHE_ROOT / _package_digest())
-# Caches of older package versions are dead weight.
-if _CACHE_ROOT.is_dir():
-    for _old in _CACHE_ROOT.iterdir():
-        if _old.is_dir() and str(_old) != nb_execution_cache_path:
-            shutil.rmtree(_old, ignore_errors=True)
+# myst-nb keys its cache on the cells' source only; docs/_ext/executed_pages.py
+# keys the cache folder on a hash of the package source too, so editing
+# literate_transformer/ re-executes every page (they all import it), and it
+# removes the folders of older hashes.  LT_JUPYTER_CACHE moves the cache
+# (e.g. for builds into another output folder).
+executed_pages_cache_root = os.environ.get("LT_JUPYTER_CACHE", str(DOCS / "_build" / ".jupyter_cache"))
+executed_pages_cache_sources = [str(ROOT / manifest.PACKAGE)]
 # A failing cell fails the build (with -W), and its traceback is printed.
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
@@ -184,6 +169,42 @@ nb_mime_priority_overrides = [("html", "text/plain", 90)]
 # One stdout block per cell: how the kernel happens to chunk a cell's prints
 # must not change the page (two clean builds give the same HTML).
 nb_merge_streams = True
+
+# ---------------------------------------------------------------------------
+# The reading order: one list (literate_transformer.manifest) for every page
+# ---------------------------------------------------------------------------
+_PACKAGE = manifest.PACKAGE
+
+
+def _dotted(module: str) -> str:
+    return f"{_PACKAGE}.{module}"
+
+
+# The chapters' table of contents in docs/index.md, numbered as the package's docstring numbers them.
+reading_order_chapters = [(chapter.docname, f"{chapter.number}. {chapter.title}") for chapter in manifest.CHAPTERS]
+# The API page (docs/api.rst): a section per part of the package (its docstring first), modules in reading order.
+reading_order_api = [
+    (
+        _dotted(part),
+        _dotted(part) if any(module.startswith(part + ".") for module in manifest.MODULES) else None,
+        [_dotted(module) for module in manifest.MODULES if module == part or module.startswith(part + ".")],
+    )
+    for part, _ in manifest.LAYOUT
+]
+# The annotated source pages (docs/source/, generated): the package's own page, then every module in reading order.
+sidebyside_modules = [_PACKAGE] + [_dotted(module) for module in manifest.MODULES]
+# The pages read the modules' files from this checkout (the same source autodoc imports, see sys.path above).
+sidebyside_root = str(ROOT)
+# Each page names the chapter that builds its module (the support modules: every chapter).
+sidebyside_chapters = {
+    _dotted(module): (
+        (chapter.docname, f"chapter {chapter.number}, {chapter.title}")
+        if chapter.docname
+        else (None, "Every chapter leans on this module")
+    )
+    for chapter in (*manifest.CHAPTERS, manifest.SUPPORT)
+    for module in chapter.modules
+}
 
 # ---------------------------------------------------------------------------
 # sphinx-gallery: the executed example scripts in gallery/
@@ -209,8 +230,8 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "min_reported_time": 0,
     # Link names in the examples to the API reference.
-    "reference_url": {"literate_transformer": None},
-    "doc_module": ("literate_transformer",),
+    "reference_url": {_PACKAGE: None},
+    "doc_module": (_PACKAGE,),
 }
 
 # ---------------------------------------------------------------------------
@@ -219,6 +240,10 @@ sphinx_gallery_conf = {
 html_theme = "sphinx_book_theme"
 html_title = "literate_transformer"
 html_static_path = ["_static"]
+# Long code lines wrap instead of hiding their trailing shape comments off the right edge.
+html_css_files = ["code.css"]
+# Without an icon every browser asks for /favicon.ico and logs a 404 on the first page it loads.
+html_favicon = "_static/favicon.svg"
 html_theme_options = {
     # Each executed chapter can be downloaded (source and notebook).
     "use_download_button": True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -385,46 +384,3 @@ def test_plot_attention_heads_draws_one_heatmap_per_head():
     for head, ax in enumerate(drawn):
         torch.testing.assert_close(torch.as_tensor(ax.get_images()[0].get_array()), weights[head].double())
         assert ax.get_title() == f"head {head}"
-
-
-# ---------------------------------------------------------------------------
-# The site extension: no CDN left in a page with views
-# ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def bertviz_offline():
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        import bertviz_offline
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "_ext"))
-    return bertviz_offline
-
-
-def test_extension_rewrites_every_view_to_the_local_copies(bertviz_offline):
-    html = visualize.head_view(_attentions(), TOKENS).data + visualize.model_view(_attentions(), TOKENS).data
-    assert bertviz_offline.count_views(html) == 2
-    assert bertviz_offline.external_references(html)  # bertviz's own HTML loads from a CDN
-    rewritten = bertviz_offline.rewrite_views(html, "../_static/")
-    assert "cdnjs" not in rewritten and "require.min.js" not in rewritten
-    assert bertviz_offline.external_references(rewritten) == []
-    assert rewritten.count("d3: '../_static/vendor/d3/d3.min'") == 2
-    assert rewritten.count("jquery: '../_static/vendor/jquery/jquery.min'") == 2
-    assert bertviz_offline.count_views(rewritten) == 2
-
-
-def test_extension_scripts_exist_in_the_static_folder(bertviz_offline):
-    for script in bertviz_offline.SCRIPTS:
-        assert (ROOT / "docs" / "_static" / script).is_file(), script
-
-
-def test_extension_finds_pages_with_views_that_are_too_large(bertviz_offline, tmp_path):
-    view = visualize.head_view(_attentions(), TOKENS).data
-    (tmp_path / "chapters").mkdir()
-    (tmp_path / "chapters" / "big_view.html").write_text(view + " " * 5000)
-    (tmp_path / "small_view.html").write_text(view)
-    (tmp_path / "big_text.html").write_text("x" * 50_000)  # large, but no view
-    limit = len(view) + 1000
-    found = bertviz_offline.oversized_pages(tmp_path, limit)
-    assert [(path.relative_to(tmp_path).as_posix(), size) for path, size in found] == [
-        ("chapters/big_view.html", len(view) + 5000)
-    ]

@@ -1,7 +1,18 @@
-"""Executed chapters: a notebook download for each, and a table of execution times.
+"""Executed chapters: an execution cache keyed on the code, a notebook download, a table of times.
 
-Two small additions to myst-nb and sphinx-book-theme:
+Three small additions to myst-nb and sphinx-book-theme:
 
+* **An execution cache that knows the code.**  myst-nb's ``cache`` mode
+  keys each page's outputs on the page's own cells, so editing the package
+  the pages import would leave stale outputs.  At ``config-inited`` this
+  extension sets ``nb_execution_cache_path`` to a folder named after a hash
+  of every ``*.py`` file under ``executed_pages_cache_sources`` (their paths
+  and bytes), inside ``executed_pages_cache_root``, and removes the other
+  hash-named folders there: editing the package re-executes every page, an
+  unchanged rebuild reuses every output, and old caches do not pile up.
+  With ``executed_pages_cache_root`` empty (the default), or with
+  ``nb_execution_mode`` other than ``cache``, myst-nb's own setting is left
+  alone.
 * **Download as a notebook.**  myst-nb writes each executed page, outputs
   included, as ``<outdir>/../jupyter_execute/<page>.ipynb``.  The theme's
   download button offers that file only when launch buttons (Binder, Colab)
@@ -18,7 +29,9 @@ Two small additions to myst-nb and sphinx-book-theme:
 
 from __future__ import annotations
 
+import hashlib
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -30,8 +43,37 @@ logger = logging.getLogger(__name__)
 _GALLERY_TIME = re.compile(r"Total running time of the script:\*\*\s*\(\s*(\d+)\s*minutes\s*([\d.]+)\s*seconds\)")
 
 
+#: How a cache folder made by :func:`key_execution_cache` is named (only those are ever removed).
+_CACHE_KEY = re.compile(r"^[0-9a-f]{16}$")
+
+
 def _note_start(app: Sphinx, config: object) -> None:
     app.lt_build_started = time.time()  # type: ignore[attr-defined]
+
+
+def source_digest(folders: list[str | Path]) -> str:
+    """A 16-hex-digit hash of the paths and bytes of every ``*.py`` file under ``folders``."""
+    digest = hashlib.sha256()
+    for folder in map(Path, folders):
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(path.relative_to(folder.parent).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def key_execution_cache(app: Sphinx, config: object) -> None:
+    """``config-inited``: point myst-nb's cache at the folder of this code's hash; remove older ones."""
+    # Only the "cache" mode reads the cache; in the others a new key would just re-read every page.
+    if not config.executed_pages_cache_root or getattr(config, "nb_execution_mode", None) != "cache":
+        return
+    root = Path(app.confdir, config.executed_pages_cache_root)
+    sources = [Path(app.confdir, folder) for folder in config.executed_pages_cache_sources]
+    current = root / source_digest(sources)
+    config.nb_execution_cache_path = str(current)
+    if root.is_dir():
+        for old in root.iterdir():
+            if old.is_dir() and _CACHE_KEY.match(old.name) and old != current:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
@@ -121,7 +163,11 @@ def report_execution_times(app: Sphinx, exception: Exception | None) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, object]:
+    app.add_config_value("executed_pages_cache_root", "", "env", types=frozenset({str}))
+    app.add_config_value("executed_pages_cache_sources", [], "env", types=frozenset({list, tuple}))
     app.connect("config-inited", _note_start)
+    # myst-nb reads nb_execution_cache_path at builder-inited, after this.
+    app.connect("config-inited", key_execution_cache)
     # Before sphinx-book-theme's header buttons (priority 501), which read "ipynb_source".
     app.connect("html-page-context", offer_executed_notebook, priority=450)
     app.connect("build-finished", report_execution_times)

@@ -11,7 +11,9 @@ When an HTML build finishes, this extension checks that every
 ``gallery/plot_*.py`` has its page in the output and that the page shows at
 least one figure produced by that script (``sphx_glr_<name>_NNN.png``).
 Anything missing is reported by name as an error, and the build's exit
-status is non-zero even without ``-W``.
+status is non-zero even without ``-W``.  A build told not to run the
+examples (sphinx-gallery's ``plot_gallery`` off, e.g. ``-D plot_gallery=0``)
+has nothing to check and says so.
 
 One linker per gallery page
 ---------------------------
@@ -65,6 +67,9 @@ def check_gallery(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
     conf = app.config.sphinx_gallery_conf
+    if not conf.get("plot_gallery", True):
+        logger.info("gallery check: skipped, the examples were not executed (plot_gallery is off)")
+        return
     examples_dirs = conf["examples_dirs"]
     gallery_dirs = conf["gallery_dirs"]
     if isinstance(examples_dirs, str):

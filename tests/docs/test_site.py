@@ -11,10 +11,17 @@ skip: a check that silently did not run must not look like a pass.
   shows a traceback or anything on stderr; every cell whose code prints has
   an output and every cell that calls ``plt.show()`` a figure; and the
   executed notebook is offered for download with its outputs.
-* **Annotated source.**  Every module of the package has a side-by-side
-  page that shows every line of the module: each code line, verbatim and in
-  order, in the code column; the words of each comment and docstring line,
-  in order, in the prose.  The API reference links each module to its page.
+* **Annotated source.**  Every module of the reading order
+  (``literate_transformer.manifest``) and the package itself has a
+  side-by-side page that shows every line of the module: each code line,
+  verbatim and in order, in the code column; the words of each comment and
+  docstring line, in order, in the prose.  Each page links to the chapter
+  that builds its module; the pages' index lists them in reading order; the
+  API reference links each module to its page.
+* **Reading order.**  The chapters appear in the site's table of contents
+  in the manifest's order, and every file of the package is either in the
+  manifest or a package's ``__init__`` (checked without a site too, in
+  ``tests/docs/test_reading_order.py``).
 """
 
 from __future__ import annotations
@@ -30,16 +37,18 @@ from pathlib import Path
 
 import pytest
 
+from literate_transformer import manifest
+
 pytestmark = pytest.mark.site
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("LT_SITE_HTML", ROOT / "docs" / "_build" / "html"))
-CHAPTERS = sorted((ROOT / "docs" / "chapters").glob("*.md"))
-MODULES = sorted(
-    path
-    for path in (ROOT / "literate_transformer").rglob("*.py")
-    if path.name != "__init__.py" or path.parent.name == "literate_transformer"
-)
+PACKAGE_DIR = ROOT / manifest.PACKAGE
+# The chapters and the modules, in reading order, from the manifest (the one list the site is built from).
+CHAPTERS = [ROOT / "docs" / f"{chapter.docname}.md" for chapter in manifest.CHAPTERS]
+MODULES = [PACKAGE_DIR / "__init__.py"] + [
+    PACKAGE_DIR / f"{module.replace('.', '/')}.py" for module in manifest.MODULES
+]
 
 
 # ---------------------------------------------------------------------------
@@ -188,8 +197,37 @@ def prints_something(code: str) -> bool:
 
 
 def test_there_are_chapters_and_modules():
-    assert CHAPTERS, "no docs/chapters/*.md found"
-    assert MODULES, "no literate_transformer/*.py found"
+    assert CHAPTERS, "the manifest lists no chapter"
+    assert len(MODULES) > 1, "the manifest lists no module"
+    assert sorted(CHAPTERS) == sorted((ROOT / "docs" / "chapters").glob("*.md")), "chapters outside the manifest"
+
+
+def test_every_file_of_the_package_is_in_the_manifest_or_a_package_init():
+    outside = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if path.name != "__init__.py" and path not in MODULES
+    ]
+    assert not outside, f"not in {manifest.PACKAGE}.manifest, so without a page: {', '.join(outside)}"
+
+
+def nav_links(page: Element) -> list[str]:
+    """The targets of the links in the site's navigation sidebar, in order (fragments dropped)."""
+    sidebars = page.find_all(cls="bd-sidebar-primary") or page.find_all("nav")
+    return [node.attrs.get("href", "").split("#")[0] for sidebar in sidebars for node in sidebar.find_all("a")]
+
+
+def test_the_table_of_contents_lists_the_chapters_in_reading_order(site):
+    links = nav_links(parse_html(site / "index.html"))
+    positions = []
+    for chapter in manifest.CHAPTERS:
+        target = f"{chapter.docname}.html"
+        assert target in links, f"the sidebar of index.html has no link to {target}"
+        positions.append(links.index(target))
+    assert positions == sorted(positions), "the sidebar lists the chapters out of the manifest's order"
+    titles = [node.text().strip() for node in parse_html(site / "index.html").find_all("a")]
+    for chapter in manifest.CHAPTERS:
+        assert any(chapter.title in title for title in titles), f"no link titled {chapter.title!r}"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[path.stem for path in CHAPTERS])
@@ -241,6 +279,32 @@ def test_the_chapter_downloads_as_an_executed_notebook(site, chapter):
 def module_name(path: Path) -> str:
     relative = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(relative[:-1] if path.stem == "__init__" else relative)
+
+
+def test_the_annotated_source_index_lists_the_modules_in_reading_order(site):
+    links = [
+        node.attrs.get("href", "").split("#")[0]
+        for node in article(parse_html(site / "source" / "index.html")).find_all("a")
+    ]
+    positions = []
+    for module in MODULES:
+        target = f"{module_name(module)}.html"
+        assert target in links, f"source/index.html does not list {target}"
+        positions.append(links.index(target))
+    assert positions == sorted(positions), "source/index.html lists the modules out of the manifest's order"
+
+
+@pytest.mark.parametrize("module", manifest.MODULES)
+def test_each_annotated_source_page_links_to_the_chapter_that_builds_its_module(site, module):
+    chapter = manifest.chapter_of(module)
+    page = parse_html(site / "source" / f"{manifest.PACKAGE}.{module}.html")
+    header = [node for node in page.find_all("p", "lt-sbs-api")]
+    assert header, f"the page of {module} has no header line"
+    hrefs = {node.attrs.get("href", "") for node in header[0].find_all("a")}
+    if chapter.docname is None:
+        assert not any("chapters/" in href for href in hrefs)
+    else:
+        assert f"../{chapter.docname}.html" in hrefs, f"the page of {module} does not link to {chapter.docname}"
 
 
 def classify_lines(source: str) -> dict[int, str]:
@@ -360,8 +424,11 @@ def test_the_api_reference_links_each_module_to_its_annotated_source(site):
         if node.attrs.get("id", "").startswith("module-literate_transformer")
     )
     assert documented, "api.html documents no module"
+    expected = sorted(module_name(path) for path in MODULES)
+    assert set(expected) <= set(documented), f"api.html does not document: {set(expected) - set(documented)}"
     links = {node.attrs.get("href", "").split("#")[0] for node in api.find_all("a")}
-    missing = [name for name in documented if f"source/{name}.html" not in links]
+    # The sub-packages' entries introduce their parts; only modules of the reading order have a page.
+    missing = [name for name in expected if f"source/{name}.html" not in links]
     assert not missing, f"api.html has no 'annotated source' link for: {', '.join(missing)}"
 
 

@@ -1,0 +1,203 @@
+"""Executed pages: the execution cache keyed on the code, the notebook download, the table of times.
+
+The handlers are called with stand-ins for Sphinx's application (they read
+a few attributes only), so each behaviour is checked on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras); the extension is not tested")
+nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (the docs extras)")
+
+import executed_pages  # noqa: E402
+
+
+# ---------------------------------------------------------------------------
+# The execution cache, keyed on the package source
+# ---------------------------------------------------------------------------
+def _cache_app(tmp_path, mode="cache"):
+    package = tmp_path / "pkg"
+    package.mkdir(exist_ok=True)
+    (package / "mod.py").write_text("x = 1\n")
+    config = SimpleNamespace(
+        executed_pages_cache_root=str(tmp_path / "cache"),
+        executed_pages_cache_sources=[str(package)],
+        nb_execution_mode=mode,
+        nb_execution_cache_path="",
+    )
+    return SimpleNamespace(confdir=str(tmp_path)), config, package
+
+
+def test_the_cache_folder_is_named_after_the_package_source(tmp_path):
+    app, config, package = _cache_app(tmp_path)
+    executed_pages.key_execution_cache(app, config)
+    first = config.nb_execution_cache_path
+    assert first.startswith(str(tmp_path / "cache")) and len(os.path.basename(first)) == 16
+    executed_pages.key_execution_cache(app, config)
+    assert config.nb_execution_cache_path == first  # unchanged source, same cache
+    (package / "mod.py").write_text("x = 2\n")
+    executed_pages.key_execution_cache(app, config)
+    assert config.nb_execution_cache_path != first  # edited source, a fresh cache
+    (package / "mod.py").rename(package / "other.py")
+    second = config.nb_execution_cache_path
+    executed_pages.key_execution_cache(app, config)
+    assert config.nb_execution_cache_path != second  # a renamed file counts too
+
+
+def test_older_cache_folders_are_removed_and_nothing_else(tmp_path):
+    app, config, _ = _cache_app(tmp_path)
+    cache = tmp_path / "cache"
+    (cache / "0123456789abcdef").mkdir(parents=True)
+    (cache / "notes").mkdir()
+    executed_pages.key_execution_cache(app, config)
+    os.makedirs(config.nb_execution_cache_path, exist_ok=True)
+    executed_pages.key_execution_cache(app, config)
+    assert sorted(path.name for path in cache.iterdir()) == sorted(
+        [os.path.basename(config.nb_execution_cache_path), "notes"]
+    )
+
+
+@pytest.mark.parametrize("mode", ["off", "force", "auto"])
+def test_without_the_cache_mode_the_setting_is_left_alone(tmp_path, mode):
+    app, config, _ = _cache_app(tmp_path, mode=mode)
+    (tmp_path / "cache" / "0123456789abcdef").mkdir(parents=True)
+    executed_pages.key_execution_cache(app, config)
+    assert config.nb_execution_cache_path == ""
+    assert (tmp_path / "cache" / "0123456789abcdef").is_dir()
+
+
+# ---------------------------------------------------------------------------
+# The notebook download
+# ---------------------------------------------------------------------------
+def _notebook(outputs: bool) -> str:
+    cell = nbformat.v4.new_code_cell("print(1)")
+    if outputs:
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    return nbformat.writes(nbformat.v4.new_notebook(cells=[cell]))
+
+
+def _page_app(tmp_path, metadata):
+    outdir = tmp_path / "_build" / "html"
+    outdir.mkdir(parents=True)
+    return SimpleNamespace(
+        builder=SimpleNamespace(format="html"),
+        env=SimpleNamespace(metadata=metadata),
+        outdir=str(outdir),
+        config=SimpleNamespace(nb_execution_mode="off", nb_execution_cache_path=""),
+    )
+
+
+def test_an_executed_page_offers_its_notebook_with_outputs(tmp_path):
+    app = _page_app(tmp_path, {"chapters/one": {"kernelspec": {"name": "python3"}}})
+    executed = tmp_path / "_build" / "jupyter_execute" / "chapters" / "one.ipynb"
+    executed.parent.mkdir(parents=True)
+    executed.write_text(_notebook(outputs=True))
+    context = {}
+    executed_pages.offer_executed_notebook(app, "chapters/one", "page.html", context, None)
+    assert context["ipynb_source"] == "chapters/one.ipynb"
+    offered = nbformat.read(tmp_path / "_build" / "html" / "_sources" / "chapters" / "one.ipynb", as_version=4)
+    assert offered.cells[0].outputs[0].text == "1\n"
+
+
+def test_a_page_that_is_not_a_notebook_offers_nothing(tmp_path):
+    app = _page_app(tmp_path, {"api": {}})
+    context = {}
+    executed_pages.offer_executed_notebook(app, "api", "page.html", context, None)
+    assert "ipynb_source" not in context
+
+
+def test_a_missing_executed_notebook_is_a_warning(tmp_path, caplog):
+    app = _page_app(tmp_path, {"chapters/one": {"kernelspec": {"name": "python3"}}})
+    context = {}
+    with caplog.at_level("WARNING"):
+        executed_pages.offer_executed_notebook(app, "chapters/one", "page.html", context, None)
+    assert "ipynb_source" not in context
+    assert "download is missing" in caplog.text
+
+
+# ---------------------------------------------------------------------------
+# The table of execution times
+# ---------------------------------------------------------------------------
+def test_execution_rows_say_how_each_page_ran(tmp_path):
+    started = time.time()
+    gallery = tmp_path / "auto_examples"
+    gallery.mkdir()
+    old = gallery / "plot_old.rst"
+    old.write_text("**Total running time of the script:** (0 minutes 2.500 seconds)\n")
+    os.utime(old, (started - 100, started - 100))
+    (gallery / "plot_new.rst").write_text("**Total running time of the script:** (1 minutes 0.250 seconds)\n")
+    (gallery / "index.rst").write_text("no time here\n")
+    metadata = {
+        "chapters/ran": {"exec_data": {"method": "cache", "mtime": started + 1, "runtime": 3.0, "succeeded": True}},
+        "chapters/cached": {"exec_data": {"method": "cache", "mtime": started - 50, "runtime": 5.0}},
+        "chapters/broken": {"exec_data": {"succeeded": False, "runtime": 1.0}},
+        "chapters/gone": {"exec_data": {"runtime": 9.0}},
+        "api": {},
+    }
+    app = SimpleNamespace(
+        lt_build_started=started,
+        env=SimpleNamespace(nb_metadata=metadata, found_docs={"chapters/ran", "chapters/cached", "chapters/broken"}),
+        config=SimpleNamespace(sphinx_gallery_conf={"gallery_dirs": "auto_examples"}),
+        srcdir=str(tmp_path),
+    )
+    rows = executed_pages.execution_rows(app)
+    assert rows == [
+        ("chapters/broken", "FAILED", 1.0),
+        ("chapters/cached", "cached", 5.0),
+        ("chapters/ran", "executed", 3.0),
+        ("auto_examples/plot_new", "executed", pytest.approx(60.25)),
+        ("auto_examples/plot_old", "cached", pytest.approx(2.5)),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# All of it in a build: a myst-nb page executed once per version of the code
+# ---------------------------------------------------------------------------
+def test_a_page_runs_once_per_version_of_the_code_and_offers_its_notebook(tiny_site):
+    pytest.importorskip("myst_nb", reason="myst-nb is not installed (the docs extras)")
+    tiny_site.package("tinycode", {"__init__.py": "ANSWER = 42\n"})
+    tiny_site.write(
+        "docs/conf.py",
+        f"""
+        extensions = ["myst_nb", "executed_pages"]
+        nb_execution_mode = "cache"
+        executed_pages_cache_root = "_cache"
+        executed_pages_cache_sources = [{str(tiny_site.root / "tinycode")!r}]
+        """,
+    )
+    tiny_site.write(
+        "docs/index.md",
+        """
+        ---
+        file_format: mystnb
+        kernelspec:
+          name: python3
+          display_name: Python 3
+        ---
+
+        # Tiny
+
+        ```{code-cell} ipython3
+        print(6 * 7)
+        ```
+        """,
+    )
+    app = tiny_site.build()
+    assert app.warnings == ""
+    first = app.config.nb_execution_cache_path
+    assert os.path.basename(first) in os.listdir(tiny_site.src / "_cache")
+    assert ">42<" in tiny_site.html("index").replace("\n", "<")
+    offered = nbformat.read(tiny_site.build_dir / "html" / "_sources" / "index.ipynb", as_version=4)
+    assert offered.cells[-1].outputs[0].text == "42\n"
+
+    (tiny_site.root / "tinycode" / "__init__.py").write_text("ANSWER = 43\n")
+    again = tiny_site.build()
+    assert again.warnings == ""
+    assert again.config.nb_execution_cache_path != first
+    assert os.listdir(tiny_site.src / "_cache") == [os.path.basename(again.config.nb_execution_cache_path)]

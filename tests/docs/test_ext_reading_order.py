@@ -1,0 +1,128 @@
+"""The reading-order directives, on a tiny project: the chapters' toctree and the API sections.
+
+The order comes only from the settings (which the site's ``conf.py`` reads
+from the package's manifest); the directives must follow it exactly.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras); the extension is not tested")
+
+import reading_order  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:The mapping interface for autodoc options")
+
+PACKAGE = {
+    "__init__.py": '"""Tiny: a package."""\n',
+    "core/__init__.py": '"""The core: what everything is built from."""\n',
+    "core/masks.py": '"""Masks: which keys a query may see."""\n\n\ndef causal():\n    """The causal mask."""\n',
+    "core/config.py": '"""Configuration: the numbers."""\n',
+    "tools.py": '"""Tools: odds and ends."""\n',
+}
+
+CHAPTERS = [("chapters/b", "1. Bee"), ("chapters/a", "2. Ay"), ("chapters/c", "3. Sea")]
+API = [
+    ("tinyorder.core", "tinyorder.core", ["tinyorder.core.masks", "tinyorder.core.config"]),
+    ("tinyorder.tools", None, ["tinyorder.tools"]),
+]
+
+
+@pytest.fixture
+def site(tiny_site):
+    tiny_site.package("tinyorder", PACKAGE)
+    tiny_site.write(
+        "docs/conf.py",
+        f"""
+        extensions = ["sphinx.ext.autodoc", "reading_order"]
+        nitpicky = True
+        autodoc_default_options = {{"members": True}}
+        reading_order_chapters = {CHAPTERS!r}
+        reading_order_api = {API!r}
+        """,
+    )
+    tiny_site.write(
+        "docs/index.rst",
+        """
+        Tiny
+        ====
+
+        .. reading-order-toctree::
+           :caption: Chapters
+           :maxdepth: 1
+
+        .. toctree::
+
+           api
+        """,
+    )
+    for docname, _ in CHAPTERS:
+        title = f"Page {docname}"
+        tiny_site.write(f"docs/{docname}.rst", f"{title}\n{'=' * len(title)}\n\nText.\n")
+    tiny_site.write("docs/api.rst", "API\n===\n\n.. reading-order-api::\n")
+    return tiny_site
+
+
+def test_the_chapters_toctree_lists_the_chapters_in_the_given_order_with_their_titles(site):
+    app = site.build()
+    assert app.warnings == ""
+    assert app.env.toctree_includes["index"] == ["chapters/b", "chapters/a", "chapters/c", "api"]
+    index = site.html("index")
+    links = re.findall(r'href="(chapters/\w+)\.html">([^<]+)<', index)
+    assert links[:3] == [("chapters/b", "1. Bee"), ("chapters/a", "2. Ay"), ("chapters/c", "3. Sea")]
+    assert "Chapters" in index  # the caption option is Sphinx's own
+    # Sphinx's next/previous links follow the same order.
+    assert re.search(r'<link rel="next" title="[^"]*" href="a\.html"', site.html("chapters/b"))
+
+
+def test_a_chapter_without_a_page_is_a_warning(site):
+    site.write(
+        "docs/conf.py",
+        (site.src / "conf.py").read_text().replace("('chapters/c', '3. Sea')", "('chapters/d', '3. Dee')"),
+    )
+    app = site.build()
+    assert "nonexisting document 'chapters/d'" in app.warnings
+
+
+def test_the_api_sections_follow_the_given_order_with_the_sub_package_docstring_first(site):
+    app = site.build()
+    assert app.warnings == ""
+    api = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", site.html("api")))
+    positions = [
+        api.index(text)
+        for text in (
+            "tinyorder.core",
+            "The core: what everything is built from.",
+            "Masks ",
+            "Masks: which keys a query may see.",
+            "Configuration ",
+            "tinyorder.tools",
+            "Tools: odds and ends.",
+        )
+    ]
+    assert positions == sorted(positions)
+    html = site.html("api")
+    for module in ("tinyorder.core", "tinyorder.core.masks", "tinyorder.core.config", "tinyorder.tools"):
+        assert f'id="module-{module}"' in html
+    assert 'id="tinyorder.core.masks.causal"' in html  # autodoc documented the members
+
+
+def test_api_lines_put_each_module_under_its_part():
+    lines = reading_order.api_lines([("pkg.core", "pkg.core", ["pkg.core.a"]), ("pkg.tools", None, ["pkg.tools"])])
+    text = "\n".join(lines)
+    assert text.index(".. automodule:: pkg.core\n   :no-members:") < text.index(".. automodule:: pkg.core.a")
+    assert ".. automodule:: pkg.tools" in text
+    assert "pkg.tools\n=========" in text  # a single-module part is one section
+
+
+def test_a_modules_title_is_its_docstrings_lead_in(monkeypatch, tmp_path):
+    (tmp_path / "titled_mod.py").write_text('"""Masks: which keys."""\n')
+    (tmp_path / "plain_mod.py").write_text('"""No lead-in here."""\n')
+    (tmp_path / "role_mod.py").write_text('"""See :mod:`x`: a role, not a lead-in."""\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert reading_order.module_title("titled_mod") == "Masks"
+    assert reading_order.module_title("plain_mod") == "plain_mod"
+    assert reading_order.module_title("role_mod") == "role_mod"

@@ -18,7 +18,8 @@ HuggingFace's names (``models``), and the conversions between all of them
 :mod:`~literate_transformer.manifest`.
 
 The public names are re-exported here, so ``import literate_transformer as lt``
-and ``lt.TransformerConfig`` is all a reader needs.
+and ``lt.TransformerConfig`` is all a reader needs; ``lt.from_hf(model)``
+turns a ``transformers`` BERT, GPT-2 or BART into the package's equivalent.
 
 """
 
@@ -26,7 +27,7 @@ from . import interop, manifest
 from .book.attention import AttentionHead, MultiHeadAttention, scaled_dot_product_attention
 from .book.classification import TransformerForSequenceClassification
 from .book.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
-from .book.embeddings import Embeddings, SinusoidalPositionalEncoding
+from .book.embeddings import Embeddings, RelativePositionBias, SinusoidalPositionalEncoding, relative_position_bucket
 from .book.encoder import TransformerEncoder, TransformerEncoderLayer
 from .book.feed_forward import FeedForward
 from .book.generation import GenerationOutput, greedy_generate
@@ -41,6 +42,8 @@ from .checkpoints import (
 )
 from .core.config import TransformerConfig, as_config
 from .core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
+from .interop import from_hf
+from .models.bart import BartForConditionalGeneration, BartModel
 from .models.bert import (
     BertAttention,
     BertEmbeddings,
@@ -52,7 +55,10 @@ from .models.bert import (
     BertPooler,
     BertSelfAttention,
     BertSelfOutput,
+    mean_pooling,
+    sentence_embeddings,
 )
+from .models.gpt2 import GPT2LMHeadModel, GPT2Model
 
 # The reading order and the layout, from the manifest (one source for the docstring, the site and its pages).
 __doc__ = __doc__ + manifest.reading_order_rst()
@@ -62,6 +68,7 @@ __version__ = "0.1.0"
 __all__ = [
     "interop",
     "manifest",
+    "from_hf",
     # The shared core
     "TransformerConfig",
     "as_config",
@@ -77,6 +84,8 @@ __all__ = [
     "FeedForward",
     "Embeddings",
     "SinusoidalPositionalEncoding",
+    "relative_position_bucket",
+    "RelativePositionBias",
     "TransformerEncoderLayer",
     "TransformerEncoder",
     "TransformerForSequenceClassification",
@@ -98,6 +107,13 @@ __all__ = [
     "BertLayer",
     "BertEncoder",
     "BertPooler",
+    "mean_pooling",
+    "sentence_embeddings",
+    # GPT-2 and BART
+    "GPT2Model",
+    "GPT2LMHeadModel",
+    "BartModel",
+    "BartForConditionalGeneration",
     # Checkpoints
     "CheckpointError",
     "CheckpointIntegrityError",

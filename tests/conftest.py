@@ -11,6 +11,9 @@ from torch import nn
 from literate_transformer.checkpoints import use_offline_environment
 from literate_transformer.core.config import TransformerConfig
 
+# --doctest-modules would import every conftest.py as a module named "conftest" (and clash): they hold no doctests.
+collect_ignore_glob = ["conftest.py", "*/conftest.py"]
+
 # Tests never reach for the model hub and never print progress bars (the project's one definition).
 use_offline_environment()
 
@@ -44,9 +47,11 @@ def tiny_config() -> Callable[..., TransformerConfig]:
     return make
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def randomize() -> Callable[[nn.Module], nn.Module]:
     """Give every parameter random values, layer norms included, and switch to evaluation mode.
+
+    (A stateless function, so session-scoped: module-scoped fixtures may use it too.)
 
     Fresh layer norms are the identity (weight 1, bias 0) and fresh biases are
     small, which could hide a swapped or missing layer norm in a comparison.
@@ -58,7 +63,8 @@ def randomize() -> Callable[[nn.Module], nn.Module]:
             if isinstance(sub, nn.LayerNorm):
                 sub.weight.normal_(1.0, 0.2)
                 sub.bias.normal_(0.0, 0.2)
-            elif isinstance(sub, (nn.Linear, nn.Embedding)):
+            else:
+                # Linear and embedding layers, and any other module's own weights (HuggingFace's Conv1D).
                 for parameter in sub.parameters(recurse=False):
                     parameter.normal_(0.0, scale)
         return module.eval()
@@ -92,6 +98,38 @@ class HFApi:
     def hidden_states(layer_output):
         """A HuggingFace layer's output tensor: 5.x returns it, 4.x a tuple whose first entry it is."""
         return layer_output[0] if isinstance(layer_output, tuple) else layer_output
+
+    @staticmethod
+    def greedy_generate(hf_model, input_ids, attention_mask, max_new_tokens: int):
+        """Plain greedy decoding with ``generate()``: the most likely token at every step, nothing else.
+
+        ``do_sample=False`` and ``num_beams=1`` select greedy search.  A
+        model's generation config may also force tokens (BART's config forces
+        ``eos_token_id`` at the last step, ``forced_eos_token_id=2``, and some
+        checkpoints ``forced_bos_token_id``) or ban repeats
+        (``no_repeat_ngram_size``): those are switched off, and ``min_length``
+        set to 0, so that only ``eos_token_id`` (stop, then pad with
+        ``pad_token_id``) and ``max_new_tokens`` shape the output.
+        """
+        generation_config = hf_model.generation_config
+        generation_config.forced_bos_token_id = None
+        generation_config.forced_eos_token_id = None
+        generation_config.no_repeat_ngram_size = 0
+        generation_config.min_length = 0
+        return hf_model.generate(
+            input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1
+        )
+
+    @staticmethod
+    def t5_attention_with_bias(config):
+        """A ``T5Attention`` that owns the relative attention bias: 5.x (and late 4.x) also take its ``layer_idx``."""
+        import inspect
+
+        from transformers.models.t5.modeling_t5 import T5Attention
+
+        if "layer_idx" in inspect.signature(T5Attention.__init__).parameters:
+            return T5Attention(config, has_relative_attention_bias=True, layer_idx=0)
+        return T5Attention(config, has_relative_attention_bias=True)
 
 
 @pytest.fixture(scope="session")

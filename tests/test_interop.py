@@ -69,6 +69,18 @@ def test_pre_ln_book_layer_with_the_same_weights_is_not_bert(bert_and_inputs):
 
 
 @torch.no_grad()
+def test_a_whole_bert_as_the_books_post_ln_encoder_is_bert(bert_and_inputs):
+    from literate_transformer.interop import bert_to_book_encoder
+
+    _, bert, input_ids, attention_mask = bert_and_inputs
+    encoder = bert_to_book_encoder(bert)
+    assert not encoder.norm_first and len(encoder.layers) == len(bert.encoder.layer)
+    expected = bert(input_ids, attention_mask).last_hidden_state
+    actual = encoder(input_ids, attention_mask).last_hidden_state
+    torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
+
+
+@torch.no_grad()
 def test_book_layer_back_to_bert_is_the_same_layer(bert_and_inputs):
     """The way back: a post-LN book layer as a BertLayer has BERT's weights and output again."""
     _, bert, input_ids, attention_mask = bert_and_inputs
@@ -78,3 +90,130 @@ def test_book_layer_back_to_bert_is_the_same_layer(bert_and_inputs):
         torch.testing.assert_close(round_trip.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
     with pytest.raises(ValueError, match="pre-LN"):
         book_layer_to_bert(bert_layer_to_book(bert_layer, norm_first=True))
+
+
+# ---------------------------------------------------------------------------
+# The book's encoder-decoder is torch.nn.Transformer
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+@torch.no_grad()
+def test_encoder_decoder_with_final_norms_equals_torch_transformer(norm_first, tiny_config, randomize):
+    """nn.Transformer ends both stacks with a layer norm: the book's model with final_layer_norm=True is it."""
+    from literate_transformer.book.decoder import EncoderDecoderTransformer
+    from literate_transformer.core.masks import causal_mask
+    from literate_transformer.interop import book_transformer_to_torch
+
+    config = tiny_config(num_hidden_layers=2, layer_norm_eps=1e-6)
+    model = randomize(EncoderDecoderTransformer(config, norm_first=norm_first, final_layer_norm=True), scale=0.2)
+    transformer = book_transformer_to_torch(model)
+    assert isinstance(transformer, torch.nn.Transformer)
+    source = torch.randint(1, config.vocab_size, (2, 7))
+    source_mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
+    target = torch.randint(1, config.vocab_size, (2, 5))
+    target_mask = torch.tensor([[1] * 5, [1] * 4 + [0]])
+
+    expected = transformer(
+        model.encoder.embeddings(source),
+        model.decoder.embeddings(target),
+        tgt_mask=~causal_mask(5),  # PyTorch's masks say True for "may not attend"
+        src_key_padding_mask=~source_mask.bool(),
+        tgt_key_padding_mask=~target_mask.bool(),
+        memory_key_padding_mask=~source_mask.bool(),
+    )
+    actual = model(source, target, source_mask, target_mask)
+    torch.testing.assert_close(actual.last_hidden_state, expected, atol=ATOL, rtol=0)
+    # The encoder's final norm is part of it: its output is normalised (and so is PyTorch's memory).
+    memory = transformer.encoder(model.encoder.embeddings(source), src_key_padding_mask=~source_mask.bool())
+    torch.testing.assert_close(actual.encoder_last_hidden_state, memory, atol=ATOL, rtol=0)
+
+
+@torch.no_grad()
+def test_without_final_norms_the_torch_transformers_norms_become_identities(tiny_config, randomize):
+    from literate_transformer.book.decoder import EncoderDecoderTransformer
+    from literate_transformer.interop import book_transformer_to_torch
+
+    model = randomize(EncoderDecoderTransformer(tiny_config(), norm_first=False), scale=0.2)
+    transformer = book_transformer_to_torch(model)
+    assert isinstance(transformer.encoder.norm, torch.nn.Identity)
+    source, target = torch.randint(1, 50, (2, 6)), torch.randint(1, 50, (2, 4))
+    from literate_transformer.core.masks import causal_mask
+
+    expected = transformer(model.encoder.embeddings(source), model.decoder.embeddings(target), tgt_mask=~causal_mask(4))
+    torch.testing.assert_close(model(source, target).last_hidden_state, expected, atol=ATOL, rtol=0)
+
+
+# ---------------------------------------------------------------------------
+# from_hf
+# ---------------------------------------------------------------------------
+def _tiny_hf_models():
+    import transformers
+
+    bert = transformers.BertConfig(
+        vocab_size=40, hidden_size=12, num_hidden_layers=1, num_attention_heads=3, intermediate_size=20
+    )
+    gpt2 = transformers.GPT2Config(
+        vocab_size=40, n_embd=12, n_layer=1, n_head=3, n_positions=16, bos_token_id=1, eos_token_id=2
+    )
+    bart = transformers.BartConfig(
+        vocab_size=40,
+        d_model=12,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=3,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=20,
+        decoder_ffn_dim=24,
+        max_position_embeddings=16,
+    )
+    return {
+        "BertModel": transformers.BertModel(bert),
+        "GPT2Model": transformers.GPT2Model(gpt2),
+        "GPT2LMHeadModel": transformers.GPT2LMHeadModel(gpt2),
+        "BartModel": transformers.BartModel(bart),
+        "BartForConditionalGeneration": transformers.BartForConditionalGeneration(bart),
+    }
+
+
+def test_from_hf_returns_the_packages_equivalent_in_eval_mode_with_the_same_weights():
+    import literate_transformer as lt
+
+    expected = {
+        "BertModel": lt.BertModel,
+        "GPT2Model": lt.GPT2Model,
+        "GPT2LMHeadModel": lt.GPT2LMHeadModel,
+        "BartModel": lt.BartModel,
+        "BartForConditionalGeneration": lt.BartForConditionalGeneration,
+    }
+    input_ids = torch.tensor([[5, 6, 7, 8]])
+    for name, hf_model in _tiny_hf_models().items():
+        ours = lt.from_hf(hf_model.train())
+        assert type(ours) is expected[name], name
+        assert not ours.training, name
+        # Same weights: the same number of trained parameters (BART's final_logits_bias is a buffer there and
+        # a frozen lm_head.bias here), and the same output.
+        count = sum(parameter.numel() for parameter in hf_model.parameters())
+        assert sum(parameter.numel() for parameter in ours.parameters() if parameter.requires_grad) == count, name
+        hf_model.eval()
+        with torch.no_grad():
+            if name.startswith("Bart"):
+                decoder_input_ids = torch.tensor([[2, 9]])
+                theirs = hf_model(input_ids=input_ids, decoder_input_ids=decoder_input_ids)
+                output = ours(input_ids, decoder_input_ids=decoder_input_ids)
+            else:
+                theirs, output = hf_model(input_ids), ours(input_ids)
+        field = "logits" if hasattr(hf_model, "lm_head") else "last_hidden_state"
+        torch.testing.assert_close(getattr(output, field), getattr(theirs, field), atol=ATOL, rtol=0, msg=name)
+
+
+def test_from_hf_refuses_other_models_and_lists_what_it_supports():
+    import transformers
+
+    import literate_transformer as lt
+
+    masked_lm = transformers.BertForMaskedLM(
+        transformers.BertConfig(vocab_size=40, hidden_size=12, num_hidden_layers=1, num_attention_heads=3)
+    )
+    for model in (masked_lm, torch.nn.Linear(2, 2)):
+        with pytest.raises(TypeError, match="from_hf supports the transformers models BertModel, GPT2Model") as error:
+            lt.from_hf(model)
+        assert "BartForConditionalGeneration" in str(error.value) and type(model).__name__ in str(error.value)

@@ -23,9 +23,13 @@ How this maps to the book and to HuggingFace
   :class:`~literate_transformer.book.encoder.TransformerEncoder` by default
   (``norm_first=False`` builds BERT's post-LN arrangement).
 * HuggingFace's ``BertForSequenceClassification`` reads ``[CLS]`` through
-  BERT's ``pooler`` (a dense layer and tanh, trained on next-sentence
-  prediction in BERT's pre-training) before its dropout and ``classifier``;
-  the book leaves the pooler out.
+  BERT's ``pooler`` (a dense layer and tanh; in ``bert-base``'s pre-training,
+  the pooler was trained on next-sentence prediction) before its dropout and
+  ``classifier``; the book leaves the pooler out.  The default checkpoint of
+  this package was fine-tuned to be read by mean pooling instead
+  (:func:`~literate_transformer.models.bert.sentence_embeddings`), and a
+  pretrained BERT only computes BERT in the post-LN encoder
+  (``norm_first=False``).
 
 >>> import torch
 >>> from literate_transformer import TransformerConfig

@@ -171,11 +171,12 @@ from ..core.validation import (
     check_key_value_pair,
     check_mask,
     check_norm_first,
+    check_position_ids,
     validate_with,
 )
 from .attention import MultiHeadAttention
 from .embeddings import Embeddings
-from .encoder import TransformerEncoder
+from .encoder import TransformerEncoder, make_final_layer_norm
 from .feed_forward import FeedForward
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder", "EncoderDecoderTransformer"]
@@ -368,7 +369,7 @@ class TransformerDecoderLayer(nn.Module):
 
 
 def _check_past_key_values(
-    past_key_values: object, decoder: TransformerDecoder, batch_size: int, source_length: int
+    past_key_values: object, decoder: TransformerDecoder, batch_size: int, source_length: int | None
 ) -> int:
     """A cache returned by an earlier call: one LayerCache per layer, of this batch; returns its length."""
     if past_key_values is None:
@@ -387,6 +388,10 @@ def _check_past_key_values(
         cache = _check_layer_cache(cache, f"past_key_values[{index}]")
         name = f"past_key_values[{index}]"
         lengths.add(check_key_value_pair(cache.self_attention, f"{name}.self_attention", batch_size, heads, head_size))
+        if source_length is None:
+            if cache.cross_attention is not None:
+                raise ValueError(f"{name}.cross_attention must be None: this decoder has no cross-attention")
+            continue
         cross_length = check_key_value_pair(
             cache.cross_attention, f"{name}.cross_attention", batch_size, heads, head_size
         )
@@ -407,6 +412,7 @@ def _check_decoder_inputs(
     attention_mask: object = None,
     encoder_attention_mask: object = None,
     *,
+    position_ids: object = None,
     output_attentions: bool = False,
     output_hidden_states: bool = False,
     past_key_values: object = None,
@@ -415,15 +421,23 @@ def _check_decoder_inputs(
     config = decoder.config
     input_ids = check_input_ids(input_ids, config.vocab_size)
     batch_size, target_length = input_ids.shape
-    encoder_hidden_states = check_encoder_hidden_states(encoder_hidden_states, batch_size, config.hidden_size)
-    past_length = _check_past_key_values(past_key_values, decoder, batch_size, encoder_hidden_states.shape[1])
+    source_length = None
+    if decoder.add_cross_attention:
+        encoder_hidden_states = check_encoder_hidden_states(encoder_hidden_states, batch_size, config.hidden_size)
+        source_length = encoder_hidden_states.shape[1]
+    elif encoder_hidden_states is not None or encoder_attention_mask is not None:
+        raise ValueError(
+            "encoder_hidden_states and encoder_attention_mask must be None: this decoder has no cross-attention "
+            "(a decoder-only model reads no encoder)"
+        )
+    past_length = _check_past_key_values(past_key_values, decoder, batch_size, source_length)
     check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, past_length=past_length)
     if attention_mask is not None:
         check_attention_mask(attention_mask, batch_size, past_length + target_length)
     if encoder_attention_mask is not None:
-        check_attention_mask(
-            encoder_attention_mask, batch_size, encoder_hidden_states.shape[1], name="encoder_attention_mask"
-        )
+        check_attention_mask(encoder_attention_mask, batch_size, source_length, name="encoder_attention_mask")
+    if position_ids is not None:
+        check_position_ids(position_ids, input_ids.shape, config.max_position_embeddings)
 
 
 class TransformerDecoder(nn.Module):
@@ -434,15 +448,25 @@ class TransformerDecoder(nn.Module):
     causal mask combined with the target's padding for self-attention, the
     source's padding for cross-attention.
 
+    Without cross-attention (``add_cross_attention=False``) it is a
+    *decoder-only* model, a language model that reads nothing but its own
+    prefix: GPT-2 is this stack, pre-LN, with a final layer norm
+    (:mod:`~literate_transformer.models.gpt2`).
+
     Args:
         config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
             ``transformers`` config.
         norm_first: Pre-LN (``True``) or post-LN (``False``) layers.
+        add_cross_attention: Give every layer its encoder-decoder attention
+            (``True``, the default) or not (a decoder-only model).
+        final_layer_norm: Normalise the last layer's output once more (the
+            ``norm`` of :class:`torch.nn.TransformerDecoder`, GPT-2's ``ln_f``).
 
     Attributes:
         embeddings: Token + learned position embeddings of the target
             (:class:`~literate_transformer.book.embeddings.Embeddings`).
         layers: ``config.num_hidden_layers`` decoder layers.
+        final_layer_norm: The layer norm after the last layer, or ``None``.
 
     >>> import torch
     >>> from literate_transformer import TransformerConfig
@@ -451,26 +475,43 @@ class TransformerDecoder(nn.Module):
     >>> decoder = TransformerDecoder(config)
     >>> decoder(torch.tensor([[1, 2, 3]]), torch.randn(1, 4, 8)).last_hidden_state.shape
     torch.Size([1, 3, 8])
+    >>> language_model = TransformerDecoder(config, add_cross_attention=False, final_layer_norm=True)
+    >>> language_model(torch.tensor([[1, 2, 3]])).last_hidden_state.shape
+    torch.Size([1, 3, 8])
     """
 
-    def __init__(self, config: TransformerConfig | Any, norm_first: bool = True) -> None:
+    def __init__(
+        self,
+        config: TransformerConfig | Any,
+        norm_first: bool = True,
+        add_cross_attention: bool = True,
+        final_layer_norm: bool = False,
+    ) -> None:
         super().__init__()
         config = as_config(config)
         self.config = config
         self.norm_first = check_norm_first(norm_first)
+        if not isinstance(add_cross_attention, bool):
+            raise TypeError(f"add_cross_attention must be a bool, got {add_cross_attention!r}")
+        self.add_cross_attention = add_cross_attention
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(
-            [TransformerDecoderLayer(config, norm_first=norm_first) for _ in range(config.num_hidden_layers)]
+            [
+                TransformerDecoderLayer(config, norm_first=norm_first, add_cross_attention=add_cross_attention)
+                for _ in range(config.num_hidden_layers)
+            ]
         )
+        self.final_layer_norm = make_final_layer_norm(config, final_layer_norm)
 
     @validate_with(_check_decoder_inputs)
     def forward(
         self,
         input_ids: Tensor,
-        encoder_hidden_states: Tensor,
+        encoder_hidden_states: Tensor | None = None,
         attention_mask: Tensor | None = None,
         encoder_attention_mask: Tensor | None = None,
         *,
+        position_ids: Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         past_key_values: tuple[LayerCache, ...] | None = None,
@@ -481,10 +522,13 @@ class TransformerDecoder(nn.Module):
         Args:
             input_ids: Target token ids ``(B, T)`` (with a cache: only the new
                 tokens).
-            encoder_hidden_states: The encoder's output ``(B, S, E)``.
+            encoder_hidden_states: The encoder's output ``(B, S, E)``;
+                required with cross-attention, ``None`` without.
             attention_mask: The target's ``(B, past + T)`` padding mask (1 =
                 real token), covering cached positions too; ``None`` = no padding.
             encoder_attention_mask: The source's ``(B, S)`` padding mask.
+            position_ids: The tokens' positions ``(B, T)`` or ``(1, T)``;
+                by default they continue after the cached ones.
             output_attentions: Also return every layer's attention probabilities.
             output_hidden_states: Also return the embeddings and every layer's output.
             past_key_values: The cache returned by the previous step.
@@ -493,19 +537,20 @@ class TransformerDecoder(nn.Module):
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput`:
             ``last_hidden_state`` ``(B, T, E)``, and with the flags
-            ``attentions``, ``cross_attentions``, ``hidden_states`` and
-            ``past_key_values``.
+            ``attentions``, ``cross_attentions`` (``None`` without
+            cross-attention), ``hidden_states`` and ``past_key_values``.
 
         Raises:
             ValueError: for token ids out of range, more positions than
                 ``max_position_embeddings``, masks of the wrong shape, or
-                encoder states that are missing or do not match.
+                encoder states that are missing (or given to a decoder-only
+                stack) or do not match.
             TypeError: for inputs of the wrong type or dtype.
         """
         past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
         target_length = input_ids.shape[1]
-        # Token + position embeddings; positions continue after the cached ones.
-        hidden_states = self.embeddings(input_ids, past_length=past_length)  # (B, T, E)
+        # Token + position embeddings; positions continue after the cached ones (or are given).
+        hidden_states = self.embeddings(input_ids, past_length=past_length, position_ids=position_ids)  # (B, T, E)
         # Query i sits at position past + i and sees keys 0 .. past + i, never a padded one: (B, 1, T, S).
         self_attention_mask = build_attention_mask(
             attention_mask, query_length=target_length, causal=True, past_length=past_length, device=input_ids.device
@@ -531,13 +576,41 @@ class TransformerDecoder(nn.Module):
             attentions.append(layer_output.attention_probs)
             cross_attentions.append(layer_output.cross_attention_probs)
             caches.append(layer_output.past_key_value)
+        if self.final_layer_norm is not None:
+            # One more layer norm over the stack's output; the last hidden state reported is the normalised one.
+            hidden_states = all_hidden_states[-1] = self.final_layer_norm(hidden_states)
         return ModelOutput(
             last_hidden_state=hidden_states,
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
             attentions=tuple(attentions) if output_attentions else None,
-            cross_attentions=tuple(cross_attentions) if output_attentions else None,
+            cross_attentions=tuple(cross_attentions) if output_attentions and self.add_cross_attention else None,
             past_key_values=tuple(caches) if use_cache else None,
         )
+
+
+def _check_seq2seq_inputs(
+    model: EncoderDecoderTransformer,
+    input_ids: object,
+    decoder_input_ids: object,
+    attention_mask: object = None,
+    decoder_attention_mask: object = None,
+    output_attentions: bool = False,
+) -> None:
+    """Source and target of one batch: as many targets as sources, masks shaped like their ids."""
+    input_ids = check_input_ids(input_ids, model.config.vocab_size, model.config.max_position_embeddings)
+    decoder_config = model.decoder.config
+    decoder_input_ids = check_input_ids(
+        decoder_input_ids, decoder_config.vocab_size, decoder_config.max_position_embeddings, "decoder_input_ids"
+    )
+    if decoder_input_ids.shape[0] != input_ids.shape[0]:
+        raise ValueError(
+            f"decoder_input_ids has batch size {decoder_input_ids.shape[0]}, but input_ids has batch size "
+            f"{input_ids.shape[0]}: each target needs its own source"
+        )
+    if attention_mask is not None:
+        check_attention_mask(attention_mask, *input_ids.shape)
+    if decoder_attention_mask is not None:
+        check_attention_mask(decoder_attention_mask, *decoder_input_ids.shape, name="decoder_attention_mask")
 
 
 class EncoderDecoderTransformer(nn.Module):
@@ -549,31 +622,76 @@ class EncoderDecoderTransformer(nn.Module):
         p(y_{t+1} \mid y_{\le t}, x) = \operatorname{softmax}\bigl(
         \operatorname{Decoder}(y_{\le t}, z)_t\, W_\text{lm}^\top + b_\text{lm}\bigr)
 
-    Encoder and decoder share one config (hidden size, heads, layers) but no
-    weights; the ``lm_head`` turns each decoder vector into scores over the
-    vocabulary.  :func:`~literate_transformer.book.generation.greedy_generate`
-    writes a target with it; :mod:`~literate_transformer.book.training` trains one
-    from scratch.
+    By default encoder and decoder share one config (hidden size, heads,
+    layers) but no weights; the ``lm_head`` turns each decoder vector into
+    scores over the vocabulary.
+    :func:`~literate_transformer.book.generation.greedy_generate` writes a
+    target with it; :mod:`~literate_transformer.book.training` trains one
+    from scratch.  The keyword arguments configure the variants other
+    families are made of: BART (:mod:`~literate_transformer.models.bart`) is
+    this model, post-LN, with one embedding table for source, target and
+    output, and :class:`torch.nn.Transformer` is it with final layer norms.
 
     Args:
         config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
-            ``transformers`` config.
+            ``transformers`` config (the encoder's, and the decoder's unless
+            ``decoder_config`` is given).
         norm_first: Pre-LN (``True``) or post-LN (``False``) layers in both stacks.
+        decoder_config: The decoder's own config, when its depth, heads or
+            feed-forward width differ from the encoder's (BART's configs
+            allow it); it must agree with ``config`` on ``vocab_size``,
+            ``hidden_size`` and ``max_position_embeddings``.
+        final_layer_norm: A layer norm after the last layer of each stack
+            (:class:`torch.nn.Transformer` has them).
+        tie_word_embeddings: One token-embedding table for the encoder, the
+            decoder and the LM head's weight (its bias stays its own), as
+            "Attention Is All You Need" §3.4 and BART share them.
+        add_lm_head: Build ``lm_head``; without it (BART's ``BartModel``)
+            ``logits`` is ``None``.
 
     Attributes:
         encoder: The book's :class:`~literate_transformer.book.encoder.TransformerEncoder`.
         decoder: A :class:`TransformerDecoder`.
-        lm_head: Linear map ``E -> V`` from decoder vectors to next-token scores.
+        lm_head: Linear map ``E -> V`` from decoder vectors to next-token scores, or ``None``.
+
+    Raises:
+        ValueError: if ``decoder_config`` disagrees with ``config`` on a size
+            the two stacks must share.
     """
 
-    def __init__(self, config: TransformerConfig | Any, norm_first: bool = True) -> None:
+    def __init__(
+        self,
+        config: TransformerConfig | Any,
+        norm_first: bool = True,
+        *,
+        decoder_config: TransformerConfig | Any | None = None,
+        final_layer_norm: bool = False,
+        tie_word_embeddings: bool = False,
+        add_lm_head: bool = True,
+    ) -> None:
         super().__init__()
         config = as_config(config)
+        decoder_config = config if decoder_config is None else as_config(decoder_config)
+        for name in ("vocab_size", "hidden_size", "max_position_embeddings"):
+            if getattr(decoder_config, name) != getattr(config, name):
+                raise ValueError(
+                    f"decoder_config.{name} ({getattr(decoder_config, name)}) must equal config.{name} "
+                    f"({getattr(config, name)}): encoder and decoder share it"
+                )
+        for name, value in (("tie_word_embeddings", tie_word_embeddings), ("add_lm_head", add_lm_head)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {value!r}")
         self.config = config
         self.norm_first = check_norm_first(norm_first)
-        self.encoder = TransformerEncoder(config, norm_first=norm_first)
-        self.decoder = TransformerDecoder(config, norm_first=norm_first)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
+        self.encoder = TransformerEncoder(config, norm_first=norm_first, final_layer_norm=final_layer_norm)
+        self.decoder = TransformerDecoder(decoder_config, norm_first=norm_first, final_layer_norm=final_layer_norm)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size) if add_lm_head else None
+        if tie_word_embeddings:
+            # One table: the decoder embeds with the encoder's module ...
+            self.decoder.embeddings.token_embeddings = self.encoder.embeddings.token_embeddings
+            # ... and scores the next token with its weight, logits = h W_tok^T + b (one tensor, three uses).
+            if self.lm_head is not None:
+                self.lm_head.weight = self.encoder.embeddings.token_embeddings.weight
 
     def encode(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, *, output_attentions: bool = False
@@ -609,8 +727,8 @@ class EncoderDecoderTransformer(nn.Module):
             past_key_values=past_key_values,
             use_cache=use_cache,
         )
-        # Scores over the vocabulary for the token after each target position.
-        logits = self.lm_head(decoded.last_hidden_state)  # (B, T, V)
+        # Scores over the vocabulary for the token after each target position (a model without a head has none).
+        logits = None if self.lm_head is None else self.lm_head(decoded.last_hidden_state)
         return Seq2SeqOutput(
             logits=logits,
             last_hidden_state=decoded.last_hidden_state,
@@ -620,6 +738,7 @@ class EncoderDecoderTransformer(nn.Module):
             encoder_last_hidden_state=encoder_hidden_states,
         )
 
+    @validate_with(_check_seq2seq_inputs)
     def forward(
         self,
         input_ids: Tensor,
@@ -643,6 +762,11 @@ class EncoderDecoderTransformer(nn.Module):
 
         Returns:
             A :class:`~literate_transformer.core.outputs.Seq2SeqOutput` with ``logits`` ``(B, T, V)``.
+
+        Raises:
+            ValueError: for ids out of range or too long, masks shaped unlike
+                their ids, or source and target batches of different sizes.
+            TypeError: for inputs of the wrong type or dtype.
         """
         # 1) The encoder reads the whole source, in both directions.
         encoded = self.encode(input_ids, attention_mask, output_attentions=output_attentions)

@@ -22,10 +22,15 @@ ways to arrange the norm:
     y = h + \operatorname{FFN}\big(\operatorname{LN}_2(h)\big)
 
 Post-LN normalises the residual stream after every sub-layer; it is what
-"Attention Is All You Need" and BERT use, and it needs a learning-rate warm-up
-to train stably.  Pre-LN normalises only the *input* of each sub-layer and
-leaves the residual stream untouched; it trains more stably and is what the
-book's ``TransformerEncoderLayer`` (and GPT-2 and most recent models) use.
+"Attention Is All You Need" and BERT use.  Pre-LN normalises only the
+*input* of each sub-layer and leaves the residual stream untouched; it is
+what the book's ``TransformerEncoderLayer`` (and GPT-2) use.  Xiong et al.
+(2020, "On Layer Normalization in the Transformer Architecture", ICML 2020,
+arXiv:2002.04745) showed that at initialisation the gradients of a post-LN
+transformer's parameters near the output are large, which is why post-LN
+needs a learning rate that warms up slowly, while pre-LN's are
+well-behaved and pre-LN trains without the warm-up; the site's chapter on
+the encoder measures both on a small model.
 :class:`TransformerEncoderLayer` does both: ``norm_first=True`` (the default,
 the book) or ``norm_first=False`` (BERT, the 2017 paper), with the same
 meaning as the argument of :class:`torch.nn.TransformerEncoderLayer`; the
@@ -44,8 +49,12 @@ How this maps to the book and to HuggingFace
   ``layer_norm_2``, ``attention`` and ``feed_forward``; its
   ``TransformerEncoder`` has ``embeddings`` and ``layers``.  The names are
   kept.  The book's stack has no final layer
-  norm after the last pre-LN layer, and neither has this one (nor
-  :class:`torch.nn.TransformerEncoder` without its ``norm`` argument).
+  norm after the last pre-LN layer, and neither has this one by default (nor
+  :class:`torch.nn.TransformerEncoder` without its ``norm`` argument);
+  ``final_layer_norm=True`` adds one, as :class:`torch.nn.Transformer`, GPT-2
+  (``ln_f``) and T5 (``final_layer_norm``) have.  Without it, a pre-LN stack
+  hands on a residual stream that no layer norm has touched since the
+  embeddings.
 * HuggingFace's ``BertLayer`` is post-LN and spreads one layer over
   ``BertAttention`` (``BertSelfAttention`` + ``BertSelfOutput``, whose
   ``dense``/``dropout``/``LayerNorm`` are our ``attention.output_linear``,
@@ -54,11 +63,17 @@ How this maps to the book and to HuggingFace
 
 What the source notebooks got wrong
 -----------------------------------
-* One notebook's encoder layer dropped the residual connection around the
-  feed-forward sub-layer and applied the second layer norm *outside* it, so
-  the layer computed :math:`\operatorname{LN}_2(\operatorname{FFN}(h))`
-  instead of either arrangement above.  Its ``__init__(self, conifg)`` also
-  read a global ``config`` by accident of the typo.
+* The first notebook's encoder layer is meant to be pre-LN, but its
+  ``forward`` reads ``hidden_state = self.layer_norm_1(x)``,
+  ``x = x + self.attention(hidden_state)``, ``x = self.layer_norm_2(x)``,
+  ``x = self.feed_forward(x)``, ``return x``: it computes
+  :math:`\operatorname{FFN}(\operatorname{LN}_2(h))` with
+  :math:`h = x + \operatorname{Attn}(\operatorname{LN}_1(x))`, a correct pre-LN
+  attention half followed by the feed-forward network with no residual
+  connection around it, so the layer returns the feed-forward output alone
+  (the pre-LN layer returns :math:`h + \operatorname{FFN}(\operatorname{LN}_2(h))`).
+  Its ``__init__(self, conifg)`` also read a global ``config`` by accident
+  of the typo.
 * Its comments said BERT-base has 6 heads of size 128.  BERT-base has
   ``num_attention_heads = 12`` heads of ``hidden_size // num_attention_heads
   = 64`` features each.
@@ -106,7 +121,14 @@ from .attention import MultiHeadAttention
 from .embeddings import Embeddings
 from .feed_forward import FeedForward
 
-__all__ = ["TransformerEncoderLayer", "TransformerEncoder"]
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "make_final_layer_norm"]
+
+
+def make_final_layer_norm(config: Any, final_layer_norm: bool) -> nn.LayerNorm | None:
+    """The layer norm a stack applies after its last layer, or ``None`` (``final_layer_norm`` must be a bool)."""
+    if not isinstance(final_layer_norm, bool):
+        raise TypeError(f"final_layer_norm must be a bool, got {final_layer_norm!r}")
+    return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if final_layer_norm else None
 
 
 def _check_layer_inputs(
@@ -201,9 +223,12 @@ class TransformerEncoder(nn.Module):
             ``transformers`` config.
         norm_first: Layer-norm arrangement of every layer (see
             :class:`TransformerEncoderLayer`).
+        final_layer_norm: Normalise the last layer's output once more (the
+            ``norm`` of :class:`torch.nn.TransformerEncoder`; usual after
+            pre-LN layers).
     """
 
-    def __init__(self, config: Any, norm_first: bool = True) -> None:
+    def __init__(self, config: Any, norm_first: bool = True, final_layer_norm: bool = False) -> None:
         super().__init__()
         config = as_config(config)
         self.config = config
@@ -214,6 +239,8 @@ class TransformerEncoder(nn.Module):
         self.layers = nn.ModuleList(
             TransformerEncoderLayer(config, norm_first=norm_first) for _ in range(config.num_hidden_layers)
         )
+        #: The layer norm after the last layer, or ``None``.
+        self.final_layer_norm = make_final_layer_norm(config, final_layer_norm)
 
     @validate_with(_check_encoder_inputs)
     def forward(
@@ -254,6 +281,9 @@ class TransformerEncoder(nn.Module):
             hidden_states = layer_output.hidden_states
             all_hidden_states.append(hidden_states)
             attentions.append(layer_output.attention_probs)
+        if self.final_layer_norm is not None:
+            # One more layer norm over the stack's output; the last hidden state reported is the normalised one.
+            hidden_states = all_hidden_states[-1] = self.final_layer_norm(hidden_states)
         return ModelOutput(
             last_hidden_state=hidden_states,
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,

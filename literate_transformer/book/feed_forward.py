@@ -13,9 +13,12 @@ a small two-layer network:
 The hidden width :math:`F` (``intermediate_size``) is usually four times the
 model width :math:`E`: 3072 for BERT-base's 768.  Because the same weights are
 applied at every position, this is also called a *position-wise*
-feed-forward layer (a 1-D convolution with kernel size 1).  Most of a
-transformer's parameters sit here; attention decides *where* to look, the
-feed-forward layer what to *do* with what was found.
+feed-forward layer (a 1-D convolution with kernel size 1).  Within a layer,
+most of the parameters sit here (:math:`2EF`, twice the attention
+sub-layer's :math:`4E^2` when :math:`F = 4E`), though in a small model with a
+large vocabulary, such as the default checkpoint, the token embedding table
+can outweigh all the feed-forward layers together; attention decides *where*
+to look, the feed-forward layer what to *do* with what was found.
 
 How this maps to the book and to HuggingFace
 --------------------------------------------
@@ -31,15 +34,18 @@ How this maps to the book and to HuggingFace
 * :class:`torch.nn.TransformerEncoderLayer` calls them ``linear1`` and
   ``linear2`` and applies dropout *between* them as well as after.
 
-What the source notebooks got wrong
------------------------------------
-The notebooks following the book fed the feed-forward layer ``attn_outputs``
-computed by a *single* attention head (width ``head_dim``), not the output of
-the multi-head layer (width ``hidden_size``), so the shapes only worked by
-accident of the sizes chosen.  In a transformer layer the feed-forward layer
-always reads the multi-head attention output (after the residual
-connection), a ``(B, T, E)`` tensor; :meth:`FeedForward.forward` checks that
-its input has width ``hidden_size`` and says so otherwise.
+What the source notebooks do
+----------------------------
+Two of them (the first, and the notes on the book) first try the
+feed-forward layer as ``ff_outputs = feed_forward(attn_outputs)``, on the
+output of the projection-free toy attention (``query = key = value`` = the
+token embeddings): a ``(B, T, E)`` tensor, so the shapes fit, but not what
+the layer reads in a transformer layer, and with no residual connection or
+layer norm around it.  It is a demonstration of shapes, not a bug.  In a
+transformer layer the feed-forward network reads the attention sub-layer's
+output, normalised in pre-LN, a ``(B, T, E)`` tensor;
+:meth:`FeedForward.forward` checks that its input has width ``hidden_size``
+and says so otherwise.
 
 >>> import torch
 >>> from literate_transformer import TransformerConfig

@@ -1,16 +1,27 @@
 r"""Generation: writing a target one token at a time, with a key/value cache.
 
-A trained :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`
-gives, for every target prefix :math:`y_{\le t}` and source :math:`x`, a
-distribution over the next token.  *Greedy decoding* takes the most likely
-token, appends it, and asks again:
+A trained model gives, for every prefix, a distribution over the next token.
+*Greedy decoding* takes the most likely token, appends it, and asks again:
 
 .. math::
 
-    y_0 = \texttt{[BOS]},\qquad
     y_{t+1} = \operatorname*{arg\,max}_{v}\; p(v \mid y_{\le t}, x),
 
-until ``eos_token_id`` appears or ``max_new_tokens`` tokens are written.
+until ``eos_token_id`` appears or ``max_new_tokens`` tokens are written.  One
+loop, :func:`greedy_generate`, serves both kinds of model that write:
+
+* an **encoder-decoder** model (the 2017 transformer,
+  :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`;
+  BART) reads a source :math:`x` and writes a *new* sequence, which starts
+  with a start token (``bos_token_id``; BART's ``decoder_start_token_id``):
+  the result is the start token followed by the new tokens;
+* a **decoder-only** model (GPT-2) has no source: the prompt *is* the
+  beginning of the sequence it continues, and the result is the prompt
+  followed by the new tokens.
+
+These are the conventions of HuggingFace's ``generate()``, and tests require
+the same token ids as ``generate(do_sample=False, num_beams=1)`` for GPT-2
+and BART.
 
 Why a cache
 -----------
@@ -23,18 +34,29 @@ costs :math:`O(t^2)` attention work per step; with a cache the decoder is
 fed only the newest token and
 
 * **self-attention** appends that token's key and value to the cached ones of
-  each layer (:class:`~literate_transformer.book.decoder.LayerCache`), so the one
+  each layer (:class:`~literate_transformer.core.outputs.LayerCache`), so the one
   new query attends over all :math:`t + 1` positions;
 * **cross-attention** keys and values depend only on the encoder output,
   which never changes: they are projected once, at the first step, and
   reused;
-* the **encoder** runs once, before the loop.
+* the **encoder** runs once, before the loop; a decoder-only model reads its
+  whole prompt at the first step instead.
 
 The new token's position embedding must be :math:`t`, not 0: the decoder
 reads the number of cached positions and passes it to the embeddings as
 ``past_length``, and the causal mask for one query over :math:`t+1` keys is a
 row of ``True`` (:func:`~literate_transformer.core.masks.causal_mask` with
 ``query_length=1``).
+
+Padded prompts
+--------------
+Prompts of different lengths are padded on the *left*, so that every row's
+last token is a real one and the next token is appended right after it.  A
+left-padded row's first real token would then sit at position 3, say, where
+the unpadded prompt has it at 0; so, as HuggingFace does, the positions are
+counted over the real tokens only (``attention_mask.cumsum(-1) - 1``, padding
+at position 0) and passed as ``position_ids``, and the attention mask grows
+by one real position per step.
 
 Both paths compute the same numbers: a test runs them side by side and
 requires identical tokens and next-token logits equal to ``1e-5`` at every
@@ -57,6 +79,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 from typing import NamedTuple
 
 import torch
@@ -64,48 +87,78 @@ from torch import Tensor
 
 from ..core.validation import check_attention_mask, check_input_ids, check_token_id, validate_with
 
-__all__ = ["GenerationOutput", "greedy_generate"]
+__all__ = ["GenerationOutput", "greedy_generate", "is_encoder_decoder", "is_decoder_only"]
 
 
 class GenerationOutput(NamedTuple):
     """What :func:`greedy_generate` returns."""
 
-    #: ``(B, 1 + N)`` token ids: the start token, then the ``N`` generated ones.
+    #: ``(B, P + N)`` token ids: the start token (``P = 1``, encoder-decoder) or the prompt (``P`` its length,
+    #: decoder-only), then the ``N`` generated ones.
     sequences: Tensor
     #: ``(B, N, V)`` next-token scores of every step (those of sequences that had already finished included).
     logits: Tensor
+
+
+def is_encoder_decoder(model: object) -> bool:
+    """Whether ``model`` encodes a source and decodes a target: it has ``config``, ``encode()`` and ``decode()``."""
+    return (
+        hasattr(model, "config")
+        and callable(getattr(model, "encode", None))
+        and callable(getattr(model, "decode", None))
+    )
+
+
+def is_decoder_only(model: object) -> bool:
+    """Whether ``model`` is a language model that continues its input: a module with ``config`` whose
+    ``forward`` takes HuggingFace's ``attention_mask``, ``position_ids``, ``past_key_values`` and ``use_cache``
+    and returns ``logits`` (such as :class:`~literate_transformer.models.gpt2.GPT2LMHeadModel`)."""
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "config") or is_encoder_decoder(model):
+        return False
+    parameters = inspect.signature(model.forward).parameters
+    return {"attention_mask", "position_ids", "past_key_values", "use_cache"} <= set(parameters)
 
 
 def _check_generate_inputs(
     model: object,
     input_ids: object,
     max_new_tokens: object,
-    bos_token_id: object,
+    bos_token_id: object = None,
     eos_token_id: object = None,
     attention_mask: object = None,
     use_cache: bool = True,
 ) -> None:
-    if not all(hasattr(model, name) for name in ("config", "encode", "decode")):
+    encoder_decoder = is_encoder_decoder(model)
+    if not encoder_decoder and not is_decoder_only(model):
         raise TypeError(
-            f"model must be an encoder-decoder model with config, encode() and decode() "
-            f"(e.g. EncoderDecoderTransformer), got {type(model).__name__}"
+            "model must be an encoder-decoder model with config, encode() and decode() (e.g. "
+            "EncoderDecoderTransformer, BartForConditionalGeneration) or a decoder-only language model "
+            f"(e.g. GPT2LMHeadModel), got {type(model).__name__}"
         )
     config = model.config
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
         raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-    # The start token sits at position 0 and the last token fed to the decoder
-    # at position max_new_tokens - 1 (the final token is written, never read).
-    if max_new_tokens > config.max_position_embeddings:
-        raise ValueError(
-            f"max_new_tokens={max_new_tokens} would feed the decoder positions up to {max_new_tokens - 1}, "
-            f"beyond max_position_embeddings={config.max_position_embeddings}"
-        )
     input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, name="input_ids")
     if attention_mask is not None:
         check_attention_mask(attention_mask, *input_ids.shape, name="attention_mask")
-    check_token_id(bos_token_id, "bos_token_id", config.vocab_size)
+    # The decoder reads positions 0 .. P + N - 2, where P is what it starts from (the start token, or the
+    # prompt): the last token is written, never read.
+    start_length = 1 if encoder_decoder else input_ids.shape[1]
+    if start_length + max_new_tokens - 1 > config.max_position_embeddings:
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} would feed the decoder positions up to "
+            f"{start_length + max_new_tokens - 2}"
+            + ("" if encoder_decoder else f" (after a prompt of {start_length} tokens)")
+            + f", beyond max_position_embeddings={config.max_position_embeddings}"
+        )
+    if encoder_decoder:
+        if bos_token_id is None:
+            raise ValueError("bos_token_id is required: an encoder-decoder model's target starts with it")
+        check_token_id(bos_token_id, "bos_token_id", config.vocab_size)
+    elif bos_token_id is not None:
+        raise ValueError("bos_token_id must be None for a decoder-only model: its prompt is where it starts")
     if eos_token_id is not None:
         check_token_id(eos_token_id, "eos_token_id", config.vocab_size)
 
@@ -116,78 +169,99 @@ def greedy_generate(
     model: torch.nn.Module,
     input_ids: Tensor,
     max_new_tokens: int,
-    bos_token_id: int,
+    bos_token_id: int | None = None,
     eos_token_id: int | None = None,
     attention_mask: Tensor | None = None,
     use_cache: bool = True,
 ) -> GenerationOutput:
-    """Greedy decoding with an encoder-decoder model.
+    """Greedy decoding with an encoder-decoder or a decoder-only model.
 
     The model is switched to evaluation mode (no dropout) for the call and
     restored afterwards; no gradients are recorded.
 
     Args:
-        model: An :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`
-            (anything with its ``config``, ``encode`` and ``decode``).
-        input_ids: Source token ids ``(B, S)``.
+        model: An encoder-decoder model (anything with ``config``,
+            ``encode`` and ``decode``, such as
+            :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`)
+            or a decoder-only language model (see :func:`is_decoder_only`).
+        input_ids: The source ``(B, S)`` (encoder-decoder) or the prompt
+            ``(B, P)``, left-padded (decoder-only).
         max_new_tokens: How many tokens to write at most (at least 1).
-        bos_token_id: The start token every target begins with.
+        bos_token_id: The start token every target begins with
+            (encoder-decoder only; ``None`` for a decoder-only model).
         eos_token_id: Stop a sequence when it writes this token; sequences
-            that have finished are filled with ``config.pad_token_id`` until
-            all have finished.  ``None``: always write ``max_new_tokens``.
-        attention_mask: The source's ``(B, S)`` padding mask.
+            that have finished are filled with ``config.pad_token_id`` (or
+            ``eos_token_id`` when the model has no padding token) until all
+            have finished.  ``None``: always write ``max_new_tokens``.
+        attention_mask: The ``(B, S)`` or ``(B, P)`` padding mask of ``input_ids``.
         use_cache: Feed one token per step and reuse cached keys/values
-            (``True``), or recompute the whole prefix every step (``False``).
+            (``True``), or recompute the whole sequence every step (``False``).
 
     Returns:
-        A :class:`GenerationOutput`: the sequences ``(B, 1 + N)`` (start
-        token first, ``N <= max_new_tokens``) and the logits of every step.
+        A :class:`GenerationOutput`: the sequences (start token or prompt
+        first, then at most ``max_new_tokens`` new ones) and the logits of
+        every step.
 
     Raises:
         ValueError: if ``max_new_tokens`` is not positive or would need
             positions beyond ``max_position_embeddings``, a token id is out
-            of the vocabulary, or ``attention_mask`` does not match
-            ``input_ids``.
-        TypeError: if ``model`` is not an encoder-decoder model or an
-            argument has the wrong type.
+            of the vocabulary, ``attention_mask`` does not match
+            ``input_ids``, or ``bos_token_id`` is missing (encoder-decoder)
+            or given (decoder-only).
+        TypeError: if ``model`` is neither kind of model or an argument has
+            the wrong type.
     """
     config = model.config
     batch_size = input_ids.shape[0]
     pad_token_id = config.pad_token_id if config.pad_token_id is not None else eos_token_id
+    encoder_decoder = is_encoder_decoder(model)
 
     was_training = model.training
     model.eval()
     try:
-        # 1) Encode the source once; every step reuses its output.
-        encoder_hidden_states = model.encode(input_ids, attention_mask).last_hidden_state
-        # 2) Every target starts with the start token.
-        sequences = torch.full((batch_size, 1), bos_token_id, dtype=torch.long, device=input_ids.device)
+        if encoder_decoder:
+            # 1) Encode the source once; every step reuses its output.  Every target starts with the start token.
+            encoder_hidden_states = model.encode(input_ids, attention_mask).last_hidden_state
+            sequences = torch.full((batch_size, 1), bos_token_id, dtype=torch.long, device=input_ids.device)
+        else:
+            # 1) A decoder-only model continues the prompt itself; its mask grows with the sequence.
+            sequences = input_ids
+            sequence_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
         finished = torch.zeros(batch_size, dtype=torch.bool, device=input_ids.device)
         past_key_values = None
         step_logits = []
         for _ in range(max_new_tokens):
-            # 3) With a cache only the newest token is new to the decoder;
-            #    without one the whole prefix is decoded again.
-            decoder_input_ids = sequences[:, -1:] if use_cache else sequences
-            output = model.decode(
-                decoder_input_ids,
-                encoder_hidden_states,
-                attention_mask,
-                past_key_values=past_key_values,
-                use_cache=use_cache,
-            )
-            # The cache now also holds the newest token's keys and values.
+            # 2) With a cache only the newest token is new to the decoder (the whole prompt at the first
+            #    step); without one the whole sequence is decoded again.
+            new_ids = sequences if past_key_values is None else sequences[:, -1:]
+            if encoder_decoder:
+                output = model.decode(
+                    new_ids, encoder_hidden_states, attention_mask, past_key_values=past_key_values, use_cache=use_cache
+                )
+            else:
+                # Positions count real tokens only: a left-padded row starts at 0 too (padding sits at 0).
+                position_ids = (sequence_mask.cumsum(-1) - 1).masked_fill(sequence_mask == 0, 0)
+                output = model(
+                    new_ids,
+                    attention_mask=sequence_mask,
+                    position_ids=position_ids[:, -new_ids.shape[1] :],
+                    past_key_values=past_key_values,
+                    use_cache=use_cache,
+                )
+            # The cache now also holds the newest token's keys and values (None without a cache).
             past_key_values = output.past_key_values
-            # 4) Scores for the token after the last position.
+            # 3) Scores for the token after the last position.
             next_logits = output.logits[:, -1, :]
             step_logits.append(next_logits)
-            # 5) Greedy choice: the most likely token.
+            # 4) Greedy choice: the most likely token.
             next_tokens = next_logits.argmax(dim=-1)
             if eos_token_id is not None:
                 # A finished sequence only pads; a sequence finishes on EOS.
                 next_tokens = next_tokens.masked_fill(finished, pad_token_id)
                 finished = finished | (next_tokens == eos_token_id)
             sequences = torch.cat([sequences, next_tokens[:, None]], dim=1)
+            if not encoder_decoder:
+                sequence_mask = torch.cat([sequence_mask, torch.ones_like(sequence_mask[:, :1])], dim=1)
             if eos_token_id is not None and bool(finished.all()):
                 break
     finally:

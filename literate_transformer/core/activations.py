@@ -6,16 +6,27 @@ configuration names it by a string, ``config.hidden_act``, and every model of
 this package looks the string up here, in one registry, the way
 HuggingFace's models all read ``ACT2FN[config.hidden_act]``:
 
-========================  ==========================================  ==========================
-name                      function                                    used by
-========================  ==========================================  ==========================
-``"gelu"``                :math:`x\,\Phi(x)`, the exact GELU           BERT, BART
-``"gelu_new"``            :math:`\tfrac{x}{2}\big(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3))\big)`  GPT-2
-``"gelu_pytorch_tanh"``   the same tanh approximation                 (HuggingFace's other name)
-``"relu"``                :math:`\max(0, x)`                          the 2017 paper, T5
-``"silu"``, ``"swish"``   :math:`x\,\sigma(x)`                        many recent models
-``"tanh"``                :math:`\tanh(x)`                            BERT's pooler
-========================  ==========================================  ==========================
+.. list-table::
+   :header-rows: 1
+
+   * - name
+     - function
+     - used by
+   * - ``"gelu"``
+     - :math:`x\,\Phi(x)`, the exact GELU
+     - BERT, BART
+   * - ``"gelu_new"``, ``"gelu_pytorch_tanh"``
+     - its tanh approximation, :math:`\tfrac{x}{2}\big(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3))\big)`
+     - GPT-2
+   * - ``"relu"``
+     - :math:`\max(0, x)`
+     - the 2017 paper, T5
+   * - ``"silu"``, ``"swish"``
+     - :math:`x\,\sigma(x)`
+     - the gated feed-forward layers of LLaMA
+   * - ``"tanh"``
+     - :math:`\tanh(x)`
+     - BERT's pooler
 
 :func:`get_activation` builds a fresh module for a name and refuses an unknown
 one with a message that lists the names it knows;
@@ -38,7 +49,7 @@ __all__ = ["ACTIVATIONS", "get_activation"]
 
 #: HuggingFace's ``hidden_act`` names and the module each stands for (a factory: every layer gets its own module).
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
-    # BERT's own: the exact GELU, x * Phi(x).
+    # BERT's own: the exact GELU, $x\,\Phi(x)$ ($\Phi$ the standard normal CDF).
     "gelu": nn.GELU,
     # GPT-2's tanh approximation of GELU, under its two HuggingFace names.
     "gelu_new": lambda: nn.GELU(approximate="tanh"),

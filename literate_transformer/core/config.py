@@ -1,4 +1,4 @@
-"""Configuration: the handful of numbers that define a transformer.
+r"""Configuration: the handful of numbers that define a transformer.
 
 Every module in this package is built from one object that answers questions
 such as *how wide is a token vector?* (``hidden_size``) or *how many heads
@@ -10,9 +10,23 @@ from-scratch modules.  We do both:
 * :class:`TransformerConfig` is a plain :func:`~dataclasses.dataclass` whose
   field names are **exactly** those of :class:`transformers.BertConfig`, so a
   reader can move between the two without a dictionary.
-* Every module accepts either a :class:`TransformerConfig` *or* any
-  ``transformers`` configuration object; :func:`as_config` converts the latter
-  and validates it.
+* Every module accepts either a :class:`TransformerConfig` *or* a
+  ``transformers`` configuration object with BERT's field names;
+  :func:`as_config` converts the latter and validates it.  Families whose
+  configs use other names (GPT-2's ``n_embd``, BART's ``d_model``) convert
+  theirs in their own module (:func:`~literate_transformer.models.gpt2.gpt2_config`,
+  :func:`~literate_transformer.models.bart.bart_config`).
+
+A few fields describe what other families do differently *before* the first
+layer, each with BERT's behaviour as its default: no segment embeddings
+(``type_vocab_size=0``, GPT-2 and BART), no layer norm on the embeddings
+(``embedding_layer_norm=False``, GPT-2), a learned-position table offset by
+two rows (``position_offset=2``, BART), token embeddings scaled by
+:math:`\sqrt{E}` (``scale_embedding``, BART's option and the 2017 paper's
+rule).  What differs *in the stack* (pre- or post-LN, a final layer norm,
+cross-attention, tied embeddings) is an argument of the module that builds
+the stack, as ``norm_first`` is, because it is a choice of architecture
+rather than a size.
 
 Validation happens once, when the config is built.  A config that would only
 fail deep inside a matrix multiply (for example a hidden size that does not
@@ -48,7 +62,7 @@ ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
 
 @dataclass
 class TransformerConfig:
-    """The architecture of a BERT-style transformer.
+    r"""The architecture of a BERT-style transformer.
 
     Field names and defaults mirror :class:`transformers.BertConfig` (the
     defaults describe ``bert-base-uncased``), so a config can be built from a
@@ -67,7 +81,8 @@ class TransformerConfig:
         attention_probs_dropout_prob: Dropout on the attention weights.
         max_position_embeddings: Longest sequence the learned position
             embeddings cover.
-        type_vocab_size: Number of segment (token-type) embeddings.
+        type_vocab_size: Number of segment (token-type) embeddings; ``0``
+            for a model without them (GPT-2, BART).
         initializer_range: Standard deviation of the weight initialisation.
         layer_norm_eps: The epsilon added to the variance in layer norm.
         pad_token_id: Id of the padding token.
@@ -79,6 +94,22 @@ class TransformerConfig:
             ``hidden_dropout_prob``, as in HuggingFace.
         attn_implementation: ``"eager"`` (the commented, step-by-step
             attention) or ``"sdpa"`` (PyTorch's fused kernel).
+        embedding_layer_norm: Normalise the summed embeddings (BERT, BART's
+            ``layernorm_embedding``); ``False`` for GPT-2, whose first layer
+            norm is the first layer's own.
+        position_offset: Rows of the learned position table before position
+            0: position :math:`p` reads row :math:`p + \text{offset}`, and the
+            table has ``max_position_embeddings + position_offset`` rows.
+            BART's is 2 (a leftover of fairseq, which numbered positions
+            after the padding index); ``0`` elsewhere.
+        scale_embedding: Multiply the token embeddings by :math:`\sqrt{E}`
+            before adding the positions (BART's option of that name, and
+            "Attention Is All You Need" §3.4).
+        bos_token_id: The beginning-of-sequence token, or ``None``.
+        eos_token_id: The end-of-sequence token, at which generation stops,
+            or ``None``.
+        decoder_start_token_id: The token an encoder-decoder's target
+            starts with (BART's is its ``eos_token_id``), or ``None``.
 
     Raises:
         ValueError: if a field is out of range, naming the field and value.
@@ -103,6 +134,12 @@ class TransformerConfig:
     num_labels: int = 2
     classifier_dropout: float | None = None
     attn_implementation: str = "eager"
+    embedding_layer_norm: bool = True
+    position_offset: int = 0
+    scale_embedding: bool = False
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+    decoder_start_token_id: int | None = None
     #: Extra fields of the source config that this package does not use
     #: (kept so :meth:`to_hf` round-trips them).
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -115,7 +152,6 @@ class TransformerConfig:
             "num_attention_heads",
             "intermediate_size",
             "max_position_embeddings",
-            "type_vocab_size",
             "num_labels",
         )
         for name in positive_ints:
@@ -125,6 +161,15 @@ class TransformerConfig:
                 raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
             if value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
+        for name in ("type_vocab_size", "position_offset"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+            if value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value}")
+        for name in ("embedding_layer_norm", "scale_embedding"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
@@ -149,8 +194,14 @@ class TransformerConfig:
             raise ValueError(
                 f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {self.attn_implementation!r}"
             )
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id}")
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int token id or None, got {type(value).__name__} ({value!r})")
+            if not 0 <= value < self.vocab_size:
+                raise ValueError(f"{name} must be in [0, vocab_size={self.vocab_size}), got {value}")
 
     # ------------------------------------------------------------------
     # Derived numbers
@@ -205,10 +256,21 @@ class TransformerConfig:
         return cls.from_dict(resolve_checkpoint(path_or_name).config)
 
     def to_hf(self) -> Any:
-        """Return the equivalent :class:`transformers.BertConfig`."""
+        """Return the equivalent :class:`transformers.BertConfig`.
+
+        Raises:
+            ValueError: for a config whose embeddings no BERT has (see
+                ``NOT_BERT``).
+        """
         from transformers import BertConfig
 
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "attn_implementation")}
+        for name, bert_value in NOT_BERT.items():
+            if getattr(self, name) != bert_value:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} has no BertConfig equivalent (BERT's is {bert_value!r})"
+                )
+        excluded = ("extra", "attn_implementation", *NOT_BERT)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in excluded}
         hf = BertConfig(**data)
         hf._attn_implementation = self.attn_implementation
         return hf
@@ -216,6 +278,22 @@ class TransformerConfig:
     def replace(self, **changes: Any) -> TransformerConfig:
         """Return a copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+#: Fields that only describe other families (their embeddings, an encoder-decoder's start token), with BERT's value (what :meth:`TransformerConfig.to_hf`
+#: requires).
+NOT_BERT: dict[str, Any] = {
+    "embedding_layer_norm": True,
+    "position_offset": 0,
+    "scale_embedding": False,
+    "decoder_start_token_id": None,
+}
+
+#: Where the configs of families with other field names are converted.
+CONVERTERS = {
+    "gpt2": "literate_transformer.models.gpt2.gpt2_config",
+    "bart": "literate_transformer.models.bart.bart_config",
+}
 
 
 def as_config(config: Any) -> TransformerConfig:
@@ -228,15 +306,27 @@ def as_config(config: Any) -> TransformerConfig:
         A validated :class:`TransformerConfig`.
 
     Raises:
-        TypeError: if ``config`` is neither.
+        TypeError: if ``config`` is neither, or is a ``transformers`` config
+            whose fields are not BERT's (it names the function that converts it).
 
-    >>> from transformers import BertConfig
+    >>> from transformers import BertConfig, GPT2Config
     >>> as_config(BertConfig(hidden_size=64, num_attention_heads=4)).head_size
     16
+    >>> as_config(GPT2Config())
+    Traceback (most recent call last):
+        ...
+    TypeError: config is a transformers GPT2Config, whose fields are not BERT's: convert it with literate_transformer.models.gpt2.gpt2_config(config)
     """
     if isinstance(config, TransformerConfig):
         return config
     if hasattr(config, "hidden_size") and hasattr(config, "num_attention_heads"):
+        # GPT-2 and BART answer to hidden_size through an alias, but their to_dict() uses their own names.
+        if hasattr(config, "to_dict") and "hidden_size" not in config.to_dict():
+            converter = CONVERTERS.get(getattr(config, "model_type", None), "its family's config function")
+            raise TypeError(
+                f"config is a transformers {type(config).__name__}, whose fields are not BERT's: "
+                f"convert it with {converter}(config)"
+            )
         return TransformerConfig.from_hf(config)
     raise TypeError(
         "config must be a literate_transformer.TransformerConfig or a transformers config object "

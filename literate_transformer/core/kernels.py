@@ -89,6 +89,6 @@ def fused_attention(
         The context ``(B, H, T, D)``.
     """
     if attention_mask is not None:
-        # Finite masked scores, with headroom for the scores they are added to: no -inf, no NaN.
+        # Finite masked scores, with headroom for the scores they are added to: no $-\infty$, no NaN.
         attention_mask = to_fused_kernel_mask(attention_mask, query.dtype)
     return F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout_p)

@@ -32,18 +32,16 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import Tensor
-
-Function = TypeVar("Function", bound=Callable[..., Any])
 
 # How many validated calls are running in this thread: only the outermost one checks.
 _calls = threading.local()
 
 
-def validate_with(check: Callable[..., object]) -> Callable[[Function], Function]:
+def validate_with(check: Callable[..., object]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Run ``check`` with a function's arguments when it is called from outside the package's modules.
 
     ``check`` takes exactly the arguments of the decorated function (``self``
@@ -61,7 +59,7 @@ def validate_with(check: Callable[..., object]) -> Callable[[Function], Function
         A decorator.
     """
 
-    def decorate(function: Function) -> Function:
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(function)
         def checked(*args: Any, **kwargs: Any) -> Any:
             if torch.compiler.is_compiling():
@@ -75,7 +73,7 @@ def validate_with(check: Callable[..., object]) -> Callable[[Function], Function
             finally:
                 _calls.depth = depth
 
-        return checked  # type: ignore[return-value]
+        return checked
 
     return decorate
 
@@ -167,6 +165,8 @@ def check_attention_mask(
 
 def check_token_type_ids(token_type_ids: object, shape: Sequence[int], type_vocab_size: int) -> Tensor:
     """Segment ids: an integer tensor of ``shape`` with values in ``[0, type_vocab_size)``."""
+    if type_vocab_size == 0:
+        raise ValueError("token_type_ids was given, but the model has no token-type embeddings (type_vocab_size=0)")
     token_type_ids = check_tensor(token_type_ids, "token_type_ids", dtypes=("int",), shape=tuple(shape))
     if token_type_ids.numel():
         low, high = int(token_type_ids.min()), int(token_type_ids.max())
@@ -174,6 +174,20 @@ def check_token_type_ids(token_type_ids: object, shape: Sequence[int], type_voca
             bad = low if low < 0 else high
             raise ValueError(f"token_type_ids must be in [0, type_vocab_size={type_vocab_size}), found {bad}")
     return token_type_ids
+
+
+def check_position_ids(position_ids: object, shape: Sequence[int], max_position_embeddings: int) -> Tensor:
+    """Position ids: an integer ``(B, T)`` or ``(1, T)`` tensor with values in ``[0, max_position_embeddings)``."""
+    batch_size, seq_length = shape
+    position_ids = check_tensor(position_ids, "position_ids", dtypes=("int",), ndim=2)
+    if position_ids.shape[0] not in (1, batch_size) or position_ids.shape[1] != seq_length:
+        raise ValueError(
+            f"position_ids must have shape ({batch_size}, {seq_length}) or (1, {seq_length}), "
+            f"got {tuple(position_ids.shape)}"
+        )
+    if position_ids.numel() and (int(position_ids.min()) < 0 or int(position_ids.max()) >= max_position_embeddings):
+        raise ValueError(f"position_ids must be in [0, max_position_embeddings={max_position_embeddings})")
+    return position_ids
 
 
 def check_hidden_states(x: object, hidden_size: int, name: str = "hidden_states") -> Tensor:

@@ -5,7 +5,7 @@ and parameter names** (``embeddings.word_embeddings``,
 ``encoder.layer.0.attention.self.query``, ``...output.LayerNorm``, ``pooler.dense``),
 so that a pretrained checkpoint loads into it with a plain
 :meth:`~torch.nn.Module.load_state_dict` (see
-:mod:`~literate_transformer.pretrained` and :meth:`BertModel.from_pretrained`),
+:mod:`~literate_transformer.checkpoints` and :meth:`BertModel.from_pretrained`),
 and the tests can prove, number by number, that it computes what HuggingFace
 computes.  What it drops is the production machinery: key/value caches,
 head pruning, feed-forward chunking, gradient checkpointing, ``return_dict``
@@ -37,10 +37,16 @@ each made of two sub-layers with a residual connection and a layer norm
 
 The book *Natural Language Processing with Transformers* builds its encoder
 **pre**-LN instead (:math:`h + \operatorname{MultiHead}(\operatorname{LayerNorm}(h))`),
-which trains more stably; the two arrangements are not interchangeable, and
+which trains without a learning-rate warm-up (Xiong et al., 2020, "On Layer
+Normalization in the Transformer Architecture", ICML 2020, arXiv:2002.04745);
+the two arrangements are not interchangeable, and
 pretrained BERT weights only reproduce BERT in the post-LN one written here.
-Finally :class:`BertPooler` turns the ``[CLS]`` vector into a sentence vector,
-:math:`\tanh(W h_{\text{CLS}} + b)`.
+Finally :class:`BertPooler` passes the ``[CLS]`` vector through a dense layer
+and a tanh, :math:`\tanh(W h_{\text{CLS}} + b)`.  In ``bert-base`` that is a
+sentence vector trained by next-sentence prediction; the default checkpoint,
+``all-MiniLM-L6-v2``, was fine-tuned to be read by mean pooling over the
+tokens instead, a fine-tuning that read neither its ``[CLS]`` vector alone
+nor its pooler: read it with :func:`sentence_embeddings`.
 
 A decoder (``config.is_decoder``) differs only in its masks: its
 self-attention may not look ahead, and with ``config.add_cross_attention``
@@ -186,6 +192,7 @@ from ..core.validation import (
     check_hidden_states,
     check_input_ids,
     check_mask,
+    check_position_ids,
     check_tensor,
     check_token_type_ids,
     validate_with,
@@ -202,24 +209,14 @@ __all__ = [
     "BertEncoder",
     "BertPooler",
     "BertModel",
+    "mean_pooling",
+    "sentence_embeddings",
 ]
 
 
 # ---------------------------------------------------------------------------
 # Embeddings
 # ---------------------------------------------------------------------------
-def _check_position_ids(position_ids: object, shape: tuple[int, int], max_position_embeddings: int) -> None:
-    batch_size, seq_length = shape
-    check_tensor(position_ids, "position_ids", dtypes=("int",), ndim=2)
-    if position_ids.shape[0] not in (1, batch_size) or position_ids.shape[1] != seq_length:
-        raise ValueError(
-            f"position_ids must have shape ({batch_size}, {seq_length}) or (1, {seq_length}), "
-            f"got {tuple(position_ids.shape)}"
-        )
-    if position_ids.numel() and (int(position_ids.min()) < 0 or int(position_ids.max()) >= max_position_embeddings):
-        raise ValueError(f"position_ids must be in [0, max_position_embeddings={max_position_embeddings})")
-
-
 def _check_embeddings_inputs(
     embeddings: BertEmbeddings, input_ids: object, token_type_ids: object = None, position_ids: object = None
 ) -> None:
@@ -228,7 +225,7 @@ def _check_embeddings_inputs(
     if token_type_ids is not None:
         check_token_type_ids(token_type_ids, input_ids.shape, config.type_vocab_size)
     if position_ids is not None:
-        _check_position_ids(position_ids, input_ids.shape, config.max_position_embeddings)
+        check_position_ids(position_ids, input_ids.shape, config.max_position_embeddings)
 
 
 class BertEmbeddings(nn.Module):
@@ -407,19 +404,19 @@ class BertSelfAttention(nn.Module):
             dropout_p = self.dropout.p if self.training else 0.0
             context_layer = fused_attention(query_layer, key_layer, value_layer, attention_mask, dropout_p)
         else:
-            # 3) Scores Q K^T / sqrt(D): one per (query, key) pair in every head,
+            # 3) Scores $Q K^\top / \sqrt{D}$: one per (query, key) pair in every head,
             #    scaled so their spread does not grow with the head size.  Scaling
-            #    the queries first is the same number, (Q / sqrt(D)) K^T, computed
-            #    on T x D values instead of T x S (HuggingFace scales the scores).
+            #    the queries first is the same number, $(Q / \sqrt{D})\, K^\top$, computed
+            #    on $T \times D$ values instead of $T \times S$ (HuggingFace scales the scores).
             scaled_query = query_layer / math.sqrt(self.attention_head_size)
             attention_scores = torch.matmul(scaled_query, key_layer.transpose(-1, -2))  # (B, H, T, S)
-            # 4) Add the mask: finfo.min on hidden keys (padding, and the future
-            #    in a decoder), never -inf.
+            # 4) Add the mask: `finfo.min` on hidden keys (padding, and the future
+            #    in a decoder), never $-\infty$.
             attention_scores = masked_fill_scores(attention_scores, attention_mask)
             # 5) Softmax over the keys: each query's weights sum to 1.
             attention_probs = F.softmax(attention_scores, dim=-1)
             # Dropout on the weights (training only): it zeroes individual
-            # weights and scales the others up by 1 / (1 - p).
+            # weights and scales the others up by $1 / (1 - p)$.
             dropped_probs = self.dropout(attention_probs)
             # head_mask scales (0 disables) whole heads.
             if head_mask is not None:
@@ -504,7 +501,7 @@ class BertIntermediate(nn.Module):
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         """``(B, T, E) -> (B, T, F)``."""
-        # Widen each token vector to F features (4 E in BERT) and apply the non-linearity, token by token.
+        # Widen each token vector to $F$ features ($F = 4E$ in BERT) and apply the non-linearity, token by token.
         hidden_states = self.intermediate_act_fn(self.dense(hidden_states))  # (B, T, F)
         return hidden_states
 
@@ -723,7 +720,7 @@ def _check_model_inputs(
     if token_type_ids is not None:
         check_token_type_ids(token_type_ids, (batch_size, seq_length), config.type_vocab_size)
     if position_ids is not None:
-        _check_position_ids(position_ids, (batch_size, seq_length), config.max_position_embeddings)
+        check_position_ids(position_ids, (batch_size, seq_length), config.max_position_embeddings)
     if head_mask is not None:
         check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"))
         heads, layers = config.num_attention_heads, config.num_hidden_layers
@@ -891,3 +888,67 @@ class BertModel(nn.Module):
         sequence_output = encoder_outputs.last_hidden_state
         encoder_outputs.pooler_output = self.pooler(sequence_output) if self.pooler is not None else None
         return encoder_outputs
+
+
+# ---------------------------------------------------------------------------
+# Sentence embeddings: what the default checkpoint was trained to produce
+# ---------------------------------------------------------------------------
+def _check_pooling_inputs(last_hidden_state: object, attention_mask: object = None) -> None:
+    last_hidden_state = check_tensor(last_hidden_state, "last_hidden_state", ndim=3, dtypes=("float",))
+    if attention_mask is not None:
+        check_attention_mask(attention_mask, *last_hidden_state.shape[:2])
+
+
+@validate_with(_check_pooling_inputs)
+def mean_pooling(last_hidden_state: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    r"""The average of each sequence's token vectors, over its real tokens only.
+
+    .. math::
+
+        s_b = \frac{\sum_t m_{bt}\, y_{bt}}{\sum_t m_{bt}},
+
+    with :math:`y_{bt}` the final hidden state of token :math:`t` and
+    :math:`m_{bt}` the tokenizer's ``attention_mask`` (1 for a real token,
+    ``[CLS]`` and ``[SEP]`` included; 0 for padding, which must not count).
+    This is the pooling that ``sentence-transformers/all-MiniLM-L6-v2`` (the
+    default checkpoint) was fine-tuned with, as its ``1_Pooling/config.json``
+    says (``"pooling_mode_mean_tokens": true``); the denominator is clamped
+    at ``1e-9`` as sentence-transformers clamps it, so that a row without
+    real tokens gives zeros instead of NaN.
+
+    Args:
+        last_hidden_state: ``(B, T, E)``.
+        attention_mask: ``(B, T)``, 1 for real tokens and 0 for padding;
+            ``None`` averages over every position.
+
+    Returns:
+        ``(B, E)``.
+    """
+    if attention_mask is None:
+        attention_mask = torch.ones(last_hidden_state.shape[:2], device=last_hidden_state.device)
+    # The mask as a weight per token, in the hidden states' dtype.
+    weights = attention_mask.to(last_hidden_state.dtype).unsqueeze(-1)  # (B, T, 1)
+    # Sum of the real tokens' vectors ...
+    summed = (last_hidden_state * weights).sum(dim=1)  # (B, E)
+    # ... divided by how many there are.
+    counts = weights.sum(dim=1).clamp(min=1e-9)  # (B, 1)
+    return summed / counts
+
+
+def sentence_embeddings(last_hidden_state: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    """Mean pooling, then L2 normalisation: the default checkpoint's sentence vectors.
+
+    ``sentence_transformers.SentenceTransformer`` runs exactly these two
+    steps after the BERT encoder for ``all-MiniLM-L6-v2`` (its ``modules.json``
+    lists ``Transformer``, ``Pooling`` and ``Normalize``); a test proves the
+    result equal to ``SentenceTransformer(path).encode(...)``.  Vectors of
+    length 1 make the dot product of two of them their cosine similarity.
+
+    Args:
+        last_hidden_state: ``(B, T, E)``.
+        attention_mask: ``(B, T)``, 1 for real tokens and 0 for padding.
+
+    Returns:
+        ``(B, E)``, each row of Euclidean norm 1.
+    """
+    return F.normalize(mean_pooling(last_hidden_state, attention_mask), p=2, dim=-1)

@@ -36,11 +36,9 @@ real checkpoint, or another batch size) declares them with
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import io
 import re
-import sys
 import tokenize
 import traceback
 from collections.abc import Callable, Iterable
@@ -51,18 +49,22 @@ import pytest
 import torch
 
 import literate_transformer
+from literate_transformer import trace
 from literate_transformer.book.attention import AttentionHead, MultiHeadAttention
 from literate_transformer.book.classification import TransformerForSequenceClassification
 from literate_transformer.book.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
-from literate_transformer.book.embeddings import Embeddings, SinusoidalPositionalEncoding
+from literate_transformer.book.embeddings import Embeddings, RelativePositionBias, SinusoidalPositionalEncoding
 from literate_transformer.book.encoder import TransformerEncoder, TransformerEncoderLayer
 from literate_transformer.book.feed_forward import FeedForward
 from literate_transformer.book.generation import greedy_generate
 from literate_transformer.book.training import make_reversal_batch
 from literate_transformer.core import masks
 from literate_transformer.core.config import TransformerConfig
+from literate_transformer.diagrams import head_split_diagram
 from literate_transformer.interop import bert_attention_to_book
-from literate_transformer.models.bert import BertModel
+from literate_transformer.models.bart import BartForConditionalGeneration
+from literate_transformer.models.bert import BertModel, mean_pooling
+from literate_transformer.models.gpt2 import GPT2LMHeadModel
 
 PACKAGE = Path(literate_transformer.__file__).resolve().parent
 ROOT = PACKAGE.parent
@@ -93,18 +95,17 @@ def _display(path: str | Path) -> str:
 
 @dataclass(frozen=True)
 class ShapeComment:
-    """One ``name = ...  # (dims)`` statement."""
+    """One ``name = ...  # (dims)`` statement: the package tracer's assignment, with the comment's letters."""
 
-    path: str
-    line: int
-    end_line: int
-    #: The first line of the enclosing function's code object (decorators included) and its name.
-    function: tuple[int, str]
-    name: str
+    statement: trace.Assignment
     dims: tuple[str, ...]
 
+    @property
+    def name(self) -> str:
+        return self.statement.names[0]
+
     def where(self) -> str:
-        return f"{_display(self.path)}:{self.line}"
+        return f"{_display(self.statement.path)}:{self.statement.line}"
 
 
 @dataclass
@@ -118,7 +119,11 @@ class Report:
 
     @property
     def unexecuted(self) -> list[str]:
-        missing = sorted((comment.path, comment.line) for comment in self.comments if comment not in self.executed)
+        missing = sorted(
+            (comment.statement.path, comment.statement.line)
+            for comment in self.comments
+            if comment not in self.executed
+        )
         return [f"{_display(path)}:{line}" for path, line in missing]
 
 
@@ -131,59 +136,34 @@ def _trailing_comments(source: str) -> dict[int, str]:
     return comments
 
 
-def _functions(tree: ast.AST) -> Iterable[ast.FunctionDef | ast.AsyncFunctionDef]:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield node
-
-
-def _own_statements(function: ast.AST) -> Iterable[ast.stmt]:
-    """Statements of a function, not of the functions or classes nested in it."""
-    stack = list(function.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                stack.append(child)
-
-
 def find_shape_comments(path: Path) -> tuple[list[ShapeComment], list[str]]:
-    """Parse one file: its checkable shape comments and the malformed ones."""
-    source = path.read_text()
-    trailing = {line: SHAPE_COMMENT.match(text) for line, text in _trailing_comments(source).items()}
+    """Parse one file: its checkable shape comments and the malformed ones.
+
+    The statements are the package tracer's (:func:`literate_transformer.trace.assignments`), the same ones
+    the site's annotated pages show the runtime values of.
+    """
+    trailing = {line: SHAPE_COMMENT.match(text) for line, text in _trailing_comments(path.read_text()).items()}
     shape_lines = {line: match.group(1) for line, match in trailing.items() if match}
     found, problems, claimed = [], [], set()
-    for function in _functions(ast.parse(source)):
-        first_line = min([function.lineno] + [decorator.lineno for decorator in function.decorator_list])
-        for statement in _own_statements(function):
-            if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                continue
-            lines = [line for line in range(statement.lineno, statement.end_lineno + 1) if line in shape_lines]
-            if not lines:
-                continue
-            claimed.update(lines)
-            text = shape_lines[lines[-1]]
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            if len(targets) != 1 or not isinstance(targets[0], ast.Name):
-                problems.append(
-                    f"{_display(path)}:{statement.lineno}: shape comment on an assignment to something other than one name"
-                )
-                continue
-            dims = tuple(dim.strip() for dim in text.split(","))
-            unknown = [dim for dim in dims if dim not in LEGEND and not dim.isdigit()]
-            if unknown:
-                problems.append(
-                    f"{_display(path)}:{statement.lineno}: shape comment ({text}) uses {unknown}, not in the legend"
-                )
-                continue
-            found.append(
-                ShapeComment(
-                    str(path), statement.lineno, statement.end_lineno, (first_line, function.name), targets[0].id, dims
-                )
+    for statement in trace.assignments(path):
+        lines = [line for line in range(statement.line, statement.end_line + 1) if line in shape_lines]
+        if not lines:
+            continue
+        claimed.update(lines)
+        text = shape_lines[lines[-1]]
+        if len(statement.names) != 1:
+            problems.append(
+                f"{_display(path)}:{statement.line}: shape comment on an assignment to something other than one name"
             )
+            continue
+        dims = tuple(dim.strip() for dim in text.split(","))
+        unknown = [dim for dim in dims if dim not in LEGEND and not dim.isdigit()]
+        if unknown:
+            problems.append(
+                f"{_display(path)}:{statement.line}: shape comment ({text}) uses {unknown}, not in the legend"
+            )
+            continue
+        found.append(ShapeComment(statement, dims))
     for line in sorted(set(shape_lines) - claimed):
         problems.append(
             f"{_display(path)}:{line}: shape comment ({shape_lines[line]}) not on a `name = ...` line in a function"
@@ -191,63 +171,24 @@ def find_shape_comments(path: Path) -> tuple[list[ShapeComment], list[str]]:
     return found, problems
 
 
-class ShapeTracer:
-    """Checks the shape comments of some files while code runs (use as a context manager)."""
+class ShapeChecker:
+    """Checks each commented statement's value against its comment, as the package's tracer reports it."""
 
     def __init__(self, comments: Iterable[ShapeComment], report: Report) -> None:
         self.report = report
         self.dims = dict(DIMS)
-        #: path -> (function first line, name) -> line -> comment
-        self.index: dict[str, dict[tuple[int, str], dict[int, ShapeComment]]] = {}
-        for comment in comments:
-            lines = self.index.setdefault(comment.path, {}).setdefault(comment.function, {})
-            for line in range(comment.line, comment.end_line + 1):
-                lines[line] = comment
+        self.by_statement = {comment.statement: comment for comment in comments}
+        #: ``T`` and ``S`` are bound per call: frame -> letter -> size.
+        self.bindings: dict[int, dict[str, int]] = {}
 
-    def __enter__(self) -> ShapeTracer:
-        self._previous = sys.gettrace()
-        sys.settrace(self._on_call)
-        return self
+    def tracer(self) -> trace.LineTracer:
+        return trace.LineTracer(self.by_statement, self.check)
 
-    def __exit__(self, *exc_info: object) -> None:
-        sys.settrace(self._previous)
-
-    def _on_call(self, frame, event, arg):
-        if event != "call":
-            return None
-        functions = self.index.get(frame.f_code.co_filename)
-        if functions is None:
-            return None
-        lines = functions.get((frame.f_code.co_firstlineno, frame.f_code.co_name))
-        if lines is None:
-            return None
-        return self._frame_tracer(lines)
-
-    def _frame_tracer(self, lines: dict[int, ShapeComment]):
-        bindings: dict[str, int] = {}
-        pending: list[ShapeComment | None] = [None]
-
-        def trace(frame, event, arg):
-            comment = pending[0]
-            if event == "line":
-                if comment is not None and not comment.line <= frame.f_lineno <= comment.end_line:
-                    self._check(comment, frame, bindings)
-                    comment = pending[0] = None
-                if comment is None:
-                    pending[0] = lines.get(frame.f_lineno)
-            elif event == "return" and comment is not None:
-                self._check(comment, frame, bindings)
-                pending[0] = None
-            elif event == "exception":
-                # The statement did not complete: nothing was assigned.
-                pending[0] = None
-            return trace
-
-        return trace
-
-    def _check(self, comment: ShapeComment, frame, bindings: dict[str, int]) -> None:
+    def check(self, statement: trace.Assignment, local_values: dict, frame_id: int) -> None:
+        comment = self.by_statement[statement]
         self.report.executed.add(comment)
-        value = frame.f_locals.get(comment.name)
+        bindings = self.bindings.setdefault(frame_id, {})
+        value = local_values.get(comment.name)
         claim = f"{comment.where()}: {comment.name} is commented ({', '.join(comment.dims)})"
         if not isinstance(value, torch.Tensor):
             self.report.mismatches.append(f"{claim} but is a {type(value).__name__}, not a tensor")
@@ -270,18 +211,19 @@ class ShapeTracer:
 
 
 def run_scenarios(paths: Iterable[Path], scenarios: Iterable[Callable[[], object]]) -> Report:
-    """Parse ``paths``, run every scenario under the tracer and report."""
+    """Parse ``paths``, run every scenario under the package's tracer and report."""
     report = Report()
     for path in paths:
         comments, problems = find_shape_comments(path)
         report.comments.extend(comments)
         report.problems.extend(problems)
-    tracer = ShapeTracer(report.comments, report)
+    checker = ShapeChecker(report.comments, report)
     for scenario in scenarios:
-        tracer.dims = {**DIMS, **getattr(scenario, "dims", {})}
+        checker.dims = {**DIMS, **getattr(scenario, "dims", {})}
+        checker.bindings.clear()
         torch.manual_seed(0)
         try:
-            with torch.no_grad(), tracer:
+            with torch.no_grad(), checker.tracer():
                 scenario()
         except Exception:  # a broken scenario is a failure, reported with its traceback
             report.mismatches.append(f"scenario {scenario.__name__} raised:\n{traceback.format_exc()}")
@@ -399,6 +341,10 @@ def scenario_bert():
                 output_attentions=output_attentions,
             )
     bert_attention_to_book(model.encoder.layer[0].attention)(hidden())
+    # Sentence embeddings: the mean of the real tokens' vectors.
+    mean_pooling(hidden(), attention_mask)
+    # The head-split diagram runs transpose_for_scores on the feature indices.
+    head_split_diagram(model.encoder.layer[0].attention.self, length=T)
 
 
 def scenario_decoder():
@@ -421,6 +367,30 @@ def scenario_decoder():
     make_reversal_batch(DIMS["B"], 2, S, torch.Generator().manual_seed(0))
 
 
+def scenario_families():
+    """GPT-2 and BART built from the book's parts, T5's relative bias, and BART's scaled, offset embeddings."""
+    gpt2 = GPT2LMHeadModel(tiny_config(type_vocab_size=0, embedding_layer_norm=False, eos_token_id=2)).eval()
+    prompt_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
+    prompt_mask[1, 0] = 0
+    gpt2(token_ids(), attention_mask=prompt_mask, position_ids=torch.arange(T)[None], output_attentions=True)
+    gpt2.generate(token_ids(), prompt_mask, max_new_tokens=2)
+    bart_config = tiny_config(type_vocab_size=0, position_offset=2, scale_embedding=True, decoder_start_token_id=2)
+    bart = BartForConditionalGeneration(bart_config, bart_config.replace(num_hidden_layers=1)).eval()
+    source_mask = torch.ones(DIMS["B"], S, dtype=torch.long)
+    source_mask[0, -1] = 0
+    bart(token_ids(S), source_mask, token_ids(), output_attentions=True)
+    bart.generate(token_ids(S), source_mask, max_new_tokens=2)
+    for bidirectional in (True, False):
+        RelativePositionBias(DIMS["H"], num_buckets=8, max_distance=16, bidirectional=bidirectional)(T, S, S - T)
+
+
+def scenario_export():
+    """The module the browser page's graph is exported from (no export here: its forward is what runs)."""
+    from literate_transformer.export import BrowserBert
+
+    BrowserBert(BertModel(tiny_config()).eval())(token_ids(), torch.zeros(DIMS["B"], T, dtype=torch.long))
+
+
 #: Every scenario run by :func:`test_shape_comments_match_the_real_shapes`; append new ones here.
 SCENARIOS: list[Callable[[], object]] = [
     scenario_masks,
@@ -432,6 +402,8 @@ SCENARIOS: list[Callable[[], object]] = [
     scenario_encoder,
     scenario_bert,
     scenario_decoder,
+    scenario_families,
+    scenario_export,
 ]
 
 

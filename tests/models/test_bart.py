@@ -1,0 +1,230 @@
+"""BART built from the book's encoder-decoder equals transformers.BartForConditionalGeneration; inputs are validated.
+
+Random HuggingFace BARTs of unusual shapes (encoder and decoder of different
+depths, head counts and feed-forward widths, scaled and unscaled
+embeddings), every parameter randomised so that no layer norm is the
+identity and ``final_logits_bias`` is not zero, are converted with
+``from_hf``.
+
+Tolerance: fp32, absolute 1e-5 on logits, the encoder's output and every
+encoder, decoder and cross-attention probability, with a padded source
+(whole tensors: padded source positions are keys that nobody attends to,
+and queries that still see the real keys).  Generation: exactly the token
+ids of HuggingFace's greedy ``generate()``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from literate_transformer import from_hf
+from literate_transformer.interop import map_bart_state_dict
+from literate_transformer.models.bart import BartForConditionalGeneration, BartModel, bart_config
+
+ATOL = 1e-5
+PAD, BOS, EOS = 1, 0, 2
+
+CONFIGS = {
+    "scaled_5_and_3_heads": dict(
+        vocab_size=83,
+        d_model=30,
+        encoder_layers=2,
+        decoder_layers=1,
+        encoder_attention_heads=5,
+        decoder_attention_heads=3,
+        encoder_ffn_dim=44,
+        decoder_ffn_dim=36,
+        max_position_embeddings=20,
+        scale_embedding=True,
+        activation_function="gelu",
+    ),
+    "unscaled_relu_deeper_decoder": dict(
+        vocab_size=57,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=24,
+        decoder_ffn_dim=40,
+        max_position_embeddings=12,
+        scale_embedding=False,
+        activation_function="relu",
+    ),
+}
+
+
+@pytest.fixture(params=sorted(CONFIGS), scope="module")
+def models(request, randomize):
+    """HuggingFace's BART with random weights (final_logits_bias included), and the package's from ``from_hf``."""
+    torch.manual_seed(0)
+    config = transformers.BartConfig(
+        **CONFIGS[request.param],
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        decoder_start_token_id=EOS,
+        attn_implementation="eager",
+    )
+    hf = randomize(transformers.BartForConditionalGeneration(config), scale=0.3)
+    with torch.no_grad():
+        hf.final_logits_bias.normal_(0.0, 0.3)
+    return hf, from_hf(hf)
+
+
+def padded_sources(config, length: int = 7, seed: int = 1):
+    """Three sources, the last two padded (the last one to a single token)."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
+    attention_mask = torch.ones(3, length, dtype=torch.long)
+    attention_mask[1, -3:] = 0
+    attention_mask[2, 1:] = 0
+    return input_ids.masked_fill(attention_mask == 0, PAD), attention_mask
+
+
+def targets(config, length: int = 5, seed: int = 2):
+    generator = torch.Generator().manual_seed(seed)
+    decoder_input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
+    decoder_input_ids[:, 0] = config.decoder_start_token_id
+    return decoder_input_ids
+
+
+# ---------------------------------------------------------------------------
+# Equal to HuggingFace
+# ---------------------------------------------------------------------------
+def test_from_hf_builds_the_book_encoder_decoder_with_barts_switches(models):
+    hf, ours = models
+    assert isinstance(ours, BartForConditionalGeneration) and not ours.training
+    assert not ours.norm_first and ours.encoder.final_layer_norm is None and ours.decoder.final_layer_norm is None
+    assert (len(ours.encoder.layers), len(ours.decoder.layers)) == (hf.config.encoder_layers, hf.config.decoder_layers)
+    embeddings = ours.encoder.embeddings
+    assert embeddings.position_offset == 2 and embeddings.layer_norm is not None
+    # One table: the encoder's, the decoder's and the head's weight.
+    assert ours.decoder.embeddings.token_embeddings is embeddings.token_embeddings
+    assert ours.lm_head.weight is embeddings.token_embeddings.weight
+    torch.testing.assert_close(ours.lm_head.bias, hf.final_logits_bias[0], atol=0, rtol=0)
+    assert not ours.lm_head.bias.requires_grad
+
+
+@torch.no_grad()
+def test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources(models):
+    hf, ours = models
+    input_ids, attention_mask = padded_sources(hf.config)
+    decoder_input_ids = targets(hf.config)
+    expected = hf(
+        input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, output_attentions=True
+    )
+    actual = ours(input_ids, attention_mask, decoder_input_ids, output_attentions=True)
+    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
+    torch.testing.assert_close(actual.encoder_last_hidden_state, expected.encoder_last_hidden_state, atol=ATOL, rtol=0)
+    for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+        ours_probs, hf_probs = getattr(actual, name), getattr(expected, name)
+        assert len(ours_probs) == len(hf_probs) > 0, name
+        for ours_layer, hf_layer in zip(ours_probs, hf_probs, strict=True):
+            torch.testing.assert_close(ours_layer, hf_layer, atol=ATOL, rtol=0, msg=name)
+    # Not vacuous: the third source's padding is invisible to every target position.
+    assert actual.cross_attentions[-1][2, :, :, 1:].abs().max().item() < 1e-6
+
+
+@torch.no_grad()
+def test_greedy_generation_gives_hfs_token_ids(models, hf_api):
+    hf, ours = models
+    input_ids, attention_mask = padded_sources(hf.config)
+    max_new_tokens = 8
+    expected = hf_api.greedy_generate(hf, input_ids, attention_mask, max_new_tokens)
+    actual = ours.generate(input_ids, attention_mask, max_new_tokens=max_new_tokens)
+    assert torch.equal(actual, expected)
+    assert (actual[:, 0] == hf.config.decoder_start_token_id).all()
+
+
+def test_bart_model_without_head_equals_hf_bart_model(randomize):
+    fields = CONFIGS["unscaled_relu_deeper_decoder"]
+    hf = randomize(transformers.BartModel(transformers.BartConfig(**fields, pad_token_id=PAD)))
+    ours = from_hf(hf)
+    assert type(ours) is BartModel and ours.lm_head is None
+    input_ids, attention_mask = padded_sources(hf.config)
+    decoder_input_ids = targets(hf.config)
+    with torch.no_grad():
+        expected = hf(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        actual = ours(input_ids, attention_mask, decoder_input_ids)
+    assert actual.logits is None
+    torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=ATOL, rtol=0)
+
+
+# ---------------------------------------------------------------------------
+# The key map
+# ---------------------------------------------------------------------------
+def test_key_map_names_a_missing_tensor_and_refuses_a_second_embedding_table(models):
+    hf, ours = models
+    heads = (hf.config.encoder_attention_heads, hf.config.decoder_attention_heads)
+    state = dict(hf.state_dict())
+    del state["model.decoder.layers.0.encoder_attn_layer_norm.bias"]
+    with pytest.raises(ValueError, match=r"missing tensors: decoder\.layers\.0\.layer_norm_2\.bias"):
+        map_bart_state_dict(state, ours.state_dict(), *heads)
+    state = dict(hf.state_dict())
+    state["model.decoder.embed_tokens.weight"] = state["model.decoder.embed_tokens.weight"] + 1
+    with pytest.raises(ValueError, match="one embedding table"):
+        map_bart_state_dict(state, ours.state_dict(), *heads)
+
+
+def test_bart_config_gives_each_stack_its_own_sizes():
+    encoder, decoder = bart_config(transformers.BartConfig(**CONFIGS["scaled_5_and_3_heads"]))
+    assert (encoder.num_hidden_layers, encoder.num_attention_heads, encoder.intermediate_size) == (2, 5, 44)
+    assert (decoder.num_hidden_layers, decoder.num_attention_heads, decoder.intermediate_size) == (1, 3, 36)
+    assert encoder.position_offset == 2 and encoder.scale_embedding and encoder.type_vocab_size == 0
+    with pytest.raises(TypeError, match="BartConfig"):
+        bart_config(transformers.GPT2Config())
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+def test_batch_sizes_that_disagree_between_source_and_target_are_refused(models):
+    hf, ours = models
+    input_ids, attention_mask = padded_sources(hf.config)
+    with pytest.raises(ValueError, match="decoder_input_ids has batch size 2, but input_ids has batch size 3"):
+        ours(input_ids, attention_mask, targets(hf.config)[:2])
+
+
+def test_masks_of_the_wrong_shape_are_refused(models):
+    hf, ours = models
+    input_ids, attention_mask = padded_sources(hf.config)
+    decoder_input_ids = targets(hf.config)
+    with pytest.raises(ValueError, match=r"attention_mask must have shape \(3, 7\)"):
+        ours(input_ids, attention_mask[:, :-1], decoder_input_ids)
+    with pytest.raises(ValueError, match=r"decoder_attention_mask must have shape \(3, 5\)"):
+        ours(input_ids, attention_mask, decoder_input_ids, torch.ones(3, 4))
+    with pytest.raises(TypeError, match="decoder_input_ids must be a torch.Tensor"):
+        ours(input_ids, attention_mask)
+
+
+def test_inputs_longer_than_the_positions_and_ids_outside_the_vocabulary_are_refused(models):
+    hf, ours = models
+    positions, vocab_size = hf.config.max_position_embeddings, hf.config.vocab_size
+    too_long = torch.full((1, positions + 1), 5)
+    with pytest.raises(ValueError, match=f"input_ids has {positions + 1} tokens, more than max_position_embeddings"):
+        ours(too_long, decoder_input_ids=torch.tensor([[EOS]]))
+    with pytest.raises(ValueError, match=rf"decoder_input_ids must be token ids in \[0, vocab_size={vocab_size}\)"):
+        ours(torch.tensor([[5, 6]]), decoder_input_ids=torch.tensor([[EOS, vocab_size]]))
+
+
+def test_max_new_tokens_that_is_negative_or_runs_past_the_positions_is_refused(models):
+    hf, ours = models
+    source = torch.tensor([[5, 6, 7]])
+    with pytest.raises(ValueError, match="max_new_tokens must be at least 1, got -2"):
+        ours.generate(source, max_new_tokens=-2)
+    positions = hf.config.max_position_embeddings
+    with pytest.raises(ValueError, match=f"max_new_tokens={positions + 1} would feed the decoder positions up to"):
+        ours.generate(source, max_new_tokens=positions + 1)
+
+
+@torch.no_grad()
+def test_a_fully_masked_source_row_gives_finite_output(models):
+    hf, ours = models
+    input_ids, attention_mask = padded_sources(hf.config)
+    attention_mask[2] = 0
+    output = ours(input_ids, attention_mask, targets(hf.config))
+    assert torch.isfinite(output.logits).all() and torch.isfinite(output.encoder_last_hidden_state).all()
+    assert ours.generate(input_ids, attention_mask, max_new_tokens=3).shape[0] == 3

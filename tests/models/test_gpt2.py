@@ -1,0 +1,226 @@
+"""GPT-2 built from the book's decoder equals transformers.GPT2LMHeadModel; its inputs are validated.
+
+Random HuggingFace GPT-2s of unusual shapes (odd head counts, other
+epsilons, activations and vocabularies), every parameter randomised so that
+no layer norm is the identity, are converted with ``from_hf``.
+
+Tolerance: fp32, absolute 1e-5 on logits, every hidden state and every
+attention probability, padded positions included (right padding: no query
+row is fully masked, so every row means something on both sides).
+Generation: exactly the token ids of HuggingFace's greedy ``generate()``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from literate_transformer import from_hf
+from literate_transformer.interop import map_gpt2_state_dict
+from literate_transformer.models.gpt2 import GPT2LMHeadModel, GPT2Model, gpt2_config
+
+ATOL = 1e-5
+
+CONFIGS = {
+    "5_heads_gelu_new": dict(
+        vocab_size=97,
+        n_embd=30,
+        n_layer=2,
+        n_head=5,
+        n_inner=52,
+        n_positions=20,
+        layer_norm_epsilon=1e-4,
+        activation_function="gelu_new",
+    ),
+    "3_heads_relu_default_inner": dict(
+        vocab_size=61,
+        n_embd=18,
+        n_layer=1,
+        n_head=3,
+        n_inner=None,
+        n_positions=14,
+        layer_norm_epsilon=1e-6,
+        activation_function="relu",
+    ),
+}
+
+
+def random_hf_gpt2(randomize, **fields) -> transformers.GPT2LMHeadModel:
+    config = transformers.GPT2Config(
+        **fields, bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+    )
+    return randomize(transformers.GPT2LMHeadModel(config), scale=0.3)
+
+
+@pytest.fixture(params=sorted(CONFIGS), scope="module")
+def models(request, randomize):
+    """HuggingFace's GPT-2 with random weights, and the package's from ``from_hf``."""
+    torch.manual_seed(0)
+    hf = random_hf_gpt2(randomize, **CONFIGS[request.param])
+    return hf, from_hf(hf)
+
+
+def padded_batch(config, length: int = 9, seed: int = 1):
+    """Three sequences, two right-padded."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
+    attention_mask = torch.ones(3, length, dtype=torch.long)
+    attention_mask[1, -3:] = 0
+    attention_mask[2, -5:] = 0
+    return input_ids.masked_fill(attention_mask == 0, 0), attention_mask
+
+
+def left_padded_prompts(config, length: int = 6, seed: int = 2):
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
+    attention_mask = torch.ones(3, length, dtype=torch.long)
+    attention_mask[1, :2] = 0
+    attention_mask[2, :4] = 0
+    return input_ids.masked_fill(attention_mask == 0, 0), attention_mask
+
+
+# ---------------------------------------------------------------------------
+# Equal to HuggingFace
+# ---------------------------------------------------------------------------
+def test_from_hf_builds_the_book_decoder_with_gpt2s_switches(models):
+    hf, ours = models
+    assert isinstance(ours, GPT2LMHeadModel) and not ours.training
+    stack = ours.transformer
+    assert stack.norm_first and not stack.add_cross_attention and stack.final_layer_norm is not None
+    assert stack.embeddings.layer_norm is None and stack.embeddings.token_type_embeddings is None
+    # One tensor for the token table and the head, as in the checkpoint.
+    assert ours.lm_head.weight is stack.embeddings.token_embeddings.weight
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in hf.parameters())
+
+
+@torch.no_grad()
+def test_logits_hidden_states_and_attentions_equal_hf_with_padding(models):
+    hf, ours = models
+    input_ids, attention_mask = padded_batch(hf.config)
+    expected = hf(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
+    actual = ours(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
+    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
+    assert len(actual.hidden_states) == len(expected.hidden_states) == hf.config.n_layer + 1
+    for ours_state, hf_state in zip(actual.hidden_states, expected.hidden_states, strict=True):
+        torch.testing.assert_close(ours_state, hf_state, atol=ATOL, rtol=0)
+    assert len(actual.attentions) == hf.config.n_layer
+    for ours_probs, hf_probs in zip(actual.attentions, expected.attentions, strict=True):
+        torch.testing.assert_close(ours_probs, hf_probs, atol=ATOL, rtol=0)
+    # Not vacuous: the mask hides the padded keys from the padded queries after them.
+    assert actual.attentions[0][2, :, -1, -5:].sum().item() == pytest.approx(0.0, abs=1e-6)
+
+
+@torch.no_grad()
+def test_greedy_generation_gives_hfs_token_ids_for_left_padded_prompts(models, hf_api):
+    hf, ours = models
+    input_ids, attention_mask = left_padded_prompts(hf.config)
+    max_new_tokens = 8
+    expected = hf_api.greedy_generate(hf, input_ids, attention_mask, max_new_tokens)
+    actual = ours.generate(input_ids, attention_mask, max_new_tokens=max_new_tokens)
+    assert torch.equal(actual, expected)
+    # The prompt comes first, as HuggingFace returns it.
+    assert torch.equal(actual[:, : input_ids.shape[1]], input_ids)
+
+
+@torch.no_grad()
+def test_generation_with_and_without_the_cache_agree(models):
+    _, ours = models
+    input_ids, attention_mask = left_padded_prompts(ours.config)
+    cached = ours.generate(input_ids, attention_mask, max_new_tokens=5)
+    assert torch.equal(cached, ours.generate(input_ids, attention_mask, max_new_tokens=5, use_cache=False))
+
+
+def test_gpt2_model_without_head_equals_hf_gpt2_model(randomize):
+    hf = randomize(transformers.GPT2Model(transformers.GPT2Config(**CONFIGS["5_heads_gelu_new"])))
+    ours = from_hf(hf)
+    assert type(ours) is GPT2Model
+    input_ids, attention_mask = padded_batch(hf.config, length=7)
+    with torch.no_grad():
+        expected = hf(input_ids, attention_mask=attention_mask).last_hidden_state
+        actual = ours(input_ids, attention_mask=attention_mask).last_hidden_state
+    torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
+
+
+# ---------------------------------------------------------------------------
+# The key map
+# ---------------------------------------------------------------------------
+def test_key_map_names_a_missing_tensor_and_refuses_an_untied_head(models):
+    hf, ours = models
+    state = dict(hf.state_dict())
+    del state["transformer.h.0.mlp.c_fc.bias"]
+    with pytest.raises(ValueError, match=r"missing tensors: transformer\.layers\.0\.feed_forward\.linear_1\.bias"):
+        map_gpt2_state_dict(state, ours.state_dict(), ours.config.num_attention_heads)
+    state = dict(hf.state_dict())
+    state["lm_head.weight"] = state["lm_head.weight"] + 1
+    with pytest.raises(ValueError, match="not tied"):
+        map_gpt2_state_dict(state, ours.state_dict(), ours.config.num_attention_heads)
+
+
+def test_unsupported_gpt2_options_are_refused():
+    with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx"):
+        gpt2_config(transformers.GPT2Config(scale_attn_by_inverse_layer_idx=True))
+    with pytest.raises(TypeError, match="GPT2Config"):
+        gpt2_config(transformers.BertConfig())
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+def test_inputs_longer_than_the_positions_are_refused(models):
+    _, ours = models
+    too_long = torch.ones(1, ours.config.max_position_embeddings + 1, dtype=torch.long)
+    with pytest.raises(ValueError, match=f"input_ids has .* more than max_position_embeddings={too_long.shape[1] - 1}"):
+        ours(too_long)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused(models):
+    _, ours = models
+    vocab_size = ours.config.vocab_size
+    with pytest.raises(ValueError, match=rf"input_ids must be token ids in \[0, vocab_size={vocab_size}\)"):
+        ours(torch.tensor([[1, vocab_size]]))
+    with pytest.raises(TypeError, match="input_ids must have a int dtype"):
+        ours(torch.tensor([[1.0, 2.0]]))
+
+
+def test_masks_and_positions_of_the_wrong_shape_are_refused(models):
+    _, ours = models
+    input_ids = torch.tensor([[3, 4, 5]])
+    with pytest.raises(ValueError, match=r"attention_mask must have shape \(1, 3\)"):
+        ours(input_ids, attention_mask=torch.ones(1, 4))
+    with pytest.raises(ValueError, match=r"position_ids must have shape \(1, 3\)"):
+        ours(input_ids, position_ids=torch.arange(4)[None])
+
+
+@pytest.mark.parametrize("max_new_tokens", [-1, 0])
+def test_non_positive_max_new_tokens_is_refused(models, max_new_tokens):
+    _, ours = models
+    with pytest.raises(ValueError, match=f"max_new_tokens must be at least 1, got {max_new_tokens}"):
+        ours.generate(torch.tensor([[3, 4, 5]]), max_new_tokens=max_new_tokens)
+
+
+def test_max_new_tokens_past_the_positions_is_refused(models):
+    _, ours = models
+    prompt = torch.tensor([[3, 4, 5]])
+    # P + N - 1 positions are read: a prompt of 3 leaves room for max_position_embeddings - 2 new tokens.
+    fits = ours.config.max_position_embeddings - 2
+    with pytest.raises(ValueError, match=rf"max_new_tokens={fits + 1} would .*\(after a prompt of 3 tokens\)"):
+        ours.generate(prompt, max_new_tokens=fits + 1)
+    assert ours.generate(prompt, max_new_tokens=fits).shape == (1, 3 + fits)
+
+
+def test_a_start_token_is_refused_for_a_decoder_only_model(models):
+    from literate_transformer.book.generation import greedy_generate
+
+    _, ours = models
+    with pytest.raises(ValueError, match="bos_token_id must be None for a decoder-only model"):
+        greedy_generate(ours, torch.tensor([[3, 4]]), 2, bos_token_id=1)
+
+
+@torch.no_grad()
+def test_a_fully_masked_prompt_row_gives_finite_output(models):
+    _, ours = models
+    input_ids = torch.tensor([[3, 4, 5, 6], [0, 0, 0, 0]])
+    attention_mask = torch.tensor([[1, 1, 1, 1], [0, 0, 0, 0]])
+    assert torch.isfinite(ours(input_ids, attention_mask=attention_mask).logits).all()
+    assert ours.generate(input_ids, attention_mask, max_new_tokens=3).shape == (2, 7)

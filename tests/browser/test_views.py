@@ -29,14 +29,9 @@ Chromium, Playwright or a built site these tests fail, they do not skip.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
-import shutil
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -46,8 +41,6 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("LT_SITE_HTML", ROOT / "docs" / "_build" / "html"))
-SCREENSHOTS = Path(os.environ.get("LT_SCREENSHOTS", SITE.parent / "browser-screenshots"))
-CHROMIUM = os.environ.get("LT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 MAX_PAGE_BYTES = 1_500_000
 # How long a view may take to draw after the page has loaded (a slow, shared CI machine).
 DRAW_TIMEOUT_MS = 20_000
@@ -103,107 +96,6 @@ def _page_id(path: Path) -> str:
     return path.relative_to(SITE).with_suffix("").as_posix()
 
 
-# ---------------------------------------------------------------------------
-# Fixtures: the site on 127.0.0.1 and a headless Chromium
-# ---------------------------------------------------------------------------
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
-        pass
-
-
-@pytest.fixture(scope="module")
-def site_url() -> Iterator[str]:
-    if not (SITE / "index.html").is_file():
-        pytest.fail(f"no built site at {SITE}: build it first (python3 -m nox -s docs), or set LT_SITE_HTML")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(SITE)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(
-            f"Chromium not found (looked for {CHROMIUM}): install it with `apt-get install -y chromium` "
-            "(or point LT_CHROMIUM at a Chromium binary)"
-        )
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright for Python is not installed: pip install -c constraints.txt -e '.[browser]'")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-class _Recorder:
-    """Everything a page asks the network for, and everything it complains about."""
-
-    def __init__(self, page: object, site_url: str) -> None:
-        self.local = urlsplit(site_url).netloc
-        self.requests: list[str] = []
-        self.foreign: list[str] = []
-        self.errors: list[str] = []
-        page.on("request", self._request)
-        page.on("console", lambda message: message.type == "error" and self._error(f"console: {message.text}", message))
-        page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
-        page.on("requestfailed", self._failed)
-        page.on("response", lambda response: response.status >= 400 and self._bad(response))
-        # Nothing may leave 127.0.0.1: such requests are recorded, then refused.
-        page.route("**/*", self._route)
-
-    def _is_local(self, url: str) -> bool:
-        parts = urlsplit(url)
-        return parts.scheme in ("data", "blob", "about") or parts.netloc == self.local
-
-    def _route(self, route: object) -> None:
-        if self._is_local(route.request.url):
-            route.continue_()
-        else:
-            route.abort()
-
-    def _request(self, request: object) -> None:
-        self.requests.append(request.url)
-        if not self._is_local(request.url):
-            self.foreign.append(request.url)
-
-    @staticmethod
-    def _is_favicon(url: str) -> bool:
-        # Browsers ask for /favicon.ico by themselves; the site has none.
-        return urlsplit(url).path == "/favicon.ico"
-
-    def _error(self, text: str, message: object) -> None:
-        if not self._is_favicon(message.location.get("url", "")):
-            self.errors.append(text)
-
-    def _failed(self, request: object) -> None:
-        if self._is_local(request.url) and not self._is_favicon(request.url):
-            self.errors.append(f"request failed: {request.url} ({request.failure})")
-
-    def _bad(self, response: object) -> None:
-        if not self._is_favicon(response.url):
-            self.errors.append(f"HTTP {response.status}: {response.url}")
-
-
 # What is drawn: the visible <text> labels and the attention lines with a non-zero opacity.
 _DRAWN = """(root) => {
   const view = document.getElementById(root);
@@ -236,7 +128,9 @@ _VIEW_PAGES = _view_pages()
 @pytest.mark.parametrize(
     "page_path", _VIEW_PAGES or [None], ids=[_page_id(path) for path in _VIEW_PAGES] or ["no-view-pages"]
 )
-def test_views_draw_offline(page_path: Path | None, site_url: str, browser: object) -> None:
+def test_views_draw_offline(
+    page_path: Path | None, site_url: str, browser: object, recorder: object, screenshots: Path
+) -> None:
     if page_path is None:
         pytest.fail(f"no page with a bertviz view under {SITE}: build the site (python3 -m nox -s docs) first")
     page_id = _page_id(page_path)
@@ -246,11 +140,10 @@ def test_views_draw_offline(page_path: Path | None, site_url: str, browser: obje
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
     page = context.new_page()
-    recorder = _Recorder(page, site_url)
+    recorder = recorder(page)
     problems = []
     try:
         page.goto(site_url + page_path.relative_to(SITE).as_posix(), wait_until="load")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for index, view in enumerate(expected):
             root = view["root"]
             selector = f"#{root} svg"
@@ -278,7 +171,7 @@ def test_views_draw_offline(page_path: Path | None, site_url: str, browser: obje
             if drawn["lines"] == 0:
                 problems.append(f"view {index} ({view['kind']}) drew no attention line")
             page.locator(f"#{root}").screenshot(
-                path=str(SCREENSHOTS / f"{page_id.replace('/', '__')}-{index}-{view['kind']}.png")
+                path=str(screenshots / f"{page_id.replace('/', '__')}-{index}-{view['kind']}.png")
             )
             if len(view["parts"]) > 1:
                 # Each entry of the menu redraws the view with that part's tokens; then back to the first.
@@ -287,7 +180,7 @@ def test_views_draw_offline(page_path: Path | None, site_url: str, browser: obje
                     texts = page.evaluate(_DRAWN, root)["texts"]
                     if texts != tokens:
                         problems.append(f"view {index} (head), menu entry {value}: shows {texts}, expected {tokens}")
-        page.screenshot(path=str(SCREENSHOTS / f"{page_id.replace('/', '__')}.png"), full_page=True)
+        page.screenshot(path=str(screenshots / f"{page_id.replace('/', '__')}.png"), full_page=True)
     finally:
         context.close()
 
@@ -331,13 +224,13 @@ def test_no_page_references_another_host() -> None:
     assert not found, "loads from another host:\n  " + "\n  ".join(found)
 
 
-def test_no_page_requests_another_host(site_url: str, browser: object) -> None:
+def test_no_page_requests_another_host(site_url: str, browser: object, recorder: object) -> None:
     pages = _site_pages()
     if not pages:
         pytest.fail(f"no built site at {SITE}: build it first (python3 -m nox -s docs), or set LT_SITE_HTML")
     context = browser.new_context(service_workers="block")
     page = context.new_page()
-    recorder = _Recorder(page, site_url)
+    recorder = recorder(page)
     try:
         for path in pages:
             before = len(recorder.foreign)

@@ -1,0 +1,149 @@
+"""docs/_ext/try_it.py: its pure helpers, and the extension in a tiny Sphinx build with a stand-in exporter."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+import try_it  # noqa: E402
+
+METADATA = {
+    "format": "literate-transformer-browser-export/1",
+    "checkpoint": {"argument": None, "sha256": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"},
+    "config": {"num_hidden_layers": 6, "num_attention_heads": 12, "hidden_size": 384, "vocab_size": 30522},
+    "model": {"opset": 21, "bytes": 36_811_519, "gzip_bytes": 35_128_198},
+    "weights": {
+        "shrunk_tensors": 38,
+        "scheme": "int8 codes + int4 corrections",
+        "block_size": 16,
+        "bits_per_weight": 13.0,
+        "float32_bytes": 90_311_738,
+    },
+    "check": {"texts": 10, "max_abs_attention": 0.0037, "max_abs_last_hidden_state": 0.0038},
+}
+
+
+def _head_view_source() -> str:
+    spec = importlib.util.find_spec("bertviz")
+    return (Path(spec.origin).parent / "head_view.js").read_text(encoding="utf-8")
+
+
+def test_wrapped_head_view_is_a_function_that_runs_bertviz_with_its_argument(tmp_path) -> None:
+    wrapped = try_it.wrap_head_view(_head_view_source(), "1.4.1")
+    assert "cdnjs" not in wrapped.split("*/", 1)[1]
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is needed to run the wrapped script: apt-get install -y nodejs")
+    # A stand-in requirejs records what bertviz's code does with the data it is given.
+    script = tmp_path / "run.js"
+    script.write_text(
+        "globalThis.window = globalThis;\n"
+        "let received = null;\n"
+        "globalThis.requirejs = (names, callback) => { received = names; };\n"
+        + wrapped
+        + "\nwindow.bertvizHeadView({root_div_id: 'x'});\nconsole.log(JSON.stringify(received));\n",
+        encoding="utf-8",
+    )
+    output = subprocess.run([node, str(script)], capture_output=True, text=True, check=True).stdout
+    assert json.loads(output) == ["jquery", "d3"]
+
+
+def test_wrap_head_view_refuses_other_scripts() -> None:
+    with pytest.raises(ValueError, match="PYTHON_PARAMS"):
+        try_it.wrap_head_view("console.log(1)", "1")
+    with pytest.raises(ValueError, match="another host"):
+        try_it.wrap_head_view('requirejs([]); const p = PYTHON_PARAMS; s.src = "https://cdn.example/x.js";', "1")
+
+
+def test_gzip_once_is_deterministic_and_skips_a_done_key(tmp_path) -> None:
+    source = tmp_path / "model.onnx"
+    source.write_bytes(os.urandom(1000) * 3)
+    first = try_it.gzip_once(source, tmp_path / "a.gz", "digest-1")
+    again = try_it.gzip_once(source, tmp_path / "b.gz", "digest-1")
+    assert first.read_bytes() == again.read_bytes()
+    assert gzip.decompress(first.read_bytes()) == source.read_bytes()
+    modified = first.stat().st_mtime_ns
+    try_it.gzip_once(source, first, "digest-1")
+    assert first.stat().st_mtime_ns == modified
+    source.write_bytes(b"new")
+    try_it.gzip_once(source, first, "digest-2")
+    assert gzip.decompress(first.read_bytes()) == b"new"
+    with pytest.raises(FileNotFoundError, match="missing"):
+        try_it.gzip_once(tmp_path / "missing", tmp_path / "c.gz", "k")
+
+
+def test_copy_if_changed_copies_once(tmp_path) -> None:
+    source = tmp_path / "a.bin"
+    source.write_bytes(b"abc")
+    assert try_it.copy_if_changed(source, tmp_path / "out" / "a.bin")
+    assert not try_it.copy_if_changed(source, tmp_path / "out" / "a.bin")
+    assert (tmp_path / "out" / "a.bin").read_bytes() == b"abc"
+
+
+def test_facts_say_what_was_done_and_what_it_cost() -> None:
+    text = " ".join(try_it.facts_text(METADATA))
+    for expected in (
+        "38 weight matrices",
+        "13 bits per weight",
+        "36.8 MB",
+        "90.3 MB",
+        "35.1 MB",
+        "3.7e-03",
+        "3.8e-03",
+        "10 texts",
+        "SHA-256 53aa51172d14",
+    ):
+        assert expected in text
+    with pytest.raises(ValueError, match="check"):
+        try_it.facts_text({key: value for key, value in METADATA.items() if key != "check"})
+
+
+def test_the_extension_serves_the_export_on_its_page_only(tmp_path) -> None:
+    # A stand-in exporter: writes the two files an export has, and says whether it was cached.
+    (tmp_path / "fake_exporter.py").write_text(
+        textwrap.dedent(f"""
+        import json
+        from pathlib import Path
+        from types import SimpleNamespace
+
+        def export(folder):
+            folder = Path(folder)
+            folder.mkdir(parents=True, exist_ok=True)
+            cached = (folder / "model.json").exists()
+            (folder / "model.onnx").write_bytes(b"onnx" * 100)
+            (folder / "model.json").write_text(json.dumps({METADATA!r}))
+            return SimpleNamespace(onnx_path=folder / "model.onnx", metadata_path=folder / "model.json",
+                                   metadata={METADATA!r}, digest="d" * 64, cached=cached)
+    """)
+    )
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "conf.py").write_text(
+        f"import sys\nsys.path[:0] = [{str(ROOT / 'docs' / '_ext')!r}, {str(tmp_path)!r}]\n"
+        "extensions = ['try_it']\ntry_it_exporter = 'fake_exporter:export'\n"
+    )
+    (source / "index.rst").write_text("Home\n====\n\n.. toctree::\n\n   try\n")
+    (source / "try.rst").write_text("Try\n===\n\n.. try-it-facts::\n")
+    out = tmp_path / "html"
+    subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(source), str(out)], check=True)
+    page = (out / "try.html").read_text(encoding="utf-8")
+    assert "13 bits per weight" in page and "3.7e-03" in page
+    assert 'src="_static/try/try.js' in page and "defer" in page
+    assert "try/try.js" not in (out / "index.html").read_text(encoding="utf-8")
+    assert gzip.decompress((out / "_static" / "try" / "model" / "model.onnx.gz").read_bytes()) == b"onnx" * 100
+    assert json.loads(gzip.decompress((out / "_static" / "try" / "model" / "model.json.gz").read_bytes()))
+    head_view = (out / "_static" / "try" / "bertviz" / "head_view.js").read_text(encoding="utf-8")
+    assert head_view.count("window.bertvizHeadView = function (PYTHON_PARAMS)") == 1
+    assert (out / "_static" / "try" / "bertviz" / "LICENSE").read_text().strip()

@@ -247,7 +247,11 @@ class LiterateSourceDirective(SphinxDirective):
             lines = _docstring_rest(self.config, Prose("docstring", parsed.docstring, 1, None, "module"), module)
             nested_parse_with_titles(self.state, StringList(lines, str(path)), intro)
             result.extend(intro_nodes(list(intro.children)))
-        result.append(listing_section(parsed.blocks, module, lambda prose: self._docstring(prose, module)))
+        listing = listing_section(parsed.blocks, module, lambda prose: self._docstring(prose, module))
+        # Other extensions find a code block's file here (to annotate its lines).
+        for code in listing.findall(code_lines):
+            code["source_path"] = str(path)
+        result.append(listing)
         return result
 
     def _header(self, module: str) -> nodes.paragraph:
@@ -357,7 +361,7 @@ def visit_code_lines_html(translator: object, node: code_lines) -> None:
     try:
         translator.visit_literal_block(node)
     except nodes.SkipNode:
-        translator.body[-1] = line_spans(translator.body[-1], node["source_lines"])
+        translator.body[-1] = line_spans(translator.body[-1], node["source_lines"], node.get("line_annotations"))
         raise
     # A literal block Sphinx did not highlight is left as Sphinx writes it.
 

@@ -26,7 +26,7 @@ build.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from docutils import nodes
 from sidebyside_parse import Block, Prose, role_text
@@ -160,15 +160,18 @@ def _indent(line_html: str) -> int:
 _PRE = re.compile(r"(<pre[^>]*>)(<span></span>)?(.*?)(</pre>)", re.DOTALL)
 
 
-def line_spans(highlighted: str, numbers: Sequence[int]) -> str:
+def line_spans(highlighted: str, numbers: Sequence[int], annotations: Mapping[int, str] | None = None) -> str:
     """Wrap each line of Pygments' HTML in ``<span class="lt-line" data-line="N">``.
 
     Pygments closes its token spans at every line end, so each line of its
     ``<pre>`` is well-formed HTML on its own.  The newlines stay between the
     spans, so the text (and a copy of it) reads as before.  Each span carries
     its line's indentation as ``--indent`` (in ``ch``), so that a stylesheet
-    can wrap a long line under its own start instead of cutting it off.  When the block's
-    lines and ``numbers`` do not match up, the HTML is returned unchanged.
+    can wrap a long line under its own start instead of cutting it off.
+    ``annotations`` maps a source line number to HTML placed at the end of
+    that line's span (another extension's, e.g. the shape the line computed
+    at run time).  When the block's lines and ``numbers`` do not match up,
+    the HTML is returned unchanged.
     """
     match = _PRE.search(highlighted)
     if match is None:
@@ -178,8 +181,9 @@ def line_spans(highlighted: str, numbers: Sequence[int]) -> str:
         lines.pop()
     if len(lines) != len(numbers):
         return highlighted
+    annotations = annotations or {}
     body = "".join(
-        f'<span class="lt-line" data-line="{n}" style="--indent: {_indent(line)}ch">{line}</span>\n'
+        f'<span class="lt-line" data-line="{n}" style="--indent: {_indent(line)}ch">{line}{annotations.get(n, "")}</span>\n'
         for n, line in zip(numbers, lines, strict=True)
     )
     return highlighted[: match.start(3)] + body + highlighted[match.end(3) :]

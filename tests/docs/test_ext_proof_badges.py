@@ -1,0 +1,115 @@
+"""Proof badges: their text, the proofs page, a build that fails over tolerance, and badges where they belong."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras); the extension is not tested")
+
+import proof_badges  # noqa: E402
+
+MEASUREMENT = {
+    "subject": "alpha.Head",
+    "reference": "torch.nn.Head",
+    "test": "tests/test_alpha.py::test_head",
+    "max_abs_diff": 2.4e-07,
+    "tolerance": 1e-05,
+    "example": "tiny",
+    "dtype": "float32",
+}
+
+
+def test_a_badge_says_what_it_equals_and_by_how_much():
+    assert proof_badges.badge_text(MEASUREMENT) == "= torch.nn.Head · max |Δ| 2.4e-07 (fp32)"
+
+
+def test_only_measurements_over_their_tolerance_fail():
+    over = {**MEASUREMENT, "max_abs_diff": 3e-05}
+    assert proof_badges.failures([MEASUREMENT]) == []
+    assert proof_badges.failures([MEASUREMENT, over]) == ["alpha.Head = torch.nn.Head: max |Δ| 3e-05 > tolerance 1e-05"]
+    assert proof_badges.failures([{**MEASUREMENT, "max_abs_diff": float("nan")}])  # NaN is not within tolerance
+
+
+def test_the_proofs_page_includes_each_test_by_its_function():
+    text = proof_badges.page_text([MEASUREMENT], "tinypkg", "..")
+    assert ".. _proof-0-alpha-head:" in text
+    assert ".. literalinclude:: ../tests/test_alpha.py\n   :pyobject: test_head" in text
+
+
+PROVIDER = """
+from dataclasses import dataclass
+
+
+@dataclass
+class Measurement:
+    subject: str
+    reference: str
+    test: str
+    max_abs_diff: float
+    tolerance: float
+    example: str
+    dtype: str = "float32"
+
+
+DIFFERENCE = {difference!r}
+
+
+def run_all():
+    return [Measurement("alpha.Head", "torch.nn.Head", "tests/test_alpha.py::test_head", DIFFERENCE, 1e-5, "tiny")]
+"""
+
+
+def _site(tiny_site, difference):
+    tiny_site.package(
+        "tinypkg",
+        {"__init__.py": '"""Tiny."""\n', "alpha.py": '"""Alpha."""\n\n\nclass Head:\n    """One head."""\n'},
+    )
+    tiny_site.write(
+        f"proofprovider_{str(difference).replace('.', '_').replace('-', '_')}.py",
+        PROVIDER.format(difference=difference),
+    )
+    tiny_site.write("tests/test_alpha.py", "def test_head():\n    assert True\n")
+    root = tiny_site.root / "tinypkg"
+    provider = f"proofprovider_{str(difference).replace('.', '_').replace('-', '_')}:run_all"
+    tiny_site.write(
+        "docs/conf.py",
+        f"""
+        import sys
+        sys.path.insert(0, {str(tiny_site.root)!r})
+        extensions = ["sphinx.ext.autodoc", "sidebyside", "proof_badges"]
+        nitpicky = True
+        sidebyside_modules = ["tinypkg", "tinypkg.alpha"]
+        sidebyside_root = {str(tiny_site.root)!r}
+        proof_badges_provider = {provider!r}
+        proof_badges_sources = [{str(root)!r}]
+        proof_badges_cache = {str(tiny_site.root / "cache" / "proofs.json")!r}
+        proof_badges_package = "tinypkg"
+        proof_badges_tests_root = {str(tiny_site.root)!r}
+        proof_badges_chapters = {{"chapter": ["alpha"]}}
+        """,
+    )
+    tiny_site.write("docs/chapter.rst", "Chapter\n=======\n\nIt builds alpha.\n")
+    tiny_site.write("docs/index.rst", "Index\n=====\n\n.. toctree::\n\n   chapter\n   source/index\n   proofs\n")
+
+
+def test_badges_stand_on_the_module_page_beside_the_class_and_in_its_chapter(tiny_site):
+    _site(tiny_site, 2.4e-07)
+    app = tiny_site.build()
+    assert "WARNING" not in app.warnings, app.warnings
+    badge = "= torch.nn.Head · max |Δ| 2.4e-07 (fp32)"
+    module_page = tiny_site.html("source/tinypkg.alpha")
+    assert module_page.count(badge) == 2  # the box at the top, and beside "class Head"
+    assert "proofs.html#proof-0-alpha-head" in module_page
+    assert badge in tiny_site.html("chapter")
+    proofs = re.sub(r"<[^>]+>", "", tiny_site.html("proofs"))  # the text, highlighting removed
+    assert "def test_head():\n    assert True" in proofs and "2.4e-07" in proofs
+
+
+def test_a_measurement_over_its_tolerance_fails_the_build(tiny_site):
+    _site(tiny_site, 5e-04)
+    from sphinx.errors import ExtensionError
+
+    with pytest.raises(ExtensionError, match=r"max \|Δ\| 0.0005 > tolerance 1e-05"):
+        tiny_site.build()

@@ -1,0 +1,129 @@
+"""Runtime values beside the code: the cache, the HTML of a line, and a tiny site whose lines get their shapes.
+
+The tiny site documents a one-module package with :mod:`sidebyside`; its
+trace provider returns made-up records, so these tests check the extension,
+not the package's examples (the site tests check those on the real pages).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras); the extension is not tested")
+
+import runtime_trace  # noqa: E402
+
+RECORD = {
+    "names": ["scores"],
+    "values": [
+        {
+            "shape": [1, 12, 7, 7],
+            "dtype": "float32",
+            "values": [0.5, -1.25],
+            "stats": {"mean": 0.1, "std": 1.0, "min": -3.0, "max": 4.5},
+            "heatmap": [[0.0, 1.0], [2.0, 3.0]],
+            "heatmap_of": "first matrix; 2 of 7 rows, 2 of 7 columns",
+        }
+    ],
+    "line": 3,
+    "end_line": 4,
+    "calls": 6,
+    "example": "bert",
+}
+
+
+def test_a_line_shows_its_shape_and_hides_its_preview():
+    html = runtime_trace.annotation_html(RECORD, {})
+    assert '<span class="lt-rt-shape">(1, 12, 7, 7)</span>' in html
+    assert 'tabindex="0"' in html and 'role="button"' in html  # keyboard-reachable
+    assert '<span class="lt-rt-preview" hidden>' in html
+    assert "first of 6 calls" in html and "mean 0.1" in html and "first values: 0.5, -1.25" in html
+    assert json.loads(re.search(r'data-heatmap="([^"]+)"', html).group(1).replace("&quot;", '"')) == [[0, 1], [2, 3]]
+    assert "\n" not in html  # it sits inside a <pre>
+
+
+def test_names_that_held_no_tensor_show_nothing():
+    record = {**RECORD, "names": ["weights", "scores"], "values": [None, RECORD["values"][0]]}
+    assert runtime_trace.annotation_html(record, {}).count('class="lt-rt"') == 1
+
+
+def test_a_statement_is_annotated_on_its_last_line():
+    assert list(runtime_trace.annotations_for({"3": RECORD}, {})) == [4]
+
+
+def test_one_dimensional_shapes_read_as_python_writes_them():
+    assert runtime_trace.shape_text([7]) == "(7,)" and runtime_trace.shape_text([2, 3]) == "(2, 3)"
+
+
+def test_the_cache_is_used_while_the_digest_is_the_same(tmp_path):
+    cache, calls = tmp_path / "trace.json", []
+
+    def compute():
+        calls.append(1)
+        return {"n": len(calls)}
+
+    assert runtime_trace.load_or_compute(cache, "a", compute) == ({"n": 1}, True)
+    assert runtime_trace.load_or_compute(cache, "a", compute) == ({"n": 1}, False)
+    assert runtime_trace.load_or_compute(cache, "b", compute) == ({"n": 2}, True)
+    assert len(calls) == 2
+
+
+def test_the_digest_changes_with_the_sources(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    before = runtime_trace.sources_digest([tmp_path])
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert runtime_trace.sources_digest([tmp_path]) != before
+
+
+def test_a_provider_is_named_module_colon_function():
+    assert runtime_trace.load_provider("json:dumps") is json.dumps
+    with pytest.raises(ValueError, match="module:function"):
+        runtime_trace.load_provider("json.dumps")
+
+
+PROVIDER = """
+def trace(root):
+    record = {
+        "names": ["doubled"], "line": 5, "end_line": 5, "calls": 1, "example": "tiny",
+        "values": [{"shape": [2, 3], "dtype": "float32", "values": [1.0], "stats": {"mean": 1.0},
+                    "heatmap": None, "heatmap_of": None}],
+    }
+    return {"examples": {"tiny": {"description": "two rows of three", "dims": {"B": 2}}},
+            "lines": {"alpha.py": {"5": record}}}
+"""
+
+
+def test_an_annotated_page_shows_the_shapes_and_where_they_come_from(tiny_site):
+    tiny_site.package(
+        "tinypkg",
+        {
+            "__init__.py": '"""Tiny."""\n',
+            "alpha.py": '"""Alpha."""\n\n\ndef double(x):\n    doubled = x * 2  # (B, 3)\n    return doubled\n',
+        },
+    )
+    tiny_site.write("traceprovider.py", PROVIDER)
+    root = tiny_site.root / "tinypkg"
+    tiny_site.write(
+        "docs/conf.py",
+        f"""
+        import sys
+        sys.path.insert(0, {str(tiny_site.root)!r})
+        extensions = ["sphinx.ext.autodoc", "sidebyside", "runtime_trace"]
+        sidebyside_modules = ["tinypkg", "tinypkg.alpha"]
+        sidebyside_root = {str(tiny_site.root)!r}
+        runtime_trace_provider = "traceprovider:trace"
+        runtime_trace_root = {str(root)!r}
+        runtime_trace_sources = [{str(root)!r}]
+        runtime_trace_cache = {str(tiny_site.root / "cache" / "trace.json")!r}
+        """,
+    )
+    tiny_site.write("docs/index.rst", "Index\n=====\n\n.. toctree::\n\n   source/index\n")
+    tiny_site.build()
+    html = tiny_site.html("source/tinypkg.alpha")
+    line = re.search(r'<span class="lt-line" data-line="5".*?</span>\n', html, re.S).group(0)
+    assert "# (B, 3)" in line and '<span class="lt-rt-shape">(2, 3)</span>' in line
+    assert 'data-dims="{&quot;B&quot;: 2}"' in html and "two rows of three" in html
+    assert "runtime-trace.js" in html

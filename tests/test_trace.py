@@ -1,0 +1,82 @@
+"""Tracing and the proofs registry: what the annotated pages and the proof badges are built from."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+import torch
+
+import literate_transformer
+from literate_transformer import trace
+from literate_transformer.book import encoder as encoder_module
+from literate_transformer.book.encoder import TransformerEncoder
+from literate_transformer.proofs import PROOFS
+
+ROOT = Path(literate_transformer.__file__).resolve().parents[1]
+
+
+def test_assignments_lists_names_and_tuples_inside_functions(tmp_path):
+    source = tmp_path / "module.py"
+    source.write_text(
+        "x = 1\n"  # module level: not in a function
+        "def f(a):\n"
+        "    b = a + 1\n"
+        "    c, d = a, b\n"
+        "    a.attribute = 2\n"  # not a name
+        "    e: int = (\n"
+        "        3\n"
+        "    )\n"
+        "    return b\n"
+    )
+    found = trace.assignments(source)
+    assert [(a.line, a.end_line, a.names) for a in found] == [(3, 3, ("b",)), (4, 4, ("c", "d")), (6, 8, ("e",))]
+    assert all(a.function == (2, "f") for a in found)
+
+
+def test_assignments_refuses_a_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="path"):
+        trace.assignments(tmp_path / "missing.py")
+
+
+def test_record_keeps_the_first_call_and_counts_the_others(tiny_config):
+    encoder = TransformerEncoder(tiny_config(num_hidden_layers=3)).eval()
+    input_ids = torch.randint(1, 50, (2, 5))
+    records = trace.record(lambda: encoder(input_ids), [Path(encoder_module.__file__)], example="tiny")
+    by_name = {record.names: record for record in records.values()}
+    # The embeddings run once per call; every line of a layer once per layer.
+    assert by_name[("hidden_states",)].values[0].shape == (2, 5, 24)
+    layer_lines = [record for record in records.values() if record.calls == 3]
+    assert layer_lines, "no line of TransformerEncoderLayer.forward was counted once per layer"
+    assert all(record.example == "tiny" for record in records.values())
+
+
+def test_summaries_are_small_whatever_the_tensor():
+    summary = trace.summarize(torch.arange(40 * 50, dtype=torch.float32).view(1, 40, 50))
+    assert summary.shape == (1, 40, 50) and summary.dtype == "float32"
+    assert len(summary.heatmap) == trace.HEATMAP_SIZE and len(summary.heatmap[0]) == trace.HEATMAP_SIZE
+    assert summary.heatmap[0][0] == 0.0 and summary.heatmap[-1][-1] == 1999.0  # corners kept
+    assert summary.values == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    mask = trace.summarize(torch.tensor([True, False, True, True]))
+    assert mask.stats["mean"] == 0.75 and mask.heatmap is None
+    assert trace.summarize(torch.tensor([float("inf"), 1.0])).stats["max"] == "inf"
+    with pytest.raises(TypeError, match="tensor"):
+        trace.summarize([1, 2])
+
+
+def test_the_book_example_traces_every_book_module():
+    example = next(example for example in trace.RUNNING_EXAMPLES if example.name == "book")
+    paths = sorted((ROOT / "literate_transformer" / "book").glob("*.py"))
+    records = trace.record(example.run, paths, example.name)
+    traced = {Path(path).stem for path, _ in records}
+    assert {"attention", "feed_forward", "embeddings", "encoder", "classification", "decoder", "generation"} <= traced
+
+
+@pytest.mark.parametrize("proof", PROOFS, ids=[f"{proof.subject}={proof.reference}" for proof in PROOFS])
+def test_every_proof_names_an_object_of_the_package_and_an_existing_test(proof):
+    module, _, name = proof.subject.rpartition(".")
+    assert hasattr(importlib.import_module(f"literate_transformer.{module}"), name), proof.subject
+    path, _, function = proof.test.partition("::")
+    assert f"def {function}(" in (ROOT / path).read_text(encoding="utf-8"), proof.test
+    assert proof.example in {example.name for example in trace.RUNNING_EXAMPLES}

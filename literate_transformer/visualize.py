@@ -39,6 +39,9 @@ plain pictures:
 * :func:`plot_attention` and :func:`plot_attention_heads` draw the same
   weights as matplotlib heatmaps, for readers without JavaScript and for
   printed pages.
+* :func:`plot_what_if` draws one matrix computed two ways (a mask on and
+  off, the layer norm before or after) on one colour scale, and what
+  separates them: the chapters' "what if" panels.
 
 Small pages
 -----------
@@ -99,6 +102,7 @@ __all__ = [
     "stable_view_id",
     "plot_attention",
     "plot_attention_heads",
+    "plot_what_if",
 ]
 
 #: Decimals kept in the weights written into a page (see "Small pages").
@@ -765,3 +769,91 @@ def plot_attention_heads(
         figure.suptitle(title)
     figure.tight_layout()
     return figure
+
+
+def plot_what_if(
+    first: object,
+    second: object,
+    rows: Sequence[str],
+    columns: Sequence[str] | None = None,
+    *,
+    names: tuple[str, str],
+    title: str,
+    value_label: str,
+    axis_labels: tuple[str, str] = ("query", "key"),
+    difference: object = None,
+    difference_label: str = "|difference|",
+) -> dict[str, Any]:
+    """One matrix computed two ways, and the difference: three figures for a "what if" panel.
+
+    The two variants are drawn on one colour scale, so that equal colours
+    mean equal values across the two figures; the difference gets its own
+    scale (from 0 to its largest entry), so that a small one is still seen.
+
+    Args:
+        first: The ``(T, S)`` matrix of the first variant (tensor or array).
+        second: The same matrix computed the second way; same shape.
+        rows: Labels of the ``T`` rows.
+        columns: Labels of the ``S`` columns (``rows`` when ``None``).
+        names: What the two variants are called, e.g. ``("mask on", "mask off")``.
+        title: What the matrix is; each figure's title starts with it.
+        value_label: The colour bar's label.
+        axis_labels: The labels of the vertical and horizontal axes.
+        difference: The matrix to draw as the difference; ``|first - second|``
+            when ``None`` (pass, say, the distance between two vectors when
+            the matrix holds their norms).
+        difference_label: The colour bar's label of the difference.
+
+    Returns:
+        ``{names[0]: figure, names[1]: figure, "difference": figure}``:
+        matplotlib figures not registered with ``pyplot`` (a notebook shows
+        them only where they are displayed or glued).
+
+    Raises:
+        TypeError: if a matrix is not a tensor or array.
+        ValueError: if the matrices are not 2-D and of one shape, or the
+            labels do not match them, or ``names`` is not two distinct names.
+    """
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    first_matrix = _as_matrix(first, "first", 2)
+    second_matrix = _as_matrix(second, "second", 2)
+    if first_matrix.shape != second_matrix.shape:
+        raise ValueError(f"first and second must have one shape, got {first_matrix.shape} and {second_matrix.shape}")
+    if (
+        not isinstance(names, tuple)
+        or len(names) != 2
+        or not all(isinstance(name, str) and name for name in names)
+        or names[0] == names[1]
+        or "difference" in names
+    ):
+        raise ValueError(f"names must be two distinct non-empty strings other than 'difference', got {names!r}")
+    gap = np.abs(first_matrix - second_matrix) if difference is None else _as_matrix(difference, "difference", 2)
+    if gap.shape != first_matrix.shape:
+        raise ValueError(f"difference must have shape {first_matrix.shape}, got {gap.shape}")
+    rows = _check_tokens(rows, first_matrix.shape[0], "rows", "row")
+    columns = _check_tokens(rows if columns is None else columns, first_matrix.shape[1], "columns", "column")
+    low = min(first_matrix.min(), second_matrix.min(), 0.0)
+    high = max(first_matrix.max(), second_matrix.max())
+    size = max(3.0, 0.42 * max(first_matrix.shape) + 1.6)
+
+    def draw(matrix: Any, heading: str, label: str, cmap: str, vmin: float, vmax: float) -> Any:
+        figure = Figure(figsize=(size + 1.2, size), layout="constrained")
+        ax = figure.add_subplot()
+        plot_attention(matrix, rows, columns, ax=ax, title=heading, cmap=cmap, colorbar=False, vmin=vmin, vmax=vmax)
+        ax.set_ylabel(axis_labels[0])
+        ax.set_xlabel(axis_labels[1])
+        image = ax.images[-1]
+        figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=label)
+        return figure
+
+    figures = {
+        name: draw(matrix, f"{title}: {name}", value_label, "Blues", low, high)
+        for name, matrix in zip(names, (first_matrix, second_matrix), strict=True)
+    }
+    # A difference of exactly zero everywhere still needs a colour scale.
+    figures["difference"] = draw(
+        gap, f"{title}: difference", difference_label, "Reds", 0.0, max(float(gap.max()), np.finfo(np.float32).tiny)
+    )
+    return figures

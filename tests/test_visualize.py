@@ -384,3 +384,58 @@ def test_plot_attention_heads_draws_one_heatmap_per_head():
     for head, ax in enumerate(drawn):
         torch.testing.assert_close(torch.as_tensor(ax.get_images()[0].get_array()), weights[head].double())
         assert ax.get_title() == f"head {head}"
+
+
+def test_plot_what_if_draws_both_variants_on_one_scale_and_their_difference():
+    first = torch.tensor([[0.0, 1.0], [0.5, 0.5]])
+    second = torch.tensor([[0.2, 0.8], [0.5, 2.0]])
+    before = plt.get_fignums()
+    figures = visualize.plot_what_if(
+        first, second, ["a", "b"], ["x", "y"], names=("on", "off"), title="t", value_label="w"
+    )
+    # Drawn for glueing, not for pyplot: a notebook shows them only where they are put.
+    assert plt.get_fignums() == before
+    assert list(figures) == ["on", "off", "difference"]
+    images = {name: figure.axes[0].images[0] for name, figure in figures.items()}
+    torch.testing.assert_close(torch.as_tensor(images["on"].get_array()).double(), first.double())
+    torch.testing.assert_close(torch.as_tensor(images["off"].get_array()).double(), second.double())
+    assert images["on"].get_clim() == images["off"].get_clim() == (0.0, 2.0)
+    torch.testing.assert_close(
+        torch.as_tensor(images["difference"].get_array()).double(), (first - second).abs().double()
+    )
+    assert images["difference"].get_clim() == pytest.approx((0.0, 1.5))
+    assert [tick.get_text() for tick in figures["on"].axes[0].get_xticklabels()] == ["x", "y"]
+
+
+def test_plot_what_if_takes_a_difference_of_its_own_and_draws_a_zero_one():
+    same = torch.ones(2, 3)
+    figures = visualize.plot_what_if(
+        same,
+        same,
+        ["a", "b"],
+        ["x", "y", "z"],
+        names=("p", "q"),
+        title="t",
+        value_label="v",
+        difference=torch.zeros(2, 3),
+    )
+    low, high = figures["difference"].axes[0].images[0].get_clim()
+    assert low == 0.0 and 0.0 < high < 1e-30
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"second": torch.ones(2, 3)}, ValueError, "one shape"),
+        ({"second": [[1.0, 2.0]]}, TypeError, "second must be a torch.Tensor"),
+        ({"names": ("on", "on")}, ValueError, "names must be two distinct"),
+        ({"names": ("on", "difference")}, ValueError, "names must be two distinct"),
+        ({"rows": ["a"]}, ValueError, "rows"),
+        ({"difference": torch.ones(3, 2)}, ValueError, "difference must have shape"),
+    ],
+)
+def test_plot_what_if_rejects_bad_input(kwargs, error, words):
+    arguments = {"first": torch.ones(2, 2), "second": torch.ones(2, 2), "rows": ["a", "b"], "names": ("on", "off")}
+    arguments.update(kwargs)
+    with pytest.raises(error, match=words):
+        visualize.plot_what_if(title="t", value_label="v", **arguments)

@@ -9,10 +9,17 @@ runs the pretrained checkpoint through :class:`literate_transformer.models.bert.
 and draws the weights of *all* heads of one layer side by side, for
 *"time flies like an arrow"*.
 
-The heads of one layer differ in where they put their weight; the last
+The heads of one layer differ in where they put their weight.  The last
 cell measures how much of it each head puts on the special tokens ``[CLS]``
-and ``[SEP]``, which many heads use as a resting place when nothing else in
-the sentence is relevant to them.
+and ``[SEP]``, against two references: a head that spread its weight evenly,
+and the share of what the head actually *takes* from those tokens, the size
+of each weighted, transformed value vector, :math:`\lVert \alpha_{ij} f(x_j) \rVert`
+(Kobayashi et al., 2020, "Attention is Not Only a Weight: Analyzing
+Transformers with Vector Norms", EMNLP 2020, arXiv:2004.10102).  Clark et
+al. (2019, "What Does BERT Look At? An Analysis of BERT's Attention",
+BlackboxNLP 2019, arXiv:1906.04341) speculated that heads attend to
+``[SEP]`` as a "no-op" when their pattern does not apply; the two measures
+show how far this checkpoint's heads fit that reading, on one sentence.
 
 Set ``LT_GALLERY_SCALE=gpu`` (or ``large``) to draw a longer sentence pair.
 """
@@ -48,7 +55,7 @@ else:
 inputs = tokenizer(*text, return_tensors="pt").to(device)
 tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0])
 with torch.inference_mode():
-    outputs = model(**inputs, output_attentions=True)
+    outputs = model(**inputs, output_attentions=True, output_hidden_states=True)
 config = model.config
 layer = config.num_hidden_layers // 2
 weights = outputs.attentions[layer][0].float().cpu()  # (H, T, T)
@@ -79,10 +86,26 @@ plt.show()
 # %%
 # Where does the attention go?
 # ----------------------------
-# The share of each head's weight that lands on the special tokens ``[CLS]``
-# and ``[SEP]``, averaged over the queries: heads with a large share are
-# mostly "resting" on this input.
+# For each head, averaged over the queries: the share of its weight on
+# ``[CLS]`` and ``[SEP]``; the share a uniform head would give them; and the
+# share of :math:`\lVert \alpha_{ij} f(x_j) \rVert` that comes from them, with
+# :math:`f(x_j)` the value vector of key :math:`j` through the head's columns of
+# the output projection :math:`W^O`.
 special = torch.tensor([token in ("[CLS]", "[SEP]") for token in tokens])
 share = weights[:, :, special].sum(-1).mean(-1)  # (H,)
-for head, value in enumerate(share.tolist()):
-    print(f"head {head:2d}: {value:5.1%} of its weight on [CLS]/[SEP]")
+attention = model.encoder.layer[layer].attention
+heads, head_size = config.num_attention_heads, config.head_size
+with torch.inference_mode():
+    x = outputs.hidden_states[layer][0]  # the layer's input, (T, E)
+    values = attention.self.value(x).view(len(tokens), heads, head_size).transpose(0, 1)  # (H, S, D)
+    w_o = attention.output.dense.weight.view(config.hidden_size, heads, head_size)  # (E, H, D)
+    transformed = torch.einsum("hsd,ehd->hse", values, w_o).float().cpu()  # f(x_j) per head, (H, S, E)
+norms = (weights[..., None] * transformed[:, None]).norm(dim=-1)  # (H, T, S)
+norm_share = (norms[:, :, special].sum(-1) / norms.sum(-1)).mean(-1)  # (H,)
+print(f"a uniform head would put {special.float().mean():.1%} of its weight on [CLS]/[SEP]")
+for head in range(heads):
+    print(f"head {head:2d}: {share[head]:5.1%} of its weight on [CLS]/[SEP], {norm_share[head]:5.1%} of what it takes")
+smaller = int((norm_share < share).sum())
+print(f"{smaller} of {heads} heads take a smaller share from [CLS]/[SEP] than the weight they give them")
+if smaller > heads // 2:
+    print("so, for most heads here, the weights overstate what those tokens contribute")

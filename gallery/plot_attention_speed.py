@@ -25,10 +25,17 @@ across sequence lengths.
 
 Timing method: for every length, each implementation is warmed up, then
 timed round-robin (each repetition calls all three, in an order rotated by
-one each time, so background load hits them alike), and the median is
-reported.  On a GPU (with ``LT_GALLERY_SCALE=gpu``) the run uses bf16 and
-longer sequences and reports TFLOP/s.  The numbers are from the machine that
-built this page; ``benchmarks/bench_bert.py`` times the whole model.
+one each time, so background load hits them alike); the median is reported
+with the spread of the repetitions, from the fastest to the slowest.  On a
+GPU (with ``LT_GALLERY_SCALE=gpu``) the run uses bf16 and longer sequences
+and reports TFLOP/s.
+
+The numbers are from the machine that built this page, which may be busy
+with other work, and they come from a handful of repetitions: where the
+spreads of two implementations overlap, their order at that length is noise,
+and the example says so.  For careful numbers (the whole model, more
+repetitions, in one process), see :doc:`/benchmarks`, made by
+``benchmarks/bench_bert.py``.
 """
 
 # %%
@@ -101,6 +108,7 @@ def synchronize() -> None:
 
 names = list(implementations)
 medians = {name: [] for name in names}
+spreads = {name: [] for name in names}  # (fastest, slowest) repetition
 with torch.inference_mode():
     for length in lengths:
         x = torch.randn(batch_size, length, config.hidden_size, device=device, dtype=dtype)  # (B, T, E)
@@ -117,18 +125,50 @@ with torch.inference_mode():
                 times[name].append(time.perf_counter() - start)
         for name in names:
             medians[name].append(statistics.median(times[name]))
-        summary = ", ".join(f"{medians[name][-1] * 1e3:8.2f} ms" for name in names)
+            spreads[name].append((min(times[name]), max(times[name])))
+        summary = ", ".join(
+            f"{medians[name][-1] * 1e3:7.2f} ms [{spreads[name][-1][0] * 1e3:.2f}-{spreads[name][-1][1] * 1e3:.2f}]"
+            for name in names
+        )
         print(f"T = {length:5d}: {summary}")
+
+
+# %%
+# Signal or noise?
+# ----------------
+# At each length, two implementations are told apart only when their spreads
+# do not overlap: the slowest repetition of one is faster than the fastest of
+# the other.  Otherwise their order at that length is noise.
+def resolved(a: str, b: str, index: int) -> bool:
+    (low_a, high_a), (low_b, high_b) = spreads[a][index], spreads[b][index]
+    return high_a < low_b or high_b < low_a
+
+
+short = dict(zip(names, ("book", "fused", "fused+SDPA"), strict=True))
+for index, length in enumerate(lengths):
+    pairs = [(a, b) for k, a in enumerate(names) for b in names[k + 1 :]]
+    verdicts = []
+    for a, b in pairs:
+        if resolved(a, b, index):
+            faster, slower = (a, b) if medians[a][index] < medians[b][index] else (b, a)
+            verdicts.append(f"{short[faster]} faster than {short[slower]}")
+        else:
+            verdicts.append(f"{short[a]} vs {short[b]}: noise")
+    print(f"T = {length:5d}: " + "; ".join(verdicts))
 
 # %%
 # The plot
 # --------
-# Left: median time per call.  Right: achieved FLOP/s (TFLOP/s on a GPU,
-# GFLOP/s on a CPU), the work divided by the time.
+# Left: median time per call, the shaded band from the fastest to the slowest
+# repetition.  Right: achieved FLOP/s (TFLOP/s on a GPU, GFLOP/s on a CPU),
+# the work divided by the median time.
 unit, unit_name = (1e12, "TFLOP/s") if device == "cuda" else (1e9, "GFLOP/s")
 fig, (ax_time, ax_rate) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
 for name in names:
     ax_time.plot(lengths, [t * 1e3 for t in medians[name]], marker="o", label=name)
+    ax_time.fill_between(
+        lengths, [low * 1e3 for low, _ in spreads[name]], [high * 1e3 for _, high in spreads[name]], alpha=0.2
+    )
     rates = [
         attention_flops(batch_size, n, config.hidden_size) / t / unit
         for n, t in zip(lengths, medians[name], strict=True)
@@ -150,7 +190,8 @@ plt.show()
 # %%
 # Speed-ups at the longest length
 # -------------------------------
-longest = {name: medians[name][-1] for name in names}
-book_time = longest["book: one AttentionHead per head"]
-for name, seconds in longest.items():
-    print(f"{name:44s} {book_time / seconds:5.2f}x the book's speed at T = {lengths[-1]}")
+book = "book: one AttentionHead per head"
+for name in names:
+    ratio = medians[book][-1] / medians[name][-1]
+    note = "" if name == book or resolved(name, book, -1) else " (within the noise)"
+    print(f"{name:44s} {ratio:5.2f}x the book's speed at T = {lengths[-1]}{note}")

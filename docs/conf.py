@@ -77,14 +77,22 @@ extensions = [
     "sphinx_design",
     # Every name in a code block links to its API entry.
     "sphinx_codeautolink",
+    # ...resolving names in transformers and torch without importing every model they have (docs/_ext).
+    "codeautolink_lazy",
     # bertviz's attention views served from _static (d3, jQuery, a require.js shim), no CDN (docs/_ext).
     "bertviz_offline",
+    # "Try your own sentence": our BERT exported to ONNX (cached in _build/try_it) and run in the reader's browser (docs/_ext).
+    "try_it",
     # A side-by-side page of each module's source, commentary left and code right (docs/_ext).
     "sidebyside",
     # The chapters' table of contents and the API page, generated from the package's reading order (docs/_ext).
     "reading_order",
     # Each executed chapter downloadable as .ipynb; a table of execution times in the build log (docs/_ext).
     "executed_pages",
+    # Beside each line of the annotated source, the tensor it computed on a running example (docs/_ext).
+    "runtime_trace",
+    # What each module was proved equal to, and by how much, on this build; over tolerance fails it (docs/_ext).
+    "proof_badges",
 ]
 
 # Sources: Markdown chapters (myst-nb), reStructuredText (sphinx-gallery output, API pages).
@@ -137,6 +145,7 @@ offline_inventories = {
     "python": ("https://docs.python.org/3/", "Python", "3"),
     "torch": ("https://docs.pytorch.org/docs/stable/", "PyTorch", "stable"),
     "transformers": ("https://huggingface.co/docs/transformers/main/en/", "transformers", "main"),
+    "numpy": ("https://numpy.org/doc/stable/", "NumPy", "stable"),
 }
 # LT_INTERSPHINX_ONLINE=1 tries the projects' own inventories first (the local lists stay the fallback).
 offline_inventory_online = os.environ.get("LT_INTERSPHINX_ONLINE") == "1"
@@ -156,6 +165,8 @@ nb_execution_mode = "cache"
 # (e.g. for builds into another output folder).
 executed_pages_cache_root = os.environ.get("LT_JUPYTER_CACHE", str(DOCS / "_build" / ".jupyter_cache"))
 executed_pages_cache_sources = [str(ROOT / manifest.PACKAGE)]
+# Every executed page ends with the versions and the device it ran with (the benchmark records the same).
+executed_pages_environment = f"{manifest.PACKAGE}.environment:describe"
 # A failing cell fails the build (with -W), and its traceback is printed.
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
@@ -207,6 +218,26 @@ sidebyside_chapters = {
 }
 
 # ---------------------------------------------------------------------------
+# Runtime values and proof badges: computed once per version of the package
+# ---------------------------------------------------------------------------
+# Both run the package's running examples (literate_transformer.trace, .proofs) when the package's source
+# changed since the last build, and keep the results in docs/_build/runtime/ otherwise.
+_RUNTIME = DOCS / "_build" / "runtime"
+runtime_trace_provider = f"{_PACKAGE}.trace:site_trace"
+runtime_trace_root = str(ROOT / _PACKAGE)
+runtime_trace_sources = [str(ROOT / _PACKAGE)]
+runtime_trace_cache = str(_RUNTIME / "trace.json")
+proof_badges_provider = f"{_PACKAGE}.proofs:run_all"
+proof_badges_sources = [str(ROOT / _PACKAGE)]
+proof_badges_cache = str(_RUNTIME / "proofs.json")
+proof_badges_package = _PACKAGE
+# The proofs page (generated, ignored by git) shows each badge's test; test paths are relative to the checkout.
+proof_badges_page = "proofs"
+proof_badges_tests_root = str(ROOT)
+# A chapter shows the badges of the modules it builds (the manifest's reading order).
+proof_badges_chapters = {chapter.docname: list(chapter.modules) for chapter in manifest.CHAPTERS if chapter.docname}
+
+# ---------------------------------------------------------------------------
 # sphinx-gallery: the executed example scripts in gallery/
 # ---------------------------------------------------------------------------
 # The examples run at small sizes so the whole gallery builds in well under a
@@ -225,6 +256,8 @@ sphinx_gallery_conf = {
     "write_computation_times": False,
     # Each script seeds itself (so it also runs standalone); matplotlib is reset between them.
     "reset_modules": ("matplotlib",),
+    # As many examples at once as sphinx-build runs processes (-j; joblib runs them).
+    "parallel": True,
     "download_all_examples": False,
     "remove_config_comments": True,
     "show_memory": False,

@@ -20,6 +20,12 @@ Three small additions to myst-nb and sphinx-book-theme:
   ``html-page-context`` handler that runs before the theme's own copies the
   executed notebook into ``_sources/`` and names it in the page context, so
   the button offers ``.ipynb`` next to the Markdown source.
+* **What ran it.**  Every executed page (a chapter, a gallery example)
+  ends with one line naming the library versions and the device its outputs
+  were computed with, read in the build's own process by the function that
+  ``executed_pages_environment`` names (``module:function``, returning the
+  sentence).  The same text is part of the execution cache's key, so a page
+  never shows outputs of other versions under this line.
 * **Execution times.**  At ``build-finished`` the build log gets one table
   with the execution time of every chapter (from myst-nb's execution
   metadata, saying whether it ran in this build or came from the cache) and
@@ -51,9 +57,9 @@ def _note_start(app: Sphinx, config: object) -> None:
     app.lt_build_started = time.time()  # type: ignore[attr-defined]
 
 
-def source_digest(folders: list[str | Path]) -> str:
-    """A 16-hex-digit hash of the paths and bytes of every ``*.py`` file under ``folders``."""
-    digest = hashlib.sha256()
+def source_digest(folders: list[str | Path], salt: str = "") -> str:
+    """A 16-hex-digit hash of the paths and bytes of every ``*.py`` file under ``folders`` (and ``salt``)."""
+    digest = hashlib.sha256(salt.encode())
     for folder in map(Path, folders):
         for path in sorted(folder.rglob("*.py")):
             digest.update(path.relative_to(folder.parent).as_posix().encode())
@@ -68,12 +74,45 @@ def key_execution_cache(app: Sphinx, config: object) -> None:
         return
     root = Path(app.confdir, config.executed_pages_cache_root)
     sources = [Path(app.confdir, folder) for folder in config.executed_pages_cache_sources]
-    current = root / source_digest(sources)
+    current = root / source_digest(sources, salt=executed_with(config))
     config.nb_execution_cache_path = str(current)
     if root.is_dir():
         for old in root.iterdir():
             if old.is_dir() and _CACHE_KEY.match(old.name) and old != current:
                 shutil.rmtree(old, ignore_errors=True)
+
+
+def executed_with(config: object) -> str:
+    """The sentence naming what executes the pages (empty without ``executed_pages_environment``)."""
+    name = getattr(config, "executed_pages_environment", "")
+    if not name:
+        return ""
+    import importlib
+
+    module, _, function = name.partition(":")
+    return str(getattr(importlib.import_module(module), function)())
+
+
+def add_executed_with(app: Sphinx, doctree: object) -> None:
+    """``doctree-read``: end each executed chapter and gallery example with what executed it."""
+    from docutils import nodes
+
+    sentence = getattr(app, "lt_executed_with", None)
+    if sentence is None:
+        sentence = app.lt_executed_with = executed_with(app.config)  # type: ignore[attr-defined]
+    if not sentence:
+        return
+    docname = app.env.docname
+    gallery = getattr(app.config, "sphinx_gallery_conf", {}) or {}
+    gallery_dirs = gallery.get("gallery_dirs", [])
+    gallery_dirs = [gallery_dirs] if isinstance(gallery_dirs, str) else list(gallery_dirs)
+    is_notebook = "kernelspec" in app.env.metadata.get(docname, {})
+    is_example = any(docname.startswith(f"{folder}/plot_") for folder in gallery_dirs)
+    if not (is_notebook or is_example):
+        return
+    footer = nodes.paragraph(classes=["lt-executed-with"])
+    footer += nodes.Text(f"This page's outputs were computed with {sentence}.")
+    doctree += footer
 
 
 def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
@@ -165,10 +204,12 @@ def report_execution_times(app: Sphinx, exception: Exception | None) -> None:
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("executed_pages_cache_root", "", "env", types=frozenset({str}))
     app.add_config_value("executed_pages_cache_sources", [], "env", types=frozenset({list, tuple}))
+    app.add_config_value("executed_pages_environment", "", "env", types=frozenset({str}))
     app.connect("config-inited", _note_start)
     # myst-nb reads nb_execution_cache_path at builder-inited, after this.
     app.connect("config-inited", key_execution_cache)
     # Before sphinx-book-theme's header buttons (priority 501), which read "ipynb_source".
     app.connect("html-page-context", offer_executed_notebook, priority=450)
+    app.connect("doctree-read", add_executed_with)
     app.connect("build-finished", report_execution_times)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

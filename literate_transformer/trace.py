@@ -367,13 +367,22 @@ class RunningExample:
 
 def _bert_on_the_sentence() -> None:
     from .checkpoints import load_tokenizer
-    from .models.bert import BertModel
+    from .diagrams import head_split_diagram
+    from .export import BrowserBert
+    from .models.bert import BertModel, sentence_embeddings
 
     encoded = load_tokenizer()("time flies like an arrow", return_tensors="pt")
     inputs = (encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
     eager = BertModel.from_pretrained()
     # The eager path, with the attention probabilities (as the attention views show them) ...
-    eager(*inputs, output_attentions=True)
+    outputs = eager(*inputs, output_attentions=True)
+    # ... the sentence vector the checkpoint was trained for ...
+    sentence_embeddings(outputs.last_hidden_state, encoded["attention_mask"])
+    # ... a mask that keeps every head (one row, for all layers) ...
+    eager(*inputs, head_mask=torch.ones(eager.config.num_attention_heads))
+    # ... the model the try page runs, and the head-split diagram on its first layer ...
+    BrowserBert(eager)(encoded["input_ids"], encoded["token_type_ids"])
+    head_split_diagram(eager.encoder.layer[0].attention.self, length=encoded["input_ids"].shape[1])
     # ... and the fused kernel on the same weights.
     fused = BertModel(eager.config.replace(attn_implementation="sdpa")).eval()
     fused.load_state_dict(eager.state_dict())

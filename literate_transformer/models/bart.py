@@ -68,7 +68,7 @@ from ..book.generation import greedy_generate
 from ..core.config import ATTENTION_IMPLEMENTATIONS, TransformerConfig, as_config
 from ..core.outputs import Seq2SeqOutput
 
-__all__ = ["bart_config", "BartModel", "BartForConditionalGeneration"]
+__all__ = ["bart_config", "shift_tokens_right", "BartModel", "BartForConditionalGeneration"]
 
 #: BART's learned position table has two rows before position 0.
 BART_POSITION_OFFSET = 2
@@ -149,6 +149,22 @@ def bart_config(hf_config: Any) -> tuple[TransformerConfig, TransformerConfig]:
     return encoder, decoder
 
 
+def shift_tokens_right(input_ids: Tensor, pad_token_id: int, decoder_start_token_id: int) -> Tensor:
+    """The targets BART makes from its source when none are given: one place to the right, a start token first.
+
+    HuggingFace's ``BartModel`` does this when ``decoder_input_ids`` is
+    ``None`` (the denoising objective reconstructs the source), and replaces
+    ``-100`` (the loss's "ignore" label) by the padding id.
+
+    >>> shift_tokens_right(torch.tensor([[5, 6, 7, 2]]), pad_token_id=1, decoder_start_token_id=2)
+    tensor([[2, 5, 6, 7]])
+    """
+    shifted = input_ids.new_zeros(input_ids.shape)  # (B, S)
+    shifted[:, 1:] = input_ids[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
 def _as_bart_configs(config: Any, decoder_config: Any) -> tuple[TransformerConfig, TransformerConfig]:
     if getattr(config, "model_type", None) == "bart":
         if decoder_config is not None:
@@ -201,8 +217,9 @@ class BartModel(EncoderDecoderTransformer):
             input_ids: Source ids ``(B, S)``.
             attention_mask: The source's ``(B, S)`` padding mask.
             decoder_input_ids: Target ids ``(B, T)``, starting with
-                ``decoder_start_token_id`` (required: unlike HuggingFace's,
-                this model does not build them from ``input_ids``).
+                ``decoder_start_token_id``; ``None``: ``input_ids`` shifted
+                one place right (:func:`shift_tokens_right`), as HuggingFace's
+                ``BartModel`` does.
             decoder_attention_mask: The target's ``(B, T)`` padding mask.
             output_attentions: Also return ``encoder_attentions``,
                 ``decoder_attentions`` and ``cross_attentions``.
@@ -214,8 +231,13 @@ class BartModel(EncoderDecoderTransformer):
         Raises:
             ValueError: for ids out of range or too long, masks shaped unlike
                 their ids, or source and target batches of different sizes.
-            TypeError: for inputs of the wrong type (``decoder_input_ids`` missing included).
+            TypeError: for inputs of the wrong type.
         """
+        if decoder_input_ids is None and isinstance(input_ids, Tensor) and input_ids.dim() == 2:
+            start = self.config.decoder_start_token_id
+            if start is None:
+                raise ValueError("decoder_input_ids is None and config.decoder_start_token_id is not set")
+            decoder_input_ids = shift_tokens_right(input_ids, self.config.pad_token_id, start)
         return super().forward(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions)
 
 

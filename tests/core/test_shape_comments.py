@@ -62,7 +62,7 @@ from literate_transformer.core import masks
 from literate_transformer.core.config import TransformerConfig
 from literate_transformer.diagrams import head_split_diagram
 from literate_transformer.interop import bert_attention_to_book
-from literate_transformer.models.bart import BartForConditionalGeneration
+from literate_transformer.models.bart import BartForConditionalGeneration, shift_tokens_right
 from literate_transformer.models.bert import BertModel, mean_pooling
 from literate_transformer.models.gpt2 import GPT2LMHeadModel
 
@@ -380,6 +380,7 @@ def scenario_families():
     source_mask[0, -1] = 0
     bart(token_ids(S), source_mask, token_ids(), output_attentions=True)
     bart.generate(token_ids(S), source_mask, max_new_tokens=2)
+    shift_tokens_right(token_ids(S), bart_config.pad_token_id, bart_config.decoder_start_token_id)
     for bidirectional in (True, False):
         RelativePositionBias(DIMS["H"], num_buckets=8, max_distance=16, bidirectional=bidirectional)(T, S, S - T)
 

@@ -153,6 +153,32 @@ def test_bart_model_without_head_equals_hf_bart_model(randomize):
     torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=ATOL, rtol=0)
 
 
+def test_without_decoder_input_ids_the_source_shifted_right_is_decoded_as_hf_does(models):
+    hf, ours = models
+    input_ids, attention_mask = padded_sources(hf.config)
+    with torch.no_grad():
+        expected = hf(input_ids=input_ids, attention_mask=attention_mask)
+        actual = ours(input_ids, attention_mask)
+    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
+    assert actual.logits.shape[1] == input_ids.shape[1]
+
+
+def test_shift_tokens_right_equals_hfs():
+    from transformers.models.bart.modeling_bart import shift_tokens_right as hf_shift
+
+    from literate_transformer.models.bart import shift_tokens_right
+
+    labels = torch.tensor([[5, 6, -100, 2], [7, -100, -100, -100]])
+    assert torch.equal(shift_tokens_right(labels, PAD, EOS), hf_shift(labels, PAD, EOS))
+
+
+def test_without_a_start_token_missing_targets_are_refused():
+    config = bart_config(transformers.BartConfig(**CONFIGS["scaled_5_and_3_heads"], pad_token_id=PAD))[0]
+    ours = BartModel(config.replace(decoder_start_token_id=None)).eval()
+    with pytest.raises(ValueError, match="decoder_input_ids is None and config.decoder_start_token_id is not set"):
+        ours(torch.tensor([[5, 6, 7]]))
+
+
 # ---------------------------------------------------------------------------
 # The key map
 # ---------------------------------------------------------------------------
@@ -197,7 +223,7 @@ def test_masks_of_the_wrong_shape_are_refused(models):
     with pytest.raises(ValueError, match=r"decoder_attention_mask must have shape \(3, 5\)"):
         ours(input_ids, attention_mask, decoder_input_ids, torch.ones(3, 4))
     with pytest.raises(TypeError, match="decoder_input_ids must be a torch.Tensor"):
-        ours(input_ids, attention_mask)
+        ours(input_ids, attention_mask, [[2, 5]])
 
 
 def test_inputs_longer_than_the_positions_and_ids_outside_the_vocabulary_are_refused(models):

@@ -27,7 +27,6 @@ source).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from extension_metadata import extension_metadata
 from runtime_trace import load_or_compute, load_provider, sources_digest
 from sphinx import addnodes
 from sphinx.application import Sphinx
@@ -227,10 +227,4 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("builder-inited", run_proofs, priority=600)
     app.connect("doctree-read", add_badges)
     app.add_css_file("proof-badges.css")
-    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
-    return {
-        "version": "1",
-        "env_version": int(digest, 16),
-        "parallel_read_safe": True,
-        "parallel_write_safe": True,
-    }
+    return extension_metadata(__file__)

@@ -33,13 +33,12 @@ Directives
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import re
-from pathlib import Path
 
 from docutils import nodes
 from docutils.statemachine import StringList
+from extension_metadata import extension_metadata
 from sphinx.application import Sphinx
 from sphinx.directives.other import TocTree
 from sphinx.util.docutils import SphinxDirective
@@ -116,5 +115,4 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_directive("reading-order-toctree", ReadingOrderToctree)
     app.add_directive("reading-order-api", ReadingOrderApi)
     # Editing this file changes the pages it generates: a new environment version makes Sphinx read them again.
-    env_version = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8], 16)
-    return {"version": "1", "env_version": env_version, "parallel_read_safe": True, "parallel_write_safe": True}
+    return extension_metadata(__file__)

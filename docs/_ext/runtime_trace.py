@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from extension_metadata import extension_metadata
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -246,10 +247,4 @@ def setup(app: Sphinx) -> dict[str, object]:
     # A few kilobytes; on a page without runtime values the script finds nothing to do.
     app.add_css_file(STYLESHEET)
     app.add_js_file(SCRIPT, loading_method="defer")
-    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
-    return {
-        "version": "1",
-        "env_version": int(digest, 16),
-        "parallel_read_safe": True,
-        "parallel_write_safe": True,
-    }
+    return extension_metadata(__file__)

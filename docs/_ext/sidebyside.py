@@ -49,7 +49,6 @@ listed module.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -57,6 +56,7 @@ from types import SimpleNamespace
 from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
+from extension_metadata import extension_metadata
 from pygments.lexers.python import PythonLexer
 from sidebyside_parse import Prose, docstring_summary, split_module
 from sidebyside_render import (
@@ -370,14 +370,6 @@ def depart_code_lines_html(translator: object, node: code_lines) -> None:
     translator.depart_literal_block(node)
 
 
-def environment_version() -> int:
-    """A number that changes when (and only when) the text of this extension's files changes."""
-    digest = hashlib.sha256()
-    for path in SOURCES:
-        digest.update(path.read_bytes())
-    return int(digest.hexdigest()[:8], 16)
-
-
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("sidebyside_modules", [], "env", types=frozenset({list, tuple}))
     app.add_config_value("sidebyside_root", "", "env", types=frozenset({str}))
@@ -394,9 +386,4 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("missing-reference", tolerate_missing, priority=900)
     app.add_css_file("sidebyside.css")
     # A new environment version makes Sphinx read every page again: only when these files change.
-    return {
-        "version": "2",
-        "env_version": environment_version(),
-        "parallel_read_safe": True,
-        "parallel_write_safe": True,
-    }
+    return extension_metadata(*SOURCES)

@@ -197,14 +197,3 @@ def test_module_paths_are_files_or_package_inits(tmp_path):
     assert sidebyside.module_path(tmp_path, "pkg") == tmp_path / "pkg" / "__init__.py"
     assert sidebyside.module_path(tmp_path, "pkg.sub") == tmp_path / "pkg" / "sub" / "__init__.py"
     assert sidebyside.module_path(tmp_path, "pkg.sub.mod") == tmp_path / "pkg" / "sub" / "mod.py"
-
-
-def test_the_environment_version_follows_the_extensions_source(tmp_path, monkeypatch):
-    files = [tmp_path / name for name in ("a.py", "b.py")]
-    for path in files:
-        path.write_text("x = 1\n")
-    monkeypatch.setattr(sidebyside, "SOURCES", tuple(files))
-    first = sidebyside.environment_version()
-    assert sidebyside.environment_version() == first
-    files[1].write_text("x = 2\n")
-    assert sidebyside.environment_version() != first

@@ -10,6 +10,7 @@ from torch import nn
 
 from literate_transformer.checkpoints import use_offline_environment
 from literate_transformer.core.config import TransformerConfig
+from literate_transformer.trace import BOOK_EXAMPLE_SIZES
 
 # --doctest-modules would import every conftest.py as a module named "conftest" (and clash): they hold no doctests.
 collect_ignore_glob = ["conftest.py", "*/conftest.py"]
@@ -17,18 +18,9 @@ collect_ignore_glob = ["conftest.py", "*/conftest.py"]
 # Tests never reach for the model hub and never print progress bars (the project's one definition).
 use_offline_environment()
 
-#: The sizes of :func:`tiny_config`: small, and all distinct, so that a swapped dimension cannot hide.
-TINY = dict(
-    vocab_size=50,
-    hidden_size=24,
-    num_attention_heads=4,
-    intermediate_size=40,
-    num_hidden_layers=2,
-    max_position_embeddings=16,
-    num_labels=3,
-    hidden_dropout_prob=0.0,
-    attention_probs_dropout_prob=0.0,
-)
+#: The sizes of :func:`tiny_config`: the book's running example (small, and all distinct, so that a swapped
+#: dimension cannot hide), without dropout.
+TINY = dict(BOOK_EXAMPLE_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
 @pytest.fixture(autouse=True)

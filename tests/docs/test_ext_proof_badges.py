@@ -38,20 +38,9 @@ def test_the_proofs_page_includes_each_test_by_its_function():
     assert ".. literalinclude:: ../tests/test_alpha.py\n   :pyobject: test_head" in text
 
 
+# A provider as the package's proofs module is one: a function returning its Measurement records.
 PROVIDER = """
-from dataclasses import dataclass
-
-
-@dataclass
-class Measurement:
-    subject: str
-    reference: str
-    test: str
-    max_abs_diff: float
-    tolerance: float
-    example: str
-    dtype: str = "float32"
-
+from literate_transformer.proofs import Measurement
 
 DIFFERENCE = {difference!r}
 

@@ -131,6 +131,7 @@ from ..core.kernels import fused_attention, use_fused_attention
 from ..core.masks import masked_fill_scores
 from ..core.outputs import AttentionOutput
 from ..core.validation import (
+    Arguments,
     check_hidden_states,
     check_key_value_pair,
     check_mask,
@@ -142,17 +143,11 @@ from ..core.validation import (
 __all__ = ["scaled_dot_product_attention", "AttentionHead", "MultiHeadAttention"]
 
 
-def _check_attention_inputs(
-    query: object,
-    key: object,
-    value: object,
-    attention_mask: object = None,
-    dropout: object = None,
-) -> None:
+def _check_attention_inputs(args: Arguments) -> None:
     """query (..., T, D), key (..., S, D) and value (..., S, Dv) whose sizes agree; a mask that fits them."""
-    query = check_tensor(query, "query", dtypes=("float",))
-    key = check_tensor(key, "key", dtypes=("float",))
-    value = check_tensor(value, "value", dtypes=("float",))
+    query = check_tensor(args.query, "query", dtypes=("float",))
+    key = check_tensor(args.key, "key", dtypes=("float",))
+    value = check_tensor(args.value, "value", dtypes=("float",))
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         if tensor.dim() < 2:
             raise ValueError(
@@ -177,8 +172,9 @@ def _check_attention_inputs(
         ) from None
     if not query.dtype == key.dtype == value.dtype:
         raise TypeError(f"query, key and value must share a dtype, got {query.dtype}, {key.dtype} and {value.dtype}")
-    if attention_mask is not None:
-        check_mask(attention_mask, (*leading, query.shape[-2], key.shape[-2]))
+    if args.attention_mask is not None:
+        check_mask(args.attention_mask, (*leading, query.shape[-2], key.shape[-2]))
+    dropout = args.dropout
     if dropout is not None and not callable(dropout) and not isinstance(dropout, float):
         raise TypeError(
             f"dropout must be a module (e.g. torch.nn.Dropout), a float probability or None, got {dropout!r}"
@@ -248,15 +244,13 @@ def scaled_dot_product_attention(
     return context, attention_probs
 
 
-def _check_head_inputs(
-    head: AttentionHead, hidden_states: object, key_value_states: object = None, attention_mask: object = None
-) -> None:
-    hidden_states = check_hidden_states(hidden_states, head.embed_dim)
+def _check_head_inputs(head: AttentionHead, args: Arguments) -> None:
+    hidden_states = check_hidden_states(args.hidden_states, head.embed_dim)
     key_length = hidden_states.shape[1]
-    if key_value_states is not None:
-        key_length = check_hidden_states(key_value_states, head.embed_dim, "key_value_states").shape[1]
-    if attention_mask is not None:
-        check_mask(attention_mask, (hidden_states.shape[0], hidden_states.shape[1], key_length))
+    if args.key_value_states is not None:
+        key_length = check_hidden_states(args.key_value_states, head.embed_dim, "key_value_states").shape[1]
+    if args.attention_mask is not None:
+        check_mask(args.attention_mask, (hidden_states.shape[0], hidden_states.shape[1], key_length))
 
 
 class AttentionHead(nn.Module):
@@ -329,19 +323,11 @@ class AttentionHead(nn.Module):
         return context
 
 
-def _check_multi_head_inputs(
-    attention: MultiHeadAttention,
-    hidden_states: object,
-    key_value_states: object = None,
-    attention_mask: object = None,
-    *,
-    output_attentions: bool = False,
-    past_key_value: object = None,
-    use_cache: bool = False,
-) -> None:
-    hidden_states = check_hidden_states(hidden_states, attention.hidden_size)
+def _check_multi_head_inputs(attention: MultiHeadAttention, args: Arguments) -> None:
+    hidden_states = check_hidden_states(args.hidden_states, attention.hidden_size)
     batch_size, query_length, _ = hidden_states.shape
     heads, head_size = attention.num_heads, attention.head_size
+    past_key_value, key_value_states = args.past_key_value, args.key_value_states
     past_length = 0
     if past_key_value is not None:
         past_length = check_key_value_pair(past_key_value, "past_key_value", batch_size, heads, head_size)
@@ -356,8 +342,8 @@ def _check_multi_head_inputs(
         key_length = past_length if past_key_value is not None else key_value_states.shape[1]
     else:
         key_length = past_length + query_length
-    if attention_mask is not None:
-        check_mask(attention_mask, (batch_size, heads, query_length, key_length))
+    if args.attention_mask is not None:
+        check_mask(args.attention_mask, (batch_size, heads, query_length, key_length))
 
 
 class MultiHeadAttention(nn.Module):

@@ -164,6 +164,7 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import (
+    Arguments,
     check_attention_mask,
     check_encoder_hidden_states,
     check_hidden_states,
@@ -171,7 +172,7 @@ from ..core.validation import (
     check_key_value_pair,
     check_mask,
     check_norm_first,
-    check_position_ids,
+    check_token_inputs,
     validate_with,
 )
 from .attention import MultiHeadAttention
@@ -188,33 +189,27 @@ def _check_layer_cache(cache: object, name: str) -> LayerCache:
     return cache
 
 
-def _check_layer_inputs(
-    layer: TransformerDecoderLayer,
-    hidden_states: object,
-    encoder_hidden_states: object = None,
-    attention_mask: object = None,
-    encoder_attention_mask: object = None,
-    *,
-    output_attentions: bool = False,
-    past_key_value: object = None,
-    use_cache: bool = False,
-) -> None:
-    hidden_states = check_hidden_states(hidden_states, layer.config.hidden_size)
+def _check_layer_inputs(layer: TransformerDecoderLayer, args: Arguments) -> None:
+    hidden_states = check_hidden_states(args.hidden_states, layer.config.hidden_size)
     batch_size, target_length, _ = hidden_states.shape
     heads = layer.config.num_attention_heads
     past_length = 0
-    if past_key_value is not None:
-        past_length = _check_layer_cache(past_key_value, "past_key_value").self_attention[0].shape[2]
-    if attention_mask is not None:
-        check_mask(attention_mask, (batch_size, heads, target_length, past_length + target_length))
+    if args.past_key_value is not None:
+        past_length = _check_layer_cache(args.past_key_value, "past_key_value").self_attention[0].shape[2]
+    if args.attention_mask is not None:
+        check_mask(args.attention_mask, (batch_size, heads, target_length, past_length + target_length))
     if layer.cross_attention is None:
-        if encoder_hidden_states is not None:
+        if args.encoder_hidden_states is not None:
             raise ValueError("encoder_hidden_states was given, but this layer has no cross-attention sub-layer")
         return
-    encoder_hidden_states = check_encoder_hidden_states(encoder_hidden_states, batch_size, layer.config.hidden_size)
-    if encoder_attention_mask is not None:
+    encoder_hidden_states = check_encoder_hidden_states(
+        args.encoder_hidden_states, batch_size, layer.config.hidden_size
+    )
+    if args.encoder_attention_mask is not None:
         source_length = encoder_hidden_states.shape[1]
-        check_mask(encoder_attention_mask, (batch_size, heads, target_length, source_length), "encoder_attention_mask")
+        check_mask(
+            args.encoder_attention_mask, (batch_size, heads, target_length, source_length), "encoder_attention_mask"
+        )
 
 
 class TransformerDecoderLayer(nn.Module):
@@ -405,39 +400,22 @@ def _check_past_key_values(
     return lengths.pop()
 
 
-def _check_decoder_inputs(
-    decoder: TransformerDecoder,
-    input_ids: object,
-    encoder_hidden_states: object = None,
-    attention_mask: object = None,
-    encoder_attention_mask: object = None,
-    *,
-    position_ids: object = None,
-    output_attentions: bool = False,
-    output_hidden_states: bool = False,
-    past_key_values: object = None,
-    use_cache: bool = False,
-) -> None:
+def _check_decoder_inputs(decoder: TransformerDecoder, args: Arguments) -> None:
     config = decoder.config
-    input_ids = check_input_ids(input_ids, config.vocab_size)
-    batch_size, target_length = input_ids.shape
+    batch_size = check_input_ids(args.input_ids, config.vocab_size).shape[0]
     source_length = None
     if decoder.add_cross_attention:
-        encoder_hidden_states = check_encoder_hidden_states(encoder_hidden_states, batch_size, config.hidden_size)
+        encoder_hidden_states = check_encoder_hidden_states(args.encoder_hidden_states, batch_size, config.hidden_size)
         source_length = encoder_hidden_states.shape[1]
-    elif encoder_hidden_states is not None or encoder_attention_mask is not None:
+    elif args.encoder_hidden_states is not None or args.encoder_attention_mask is not None:
         raise ValueError(
             "encoder_hidden_states and encoder_attention_mask must be None: this decoder has no cross-attention "
             "(a decoder-only model reads no encoder)"
         )
-    past_length = _check_past_key_values(past_key_values, decoder, batch_size, source_length)
-    check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, past_length=past_length)
-    if attention_mask is not None:
-        check_attention_mask(attention_mask, batch_size, past_length + target_length)
-    if encoder_attention_mask is not None:
-        check_attention_mask(encoder_attention_mask, batch_size, source_length, name="encoder_attention_mask")
-    if position_ids is not None:
-        check_position_ids(position_ids, input_ids.shape, config.max_position_embeddings)
+    past_length = _check_past_key_values(args.past_key_values, decoder, batch_size, source_length)
+    check_token_inputs(args, config, past_length)
+    if args.encoder_attention_mask is not None:
+        check_attention_mask(args.encoder_attention_mask, batch_size, source_length, name="encoder_attention_mask")
 
 
 class TransformerDecoder(nn.Module):
@@ -588,29 +566,20 @@ class TransformerDecoder(nn.Module):
         )
 
 
-def _check_seq2seq_inputs(
-    model: EncoderDecoderTransformer,
-    input_ids: object,
-    decoder_input_ids: object,
-    attention_mask: object = None,
-    decoder_attention_mask: object = None,
-    output_attentions: bool = False,
-) -> None:
+def _check_seq2seq_inputs(model: EncoderDecoderTransformer, args: Arguments) -> None:
     """Source and target of one batch: as many targets as sources, masks shaped like their ids."""
-    input_ids = check_input_ids(input_ids, model.config.vocab_size, model.config.max_position_embeddings)
+    input_ids = check_token_inputs(args, model.config)
     decoder_config = model.decoder.config
     decoder_input_ids = check_input_ids(
-        decoder_input_ids, decoder_config.vocab_size, decoder_config.max_position_embeddings, "decoder_input_ids"
+        args.decoder_input_ids, decoder_config.vocab_size, decoder_config.max_position_embeddings, "decoder_input_ids"
     )
     if decoder_input_ids.shape[0] != input_ids.shape[0]:
         raise ValueError(
             f"decoder_input_ids has batch size {decoder_input_ids.shape[0]}, but input_ids has batch size "
             f"{input_ids.shape[0]}: each target needs its own source"
         )
-    if attention_mask is not None:
-        check_attention_mask(attention_mask, *input_ids.shape)
-    if decoder_attention_mask is not None:
-        check_attention_mask(decoder_attention_mask, *decoder_input_ids.shape, name="decoder_attention_mask")
+    if args.decoder_attention_mask is not None:
+        check_attention_mask(args.decoder_attention_mask, *decoder_input_ids.shape, name="decoder_attention_mask")
 
 
 class EncoderDecoderTransformer(nn.Module):

@@ -111,31 +111,19 @@ from torch import Tensor, nn
 
 from ..core.config import as_config
 from ..core.validation import (
+    Arguments,
     check_hidden_states,
-    check_input_ids,
-    check_position_ids,
     check_positive_int,
-    check_token_type_ids,
+    check_token_inputs,
     validate_with,
 )
 
 __all__ = ["Embeddings", "SinusoidalPositionalEncoding", "relative_position_bucket", "RelativePositionBias"]
 
 
-def _check_embeddings_inputs(
-    embeddings: Embeddings,
-    input_ids: object,
-    token_type_ids: object = None,
-    past_length: object = 0,
-    position_ids: object = None,
-) -> None:
-    past_length = check_positive_int(past_length, "past_length", minimum=0)
-    config = embeddings.config
-    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, past_length=past_length)
-    if token_type_ids is not None:
-        check_token_type_ids(token_type_ids, input_ids.shape, config.type_vocab_size)
-    if position_ids is not None:
-        check_position_ids(position_ids, input_ids.shape, config.max_position_embeddings)
+def _check_embeddings_inputs(embeddings: Embeddings, args: Arguments) -> None:
+    past_length = check_positive_int(args.past_length, "past_length", minimum=0)
+    check_token_inputs(args, embeddings.config, past_length)
 
 
 class Embeddings(nn.Module):
@@ -229,11 +217,9 @@ class Embeddings(nn.Module):
         return self.dropout(embeddings)
 
 
-def _check_sinusoidal_inputs(
-    encoding: SinusoidalPositionalEncoding, hidden_states: object, past_length: object = 0
-) -> None:
-    past_length = check_positive_int(past_length, "past_length", minimum=0)
-    seq_length = check_hidden_states(hidden_states, encoding.hidden_size).shape[1]
+def _check_sinusoidal_inputs(encoding: SinusoidalPositionalEncoding, args: Arguments) -> None:
+    past_length = check_positive_int(args.past_length, "past_length", minimum=0)
+    seq_length = check_hidden_states(args.hidden_states, encoding.hidden_size).shape[1]
     if past_length + seq_length > encoding.max_length:
         raise ValueError(
             f"hidden_states has {seq_length} positions"
@@ -362,12 +348,10 @@ def relative_position_bucket(
     return bucket + torch.where(is_small, distance, if_large)
 
 
-def _check_relative_bias_inputs(
-    bias: RelativePositionBias, query_length: object, key_length: object, past_length: object = 0
-) -> None:
-    check_positive_int(query_length, "query_length")
-    check_positive_int(key_length, "key_length")
-    check_positive_int(past_length, "past_length", minimum=0)
+def _check_relative_bias_inputs(bias: RelativePositionBias, args: Arguments) -> None:
+    check_positive_int(args.query_length, "query_length")
+    check_positive_int(args.key_length, "key_length")
+    check_positive_int(args.past_length, "past_length", minimum=0)
 
 
 class RelativePositionBias(nn.Module):

@@ -109,12 +109,11 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import (
-    check_attention_mask,
+    Arguments,
     check_hidden_states,
-    check_input_ids,
     check_mask,
     check_norm_first,
-    check_token_type_ids,
+    check_token_inputs,
     validate_with,
 )
 from .attention import MultiHeadAttention
@@ -131,16 +130,11 @@ def make_final_layer_norm(config: Any, final_layer_norm: bool) -> nn.LayerNorm |
     return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if final_layer_norm else None
 
 
-def _check_layer_inputs(
-    layer: TransformerEncoderLayer,
-    hidden_states: object,
-    attention_mask: object = None,
-    output_attentions: bool = False,
-) -> None:
-    hidden_states = check_hidden_states(hidden_states, layer.hidden_size)
-    if attention_mask is not None:
+def _check_layer_inputs(layer: TransformerEncoderLayer, args: Arguments) -> None:
+    hidden_states = check_hidden_states(args.hidden_states, layer.hidden_size)
+    if args.attention_mask is not None:
         batch_size, length, _ = hidden_states.shape
-        check_mask(attention_mask, (batch_size, layer.attention.num_heads, length, length))
+        check_mask(args.attention_mask, (batch_size, layer.attention.num_heads, length, length))
 
 
 class TransformerEncoderLayer(nn.Module):
@@ -199,20 +193,8 @@ class TransformerEncoderLayer(nn.Module):
         return LayerOutput(hidden_states, attention.attention_probs)
 
 
-def _check_encoder_inputs(
-    encoder: TransformerEncoder,
-    input_ids: object,
-    attention_mask: object = None,
-    token_type_ids: object = None,
-    output_attentions: bool = False,
-    output_hidden_states: bool = False,
-) -> None:
-    config = encoder.config
-    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings)
-    if attention_mask is not None:
-        check_attention_mask(attention_mask, *input_ids.shape)
-    if token_type_ids is not None:
-        check_token_type_ids(token_type_ids, input_ids.shape, config.type_vocab_size)
+def _check_encoder_inputs(encoder: TransformerEncoder, args: Arguments) -> None:
+    check_token_inputs(args, encoder.config)
 
 
 class TransformerEncoder(nn.Module):

@@ -68,13 +68,13 @@ from torch import Tensor, nn
 
 from ..core.activations import get_activation
 from ..core.config import as_config
-from ..core.validation import check_hidden_states, validate_with
+from ..core.validation import Arguments, check_hidden_states, validate_with
 
 __all__ = ["FeedForward"]
 
 
-def _check_feed_forward_inputs(feed_forward: FeedForward, hidden_states: object) -> None:
-    check_hidden_states(hidden_states, feed_forward.hidden_size)
+def _check_feed_forward_inputs(feed_forward: FeedForward, args: Arguments) -> None:
+    check_hidden_states(args.hidden_states, feed_forward.hidden_size)
 
 
 class FeedForward(nn.Module):

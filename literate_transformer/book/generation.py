@@ -85,7 +85,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ..core.validation import check_attention_mask, check_input_ids, check_token_id, validate_with
+from ..core.validation import Arguments, check_attention_mask, check_input_ids, check_token_id, validate_with
 
 __all__ = ["GenerationOutput", "greedy_generate", "is_encoder_decoder", "is_decoder_only"]
 
@@ -119,15 +119,8 @@ def is_decoder_only(model: object) -> bool:
     return {"attention_mask", "position_ids", "past_key_values", "use_cache"} <= set(parameters)
 
 
-def _check_generate_inputs(
-    model: object,
-    input_ids: object,
-    max_new_tokens: object,
-    bos_token_id: object = None,
-    eos_token_id: object = None,
-    attention_mask: object = None,
-    use_cache: bool = True,
-) -> None:
+def _check_generate_inputs(args: Arguments) -> None:
+    model, max_new_tokens = args.model, args.max_new_tokens
     encoder_decoder = is_encoder_decoder(model)
     if not encoder_decoder and not is_decoder_only(model):
         raise TypeError(
@@ -140,9 +133,9 @@ def _check_generate_inputs(
         raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, name="input_ids")
-    if attention_mask is not None:
-        check_attention_mask(attention_mask, *input_ids.shape, name="attention_mask")
+    input_ids = check_input_ids(args.input_ids, config.vocab_size, config.max_position_embeddings, name="input_ids")
+    if args.attention_mask is not None:
+        check_attention_mask(args.attention_mask, *input_ids.shape, name="attention_mask")
     # The decoder reads positions 0 .. P + N - 2, where P is what it starts from (the start token, or the
     # prompt): the last token is written, never read.
     start_length = 1 if encoder_decoder else input_ids.shape[1]
@@ -154,13 +147,13 @@ def _check_generate_inputs(
             + f", beyond max_position_embeddings={config.max_position_embeddings}"
         )
     if encoder_decoder:
-        if bos_token_id is None:
+        if args.bos_token_id is None:
             raise ValueError("bos_token_id is required: an encoder-decoder model's target starts with it")
-        check_token_id(bos_token_id, "bos_token_id", config.vocab_size)
-    elif bos_token_id is not None:
+        check_token_id(args.bos_token_id, "bos_token_id", config.vocab_size)
+    elif args.bos_token_id is not None:
         raise ValueError("bos_token_id must be None for a decoder-only model: its prompt is where it starts")
-    if eos_token_id is not None:
-        check_token_id(eos_token_id, "eos_token_id", config.vocab_size)
+    if args.eos_token_id is not None:
+        check_token_id(args.eos_token_id, "eos_token_id", config.vocab_size)
 
 
 @torch.no_grad()

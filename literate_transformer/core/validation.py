@@ -30,8 +30,10 @@ ValueError: hidden_states must have shape (*, *, 8), got (1, 3, 6)
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -41,32 +43,56 @@ from torch import Tensor
 _calls = threading.local()
 
 
-def validate_with(check: Callable[..., object]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Run ``check`` with a function's arguments when it is called from outside the package's modules.
+class Arguments(SimpleNamespace):
+    """A call's arguments by name, defaults filled in: what a check function reads (``args.input_ids``)."""
 
-    ``check`` takes exactly the arguments of the decorated function (``self``
-    included for a method) and raises on bad input.  It runs only for the
-    outermost validated call of a thread: when a validated ``forward`` calls
-    another one, the inner check is skipped, because the outer one has
-    already checked everything the inner one receives.  Under
-    :func:`torch.compile` and :func:`torch.export.export`, which trace the
-    code once, nothing is checked.
+
+def validate_with(check: Callable[..., object]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Run ``check`` on a function's arguments when it is called from outside the package's modules.
+
+    The arguments are bound to the decorated function's own signature, with
+    its defaults filled in, so the signature is written once (on the
+    function) and ``check`` reads them by name: ``check(module, args)`` for
+    a method (the module is ``self``), ``check(args)`` for a plain function,
+    where ``args`` is an :class:`Arguments`.  A call that does not fit the
+    signature raises the :class:`TypeError` Python would.
+
+    The check runs only for the outermost validated call of a thread: when
+    a validated ``forward`` calls another one, the inner check is skipped,
+    because the outer one has already checked everything the inner one
+    receives.  Under :func:`torch.compile` and :func:`torch.export.export`,
+    which trace the code once, nothing is checked.
 
     Args:
-        check: The check function.
+        check: The check function; it raises on bad input.
 
     Returns:
         A decorator.
     """
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(function)
+        is_method = next(iter(signature.parameters), None) == "self"
+
+        def run_check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as error:
+                raise TypeError(f"{function.__qualname__}(): {error}") from None
+            bound.apply_defaults()
+            arguments = dict(bound.arguments)
+            if is_method:
+                check(arguments.pop("self"), Arguments(**arguments))
+            else:
+                check(Arguments(**arguments))
+
         @functools.wraps(function)
         def checked(*args: Any, **kwargs: Any) -> Any:
             if torch.compiler.is_compiling():
                 return function(*args, **kwargs)
             depth = getattr(_calls, "depth", 0)
             if depth == 0:
-                check(*args, **kwargs)
+                run_check(args, kwargs)
             _calls.depth = depth + 1
             try:
                 return function(*args, **kwargs)
@@ -188,6 +214,27 @@ def check_position_ids(position_ids: object, shape: Sequence[int], max_position_
     if position_ids.numel() and (int(position_ids.min()) < 0 or int(position_ids.max()) >= max_position_embeddings):
         raise ValueError(f"position_ids must be in [0, max_position_embeddings={max_position_embeddings})")
     return position_ids
+
+
+def check_token_inputs(args: Arguments, config: Any, past_length: int = 0) -> Tensor:
+    """The token inputs of a model or of its embeddings, as far as the call has them; returns the ids.
+
+    ``input_ids`` of the vocabulary that fit the positions after
+    ``past_length`` cached ones; and, where the function takes them and
+    they are given, an ``attention_mask`` over the cached and the new
+    positions, ``token_type_ids`` and ``position_ids`` of the ids' shape.
+    """
+    input_ids = check_input_ids(
+        args.input_ids, config.vocab_size, config.max_position_embeddings, past_length=past_length
+    )
+    batch_size, length = input_ids.shape
+    if getattr(args, "attention_mask", None) is not None:
+        check_attention_mask(args.attention_mask, batch_size, past_length + length)
+    if getattr(args, "token_type_ids", None) is not None:
+        check_token_type_ids(args.token_type_ids, input_ids.shape, config.type_vocab_size)
+    if getattr(args, "position_ids", None) is not None:
+        check_position_ids(args.position_ids, input_ids.shape, config.max_position_embeddings)
+    return input_ids
 
 
 def check_hidden_states(x: object, hidden_size: int, name: str = "hidden_states") -> Tensor:

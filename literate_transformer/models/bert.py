@@ -188,13 +188,12 @@ from ..core.masks import build_attention_mask, masked_fill_scores, to_additive
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import (
+    Arguments,
     check_attention_mask,
     check_hidden_states,
-    check_input_ids,
     check_mask,
-    check_position_ids,
     check_tensor,
-    check_token_type_ids,
+    check_token_inputs,
     validate_with,
 )
 
@@ -217,15 +216,8 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # Embeddings
 # ---------------------------------------------------------------------------
-def _check_embeddings_inputs(
-    embeddings: BertEmbeddings, input_ids: object, token_type_ids: object = None, position_ids: object = None
-) -> None:
-    config = embeddings.config
-    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings)
-    if token_type_ids is not None:
-        check_token_type_ids(token_type_ids, input_ids.shape, config.type_vocab_size)
-    if position_ids is not None:
-        check_position_ids(position_ids, input_ids.shape, config.max_position_embeddings)
+def _check_embeddings_inputs(embeddings: BertEmbeddings, args: Arguments) -> None:
+    check_token_inputs(args, embeddings.config)
 
 
 class BertEmbeddings(nn.Module):
@@ -301,26 +293,23 @@ class BertEmbeddings(nn.Module):
 # ---------------------------------------------------------------------------
 # Attention
 # ---------------------------------------------------------------------------
-def _check_self_attention_inputs(
-    attention: BertSelfAttention,
-    hidden_states: object,
-    attention_mask: object = None,
-    head_mask: object = None,
-    encoder_hidden_states: object = None,
-    output_attentions: bool = False,
-) -> None:
+def _check_self_attention_inputs(attention: BertSelfAttention, args: Arguments) -> None:
     config = attention.config
-    hidden_states = check_hidden_states(hidden_states, config.hidden_size)
+    hidden_states = check_hidden_states(args.hidden_states, config.hidden_size)
     batch_size, query_length, _ = hidden_states.shape
     key_length = query_length
     if attention.is_cross_attention:
-        if encoder_hidden_states is None:
+        if args.encoder_hidden_states is None:
             raise ValueError("encoder_hidden_states is required: this is a cross-attention layer")
-        key_length = check_hidden_states(encoder_hidden_states, config.hidden_size, "encoder_hidden_states").shape[1]
-    if attention_mask is not None:
-        check_mask(attention_mask, (batch_size, attention.num_attention_heads, query_length, key_length))
-    if head_mask is not None:
-        check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"), shape=(attention.num_attention_heads,))
+        key_length = check_hidden_states(args.encoder_hidden_states, config.hidden_size, "encoder_hidden_states").shape[
+            1
+        ]
+    if args.attention_mask is not None:
+        check_mask(args.attention_mask, (batch_size, attention.num_attention_heads, query_length, key_length))
+    if args.head_mask is not None:
+        check_tensor(
+            args.head_mask, "head_mask", dtypes=("float", "int", "bool"), shape=(attention.num_attention_heads,)
+        )
 
 
 class BertSelfAttention(nn.Module):
@@ -520,36 +509,32 @@ class BertOutput(BertSelfOutput):
         super().__init__(config, input_size=config.intermediate_size)
 
 
-def _check_layer_inputs(
-    layer: BertLayer,
-    hidden_states: object,
-    attention_mask: object = None,
-    head_mask: object = None,
-    encoder_hidden_states: object = None,
-    encoder_attention_mask: object = None,
-    output_attentions: bool = False,
-) -> None:
+def _check_layer_inputs(layer: BertLayer, args: Arguments) -> None:
     config = layer.attention.self.config
-    hidden_states = check_hidden_states(hidden_states, config.hidden_size)
+    hidden_states = check_hidden_states(args.hidden_states, config.hidden_size)
     batch_size, length, _ = hidden_states.shape
     heads = config.num_attention_heads
-    if attention_mask is not None:
-        check_mask(attention_mask, (batch_size, heads, length, length))
-    if head_mask is not None:
-        check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"), shape=(heads,))
-    if layer.add_cross_attention and encoder_hidden_states is None:
+    if args.attention_mask is not None:
+        check_mask(args.attention_mask, (batch_size, heads, length, length))
+    if args.head_mask is not None:
+        check_tensor(args.head_mask, "head_mask", dtypes=("float", "int", "bool"), shape=(heads,))
+    if layer.add_cross_attention and args.encoder_hidden_states is None:
         raise ValueError(
             "encoder_hidden_states is required: this layer has cross-attention (config.add_cross_attention)"
         )
-    if not layer.add_cross_attention and encoder_hidden_states is not None:
+    if not layer.add_cross_attention and args.encoder_hidden_states is not None:
         raise ValueError(
             "encoder_hidden_states was given, but this layer has no cross-attention "
             "(build it with is_decoder=True and add_cross_attention=True)"
         )
-    if encoder_hidden_states is not None:
-        source_length = check_hidden_states(encoder_hidden_states, config.hidden_size, "encoder_hidden_states").shape[1]
-        if encoder_attention_mask is not None:
-            check_mask(encoder_attention_mask, (batch_size, heads, length, source_length), "encoder_attention_mask")
+    if args.encoder_hidden_states is not None:
+        source_length = check_hidden_states(
+            args.encoder_hidden_states, config.hidden_size, "encoder_hidden_states"
+        ).shape[1]
+        if args.encoder_attention_mask is not None:
+            check_mask(
+                args.encoder_attention_mask, (batch_size, heads, length, source_length), "encoder_attention_mask"
+            )
 
 
 class BertLayer(nn.Module):
@@ -700,53 +685,37 @@ class BertPooler(nn.Module):
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
-def _check_model_inputs(
-    model: BertModel,
-    input_ids: object,
-    attention_mask: object = None,
-    token_type_ids: object = None,
-    position_ids: object = None,
-    head_mask: object = None,
-    encoder_hidden_states: object = None,
-    encoder_attention_mask: object = None,
-    output_attentions: bool = False,
-    output_hidden_states: bool = False,
-) -> None:
+def _check_model_inputs(model: BertModel, args: Arguments) -> None:
     config = model.config
-    input_ids = check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings)
-    batch_size, seq_length = input_ids.shape
-    if attention_mask is not None:
-        check_attention_mask(attention_mask, batch_size, seq_length)
-    if token_type_ids is not None:
-        check_token_type_ids(token_type_ids, (batch_size, seq_length), config.type_vocab_size)
-    if position_ids is not None:
-        check_position_ids(position_ids, (batch_size, seq_length), config.max_position_embeddings)
-    if head_mask is not None:
-        check_tensor(head_mask, "head_mask", dtypes=("float", "int", "bool"))
+    batch_size = check_token_inputs(args, config).shape[0]
+    if args.head_mask is not None:
+        head_mask = check_tensor(args.head_mask, "head_mask", dtypes=("float", "int", "bool"))
         heads, layers = config.num_attention_heads, config.num_hidden_layers
         if head_mask.shape not in ((heads,), (layers, heads)):
             raise ValueError(
                 f"head_mask must have shape (H,) = ({heads},) or (L, H) = ({layers}, {heads}), "
                 f"got {tuple(head_mask.shape)}"
             )
-    if encoder_hidden_states is not None:
+    if args.encoder_hidden_states is not None:
         if not config.add_cross_attention:
             raise ValueError(
                 "encoder_hidden_states was given, but the model has no cross-attention "
                 "(config.is_decoder and config.add_cross_attention must be True)"
             )
-        check_hidden_states(encoder_hidden_states, config.hidden_size, "encoder_hidden_states")
+        encoder_hidden_states = check_hidden_states(
+            args.encoder_hidden_states, config.hidden_size, "encoder_hidden_states"
+        )
         if encoder_hidden_states.shape[0] != batch_size:
             raise ValueError(
                 f"encoder_hidden_states has batch size {encoder_hidden_states.shape[0]}, but input_ids has {batch_size}"
             )
-        if encoder_attention_mask is not None:
+        if args.encoder_attention_mask is not None:
             check_attention_mask(
-                encoder_attention_mask, batch_size, encoder_hidden_states.shape[1], "encoder_attention_mask"
+                args.encoder_attention_mask, batch_size, encoder_hidden_states.shape[1], "encoder_attention_mask"
             )
     elif config.add_cross_attention:
         raise ValueError("encoder_hidden_states is required: the model has cross-attention layers")
-    elif encoder_attention_mask is not None:
+    elif args.encoder_attention_mask is not None:
         raise ValueError("encoder_attention_mask was given without encoder_hidden_states")
 
 
@@ -893,10 +862,10 @@ class BertModel(nn.Module):
 # ---------------------------------------------------------------------------
 # Sentence embeddings: what the default checkpoint was trained to produce
 # ---------------------------------------------------------------------------
-def _check_pooling_inputs(last_hidden_state: object, attention_mask: object = None) -> None:
-    last_hidden_state = check_tensor(last_hidden_state, "last_hidden_state", ndim=3, dtypes=("float",))
-    if attention_mask is not None:
-        check_attention_mask(attention_mask, *last_hidden_state.shape[:2])
+def _check_pooling_inputs(args: Arguments) -> None:
+    last_hidden_state = check_tensor(args.last_hidden_state, "last_hidden_state", ndim=3, dtypes=("float",))
+    if args.attention_mask is not None:
+        check_attention_mask(args.attention_mask, *last_hidden_state.shape[:2])
 
 
 @validate_with(_check_pooling_inputs)

@@ -190,6 +190,41 @@ def test_a_failed_call_leaves_the_next_call_checked(tiny_config):
     assert getattr(validation._calls, "depth", 0) == 0
 
 
+def test_a_check_reads_the_call_by_name_with_the_defaults_filled_in():
+    received = []
+
+    class Module(torch.nn.Module):
+        @validation.validate_with(lambda module, args: received.append((module, vars(args))))
+        def forward(self, hidden_states, attention_mask=None, *, output_attentions=False):
+            return hidden_states
+
+    module = Module()
+    module(1, output_attentions=True)
+    module(hidden_states=2, attention_mask=3)
+    assert received == [
+        (module, {"hidden_states": 1, "attention_mask": None, "output_attentions": True}),
+        (module, {"hidden_states": 2, "attention_mask": 3, "output_attentions": False}),
+    ]
+
+
+def test_a_plain_function_is_checked_without_a_module():
+    received = []
+
+    @validation.validate_with(lambda args: received.append(vars(args)))
+    def pool(last_hidden_state, attention_mask=None):
+        return last_hidden_state
+
+    assert pool(5) == 5 and received == [{"last_hidden_state": 5, "attention_mask": None}]
+
+
+def test_a_call_that_does_not_fit_the_signature_names_the_function_and_the_argument(tiny_config):
+    feed_forward = FeedForward(tiny_config())
+    with pytest.raises(TypeError, match=r"FeedForward\.forward\(\): .*unexpected keyword argument 'mask'"):
+        feed_forward(torch.randn(B, T, 24), mask=None)
+    with pytest.raises(TypeError, match=r"FeedForward\.forward\(\): missing a required argument: 'hidden_states'"):
+        feed_forward()
+
+
 def test_validation_is_skipped_while_compiling(tiny_config, monkeypatch):
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     feed_forward = FeedForward(tiny_config())

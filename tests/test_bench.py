@@ -12,6 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from literate_transformer import TransformerConfig
 from literate_transformer.models.bert import BertModel
+from literate_transformer.trace import BOOK_EXAMPLE_SIZES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,14 +30,7 @@ bench = _load("bench_bert", ROOT / "benchmarks" / "bench_bert.py")
 
 @pytest.mark.parametrize(("batch_size", "seq_len"), [(1, 5), (3, 7)])
 def test_flop_formula_equals_pytorchs_count_of_the_eager_forward(batch_size, seq_len):
-    config = TransformerConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=16,
-    )
+    config = TransformerConfig(**BOOK_EXAMPLE_SIZES)
     model = BertModel(config).eval()
     input_ids = torch.randint(0, config.vocab_size, (batch_size, seq_len))
     with FlopCounterMode(display=False) as counter, torch.inference_mode():

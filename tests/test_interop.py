@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from shapes import BART
 
 from literate_transformer import TransformerConfig
 from literate_transformer.core.masks import padding_mask, to_additive
 from literate_transformer.interop import bert_layer_to_book, book_layer_to_bert
 from literate_transformer.models.bert import BertModel
+from literate_transformer.trace import BOOK_EXAMPLE_SIZES
 
 ATOL = 1e-5
 
@@ -23,14 +25,7 @@ ATOL = 1e-5
 @pytest.fixture(scope="module")
 def bert_and_inputs():
     torch.manual_seed(0)
-    config = TransformerConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=16,
-    )
+    config = TransformerConfig(**BOOK_EXAMPLE_SIZES)
     bert = BertModel(config).eval()
     with torch.no_grad():
         # Move every parameter (layer norms included) away from its initial value.
@@ -154,17 +149,7 @@ def _tiny_hf_models():
     gpt2 = transformers.GPT2Config(
         vocab_size=40, n_embd=12, n_layer=1, n_head=3, n_positions=16, bos_token_id=1, eos_token_id=2
     )
-    bart = transformers.BartConfig(
-        vocab_size=40,
-        d_model=12,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=3,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=20,
-        decoder_ffn_dim=24,
-        max_position_embeddings=16,
-    )
+    bart = transformers.BartConfig(**BART("one_layer_each"))
     return {
         "BertModel": transformers.BertModel(bert),
         "GPT2Model": transformers.GPT2Model(gpt2),

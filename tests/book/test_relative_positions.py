@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from shapes import T5
 from transformers.models.t5.modeling_t5 import T5Attention
 
 from literate_transformer.book.attention import MultiHeadAttention, scaled_dot_product_attention
@@ -42,14 +43,7 @@ def test_buckets_are_exact_near_the_query_and_shared_far_from_it():
 
 @pytest.mark.parametrize("is_decoder", [False, True], ids=["encoder", "decoder"])
 def test_bias_equals_t5_compute_bias(is_decoder, hf_api):
-    config = transformers.T5Config(
-        d_model=24,
-        d_kv=8,
-        num_heads=3,
-        relative_attention_num_buckets=12,
-        relative_attention_max_distance=40,
-        is_decoder=is_decoder,
-    )
+    config = transformers.T5Config(**T5("3_heads_of_8", is_decoder=is_decoder))
     theirs = hf_api.t5_attention_with_bias(config)
     ours = RelativePositionBias(num_heads=3, num_buckets=12, max_distance=40, bidirectional=not is_decoder)
     with torch.no_grad():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from shapes import BERT
 from transformers import BertConfig
 
 from literate_transformer.core.config import NOT_BERT, TransformerConfig, as_config
@@ -58,24 +59,15 @@ def test_replace_validates_again():
 
 
 def test_from_hf_round_trip_keeps_every_field():
-    hf = BertConfig(
-        vocab_size=99,
-        hidden_size=48,
-        num_hidden_layers=3,
-        num_attention_heads=3,
-        intermediate_size=37,
-        hidden_act="relu",
-        layer_norm_eps=1e-5,
-        type_vocab_size=4,
-        max_position_embeddings=64,
-    )
+    fields = BERT("3_heads_relu", pad_token_id=1)
+    hf = BertConfig(**fields)
     ours = TransformerConfig.from_hf(hf)
-    assert (ours.vocab_size, ours.hidden_size, ours.num_hidden_layers) == (99, 48, 3)
-    assert (ours.num_attention_heads, ours.intermediate_size, ours.hidden_act) == (3, 37, "relu")
-    assert (ours.layer_norm_eps, ours.type_vocab_size, ours.max_position_embeddings) == (1e-5, 4, 64)
-    assert ours.head_size == 16
     back = ours.to_hf()
-    assert back.hidden_size == 48 and back.layer_norm_eps == 1e-5 and back.type_vocab_size == 4
+    for field, value in fields.items():
+        # Every field differs from its default in this row, so a field that is not carried over shows.
+        assert value != getattr(TransformerConfig(), field)
+        assert getattr(ours, field) == value and getattr(back, field) == value, field
+    assert ours.head_size == fields["hidden_size"] // fields["num_attention_heads"]
 
 
 def test_from_hf_reads_the_attention_implementation():

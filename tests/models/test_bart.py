@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from shapes import BART
 
 from literate_transformer import from_hf
 from literate_transformer.interop import map_bart_state_dict
@@ -26,42 +27,15 @@ from literate_transformer.models.bart import BartForConditionalGeneration, BartM
 ATOL = 1e-5
 PAD, BOS, EOS = 1, 0, 2
 
-CONFIGS = {
-    "scaled_5_and_3_heads": dict(
-        vocab_size=83,
-        d_model=30,
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=5,
-        decoder_attention_heads=3,
-        encoder_ffn_dim=44,
-        decoder_ffn_dim=36,
-        max_position_embeddings=20,
-        scale_embedding=True,
-        activation_function="gelu",
-    ),
-    "unscaled_relu_deeper_decoder": dict(
-        vocab_size=57,
-        d_model=16,
-        encoder_layers=1,
-        decoder_layers=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=24,
-        decoder_ffn_dim=40,
-        max_position_embeddings=12,
-        scale_embedding=False,
-        activation_function="relu",
-    ),
-}
+COMPARED = ["scaled_5_and_3_heads", "unscaled_relu_deeper_decoder"]
 
 
-@pytest.fixture(params=sorted(CONFIGS), scope="module")
+@pytest.fixture(params=COMPARED, scope="module")
 def models(request, randomize):
     """HuggingFace's BART with random weights (final_logits_bias included), and the package's from ``from_hf``."""
     torch.manual_seed(0)
     config = transformers.BartConfig(
-        **CONFIGS[request.param],
+        **BART(request.param),
         pad_token_id=PAD,
         bos_token_id=BOS,
         eos_token_id=EOS,
@@ -140,7 +114,7 @@ def test_greedy_generation_gives_hfs_token_ids(models, hf_api):
 
 
 def test_bart_model_without_head_equals_hf_bart_model(randomize):
-    fields = CONFIGS["unscaled_relu_deeper_decoder"]
+    fields = BART("unscaled_relu_deeper_decoder")
     hf = randomize(transformers.BartModel(transformers.BartConfig(**fields, pad_token_id=PAD)))
     ours = from_hf(hf)
     assert type(ours) is BartModel and ours.lm_head is None
@@ -173,7 +147,7 @@ def test_shift_tokens_right_equals_hfs():
 
 
 def test_without_a_start_token_missing_targets_are_refused():
-    config = bart_config(transformers.BartConfig(**CONFIGS["scaled_5_and_3_heads"], pad_token_id=PAD))[0]
+    config = bart_config(transformers.BartConfig(**BART("scaled_5_and_3_heads"), pad_token_id=PAD))[0]
     ours = BartModel(config.replace(decoder_start_token_id=None)).eval()
     with pytest.raises(ValueError, match="decoder_input_ids is None and config.decoder_start_token_id is not set"):
         ours(torch.tensor([[5, 6, 7]]))
@@ -196,7 +170,7 @@ def test_key_map_names_a_missing_tensor_and_refuses_a_second_embedding_table(mod
 
 
 def test_bart_config_gives_each_stack_its_own_sizes():
-    encoder, decoder = bart_config(transformers.BartConfig(**CONFIGS["scaled_5_and_3_heads"]))
+    encoder, decoder = bart_config(transformers.BartConfig(**BART("scaled_5_and_3_heads")))
     assert (encoder.num_hidden_layers, encoder.num_attention_heads, encoder.intermediate_size) == (2, 5, 44)
     assert (decoder.num_hidden_layers, decoder.num_attention_heads, decoder.intermediate_size) == (1, 3, 36)
     assert encoder.position_offset == 2 and encoder.scale_embedding and encoder.type_vocab_size == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from shapes import BERT
 
 from literate_transformer import TransformerConfig
 from literate_transformer.core.masks import padding_mask, to_additive
@@ -18,43 +19,8 @@ ATOL = 1e-5
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 # Shapes other than the checkpoint's: odd head counts, other epsilons,
-# more segment types, other activations.
-CONFIGS = {
-    "5_heads_gelu_new": dict(
-        vocab_size=97,
-        hidden_size=30,
-        num_hidden_layers=2,
-        num_attention_heads=5,
-        intermediate_size=52,
-        hidden_act="gelu_new",
-        layer_norm_eps=1e-5,
-        type_vocab_size=3,
-        max_position_embeddings=24,
-    ),
-    "3_heads_relu": dict(
-        vocab_size=61,
-        hidden_size=24,
-        num_hidden_layers=1,
-        num_attention_heads=3,
-        intermediate_size=40,
-        hidden_act="relu",
-        layer_norm_eps=1e-7,
-        type_vocab_size=4,
-        max_position_embeddings=16,
-    ),
-    "2_heads_gelu_pad_1": dict(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        hidden_act="gelu",
-        layer_norm_eps=1e-12,
-        type_vocab_size=2,
-        max_position_embeddings=12,
-        pad_token_id=1,
-    ),
-}
+# more segment types, other activations, a padding id that is not 0.
+COMPARED = ["2_heads_gelu_pad_1", "3_heads_relu", "5_heads_gelu_new"]
 
 
 def random_hf_bert(implementation: str = "eager", seed: int = 0, **fields) -> transformers.BertModel:
@@ -70,23 +36,9 @@ def random_hf_bert(implementation: str = "eager", seed: int = 0, **fields) -> tr
 
 def hf_copy(model: transformers.BertModel, implementation: str) -> transformers.BertModel:
     """The same weights under another attention implementation."""
-    other = random_hf_bert(implementation, **{k: getattr(model.config, k) for k in CONFIG_FIELDS})
+    other = random_hf_bert(implementation, **{k: getattr(model.config, k) for k in BERT.fields})
     other.load_state_dict(model.state_dict())
     return other
-
-
-CONFIG_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "hidden_act",
-    "layer_norm_eps",
-    "type_vocab_size",
-    "max_position_embeddings",
-    "pad_token_id",
-)
 
 
 def batch(config: transformers.BertConfig, seed: int = 1):
@@ -101,9 +53,9 @@ def batch(config: transformers.BertConfig, seed: int = 1):
     return input_ids, attention_mask, token_type_ids
 
 
-@pytest.fixture(params=sorted(CONFIGS), scope="module")
+@pytest.fixture(params=COMPARED, scope="module")
 def hf_eager(request):
-    return random_hf_bert("eager", **CONFIGS[request.param])
+    return random_hf_bert("eager", **BERT(request.param))
 
 
 def test_state_dict_keys_and_shapes_are_huggingfaces(hf_eager):
@@ -165,7 +117,7 @@ def test_sdpa_path_equals_eager_path(hf_eager, padded):
 
 @torch.no_grad()
 def test_sdpa_falls_back_to_eager_for_output_attentions():
-    hf = random_hf_bert(**CONFIGS["5_heads_gelu_new"])
+    hf = random_hf_bert(**BERT("5_heads_gelu_new"))
     eager = BertModel.from_hf(hf)
     sdpa = BertModel.from_hf(hf, attn_implementation="sdpa")
     input_ids, attention_mask, _ = batch(hf.config)
@@ -178,7 +130,7 @@ def test_sdpa_falls_back_to_eager_for_output_attentions():
 
 def test_no_mask_is_built_without_padding():
     # Neither path then spends a pass over the (B, H, T, S) scores adding zeros.
-    model = BertModel(TransformerConfig(**CONFIGS["3_heads_relu"], attn_implementation="sdpa"))
+    model = BertModel(TransformerConfig(**BERT("3_heads_relu"), attn_implementation="sdpa"))
     ones = torch.ones(2, 5, dtype=torch.long)
     assert model.get_extended_attention_mask(ones, 5, torch.float32) is None
     padded = ones.clone()
@@ -187,13 +139,13 @@ def test_no_mask_is_built_without_padding():
     assert mask.shape == (2, 1, 1, 5) and mask.dtype == torch.float32
     assert mask[0, 0, 0, -1] == torch.finfo(torch.float32).min and mask[1].abs().max() == 0
     # A decoder's mask is causal even without padding.
-    decoder = BertModel(TransformerConfig(**CONFIGS["3_heads_relu"], is_decoder=True))
+    decoder = BertModel(TransformerConfig(**BERT("3_heads_relu"), is_decoder=True))
     causal = decoder.get_extended_attention_mask(ones, 5, torch.float32, causal=True)
     assert causal.shape == (5, 5) and (causal.triu(1) < 0).sum() == 10 and causal.tril().abs().max() == 0
 
 
 def test_gradients_match_hf_for_every_parameter_and_the_input():
-    hf = random_hf_bert(**CONFIGS["5_heads_gelu_new"])
+    hf = random_hf_bert(**BERT("5_heads_gelu_new"))
     ours = BertModel.from_hf(hf)
     input_ids, attention_mask, token_type_ids = batch(hf.config)
     real = attention_mask[..., None].float()
@@ -223,7 +175,7 @@ def test_gradients_match_hf_for_every_parameter_and_the_input():
 
 @torch.no_grad()
 def test_head_mask_zero_equals_zeroing_that_heads_values():
-    fields = CONFIGS["5_heads_gelu_new"]
+    fields = BERT("5_heads_gelu_new")
     model = BertModel(TransformerConfig(**fields)).eval()
     input_ids, attention_mask, _ = batch(transformers.BertConfig(**fields))
     head_mask = torch.ones(fields["num_hidden_layers"], fields["num_attention_heads"])
@@ -245,7 +197,7 @@ def test_head_mask_zero_equals_zeroing_that_heads_values():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 def test_fully_masked_rows_give_no_nan(dtype, implementation):
-    config = TransformerConfig(**CONFIGS["3_heads_relu"], attn_implementation=implementation)
+    config = TransformerConfig(**BERT("3_heads_relu"), attn_implementation=implementation)
     model = BertModel(config).eval().to(DEVICE, dtype)
     input_ids = torch.randint(2, config.vocab_size, (2, 6), device=DEVICE)
     attention_mask = torch.ones(2, 6, dtype=torch.long, device=DEVICE)
@@ -265,7 +217,7 @@ def test_fully_masked_rows_give_no_nan(dtype, implementation):
 def test_fully_masked_row_with_very_negative_scores_gives_no_nan(dtype):
     # Every score is about -280: adding finfo(float16).min to it overflows to -inf,
     # so a plain "scores + mask" (BERT's classic code) would give NaN in float16.
-    config = TransformerConfig(**CONFIGS["3_heads_relu"])
+    config = TransformerConfig(**BERT("3_heads_relu"))
     attention = BertSelfAttention(config).eval()
     attention.query.weight.zero_()
     attention.key.weight.zero_()
@@ -280,7 +232,7 @@ def test_fully_masked_row_with_very_negative_scores_gives_no_nan(dtype):
 
 @torch.no_grad()
 def test_position_ids_and_token_type_ids_change_the_output_like_hf():
-    hf = random_hf_bert(**CONFIGS["3_heads_relu"])
+    hf = random_hf_bert(**BERT("3_heads_relu"))
     ours = BertModel.from_hf(hf)
     input_ids, attention_mask, token_type_ids = batch(hf.config)
     position_ids = torch.arange(input_ids.shape[1]).flip(0)[None]
@@ -293,14 +245,7 @@ def test_position_ids_and_token_type_ids_change_the_output_like_hf():
 # ---------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------
-TINY = dict(
-    vocab_size=20,
-    hidden_size=8,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=16,
-    max_position_embeddings=6,
-)
+TINY = BERT("bad_input")
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from shapes import BERT
 
 from literate_transformer.models.bert import BertModel
 
@@ -15,19 +16,7 @@ ATOL = 1e-5
 # The NaN checks also run on a GPU when there is one (fused SDPA kernels differ there).
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
-FIELDS = dict(
-    vocab_size=83,
-    hidden_size=30,
-    num_hidden_layers=2,
-    num_attention_heads=5,
-    intermediate_size=48,
-    hidden_act="gelu_new",
-    layer_norm_eps=1e-6,
-    type_vocab_size=3,
-    max_position_embeddings=20,
-    is_decoder=True,
-    add_cross_attention=True,
-)
+FIELDS = BERT("decoder_5_heads", is_decoder=True, add_cross_attention=True)
 
 
 def random_hf_decoder(implementation: str) -> transformers.BertModel:

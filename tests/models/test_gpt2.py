@@ -15,35 +15,13 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from shapes import GPT2
 
 from literate_transformer import from_hf
 from literate_transformer.interop import map_gpt2_state_dict
 from literate_transformer.models.gpt2 import GPT2LMHeadModel, GPT2Model, gpt2_config
 
 ATOL = 1e-5
-
-CONFIGS = {
-    "5_heads_gelu_new": dict(
-        vocab_size=97,
-        n_embd=30,
-        n_layer=2,
-        n_head=5,
-        n_inner=52,
-        n_positions=20,
-        layer_norm_epsilon=1e-4,
-        activation_function="gelu_new",
-    ),
-    "3_heads_relu_default_inner": dict(
-        vocab_size=61,
-        n_embd=18,
-        n_layer=1,
-        n_head=3,
-        n_inner=None,
-        n_positions=14,
-        layer_norm_epsilon=1e-6,
-        activation_function="relu",
-    ),
-}
 
 
 def random_hf_gpt2(randomize, **fields) -> transformers.GPT2LMHeadModel:
@@ -53,11 +31,11 @@ def random_hf_gpt2(randomize, **fields) -> transformers.GPT2LMHeadModel:
     return randomize(transformers.GPT2LMHeadModel(config), scale=0.3)
 
 
-@pytest.fixture(params=sorted(CONFIGS), scope="module")
+@pytest.fixture(params=GPT2.names, scope="module")
 def models(request, randomize):
     """HuggingFace's GPT-2 with random weights, and the package's from ``from_hf``."""
     torch.manual_seed(0)
-    hf = random_hf_gpt2(randomize, **CONFIGS[request.param])
+    hf = random_hf_gpt2(randomize, **GPT2(request.param))
     return hf, from_hf(hf)
 
 
@@ -132,7 +110,7 @@ def test_generation_with_and_without_the_cache_agree(models):
 
 
 def test_gpt2_model_without_head_equals_hf_gpt2_model(randomize):
-    hf = randomize(transformers.GPT2Model(transformers.GPT2Config(**CONFIGS["5_heads_gelu_new"])))
+    hf = randomize(transformers.GPT2Model(transformers.GPT2Config(**GPT2("5_heads_gelu_new"))))
     ours = from_hf(hf)
     assert type(ours) is GPT2Model
     input_ids, attention_mask = padded_batch(hf.config, length=7)

@@ -1,0 +1,108 @@
+"""The shapes the tests compare on: one table per family, a row per shape, named for what it exercises.
+
+The checkpoint's own shape (6 layers, 12 heads of 32, GELU, epsilon 1e-12)
+is tested against the checkpoint itself; these rows are the other shapes a
+port could get wrong: odd head counts, head sizes that are not powers of
+two, other epsilons and activations, more segment types, a padding id that
+is not 0, encoder and decoder of different depths and widths.  Every size
+in a row differs from the others where it can, so that two swapped
+dimensions cannot hide.  ``BERT("3_heads_relu")`` gives a row as the
+keyword arguments of the family's HuggingFace config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """A table of shapes: the config fields (the columns) and a row of values per named shape."""
+
+    fields: tuple[str, ...]
+    rows: dict[str, tuple[Any, ...]]
+
+    def __call__(self, name: str, **changes: Any) -> dict[str, Any]:
+        """The row ``name`` as config keyword arguments, with ``changes`` on top.
+
+        >>> T5("3_heads_of_8", is_decoder=True)["num_heads"]
+        3
+        """
+        return {**dict(zip(self.fields, self.rows[name], strict=True)), **changes}
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.rows)
+
+
+BERT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "layer_norm_eps",
+    "type_vocab_size",
+    "max_position_embeddings",
+    "pad_token_id",
+)
+# fmt: off
+BERT = Shapes(BERT_FIELDS, {
+    # name                    V   E   L  H  F   activation  eps    types  positions  pad
+    "5_heads_gelu_new":     (97, 30, 2, 5, 52, "gelu_new", 1e-5,  3,     24,        0),
+    "3_heads_relu":         (61, 24, 1, 3, 40, "relu",     1e-7,  4,     16,        0),
+    "2_heads_gelu_pad_1":   (50, 32, 2, 2, 64, "gelu",     1e-12, 2,     12,        1),
+    "decoder_5_heads":      (83, 30, 2, 5, 48, "gelu_new", 1e-6,  3,     20,        0),
+    "bad_input":            (20, 8,  2, 2, 16, "gelu",     1e-12, 2,     6,         0),
+})
+# fmt: on
+
+GPT2_FIELDS = (
+    "vocab_size",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_inner",
+    "n_positions",
+    "layer_norm_epsilon",
+    "activation_function",
+)
+# fmt: off
+GPT2 = Shapes(GPT2_FIELDS, {
+    # name                          V   E   L  H  F     positions  eps   activation
+    "5_heads_gelu_new":           (97, 30, 2, 5, 52,   20,        1e-4, "gelu_new"),
+    "3_heads_relu_default_inner": (61, 18, 1, 3, None, 14,        1e-6, "relu"),
+})
+# fmt: on
+
+BART_FIELDS = (
+    "vocab_size",
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "max_position_embeddings",
+    "scale_embedding",
+    "activation_function",
+)
+# fmt: off
+BART = Shapes(BART_FIELDS, {
+    # name                            V   E   layers heads  FFN     positions  scaled  activation
+    "scaled_5_and_3_heads":         (83, 30, 2, 1,  5, 3,  44, 36,  20,        True,   "gelu"),
+    "unscaled_relu_deeper_decoder": (57, 16, 1, 2,  2, 4,  24, 40,  12,        False,  "relu"),
+    "one_layer_each":               (40, 12, 1, 1,  3, 2,  20, 24,  16,        False,  "gelu"),
+})
+# fmt: on
+
+T5_FIELDS = ("d_model", "d_kv", "num_heads", "relative_attention_num_buckets", "relative_attention_max_distance")
+# fmt: off
+T5 = Shapes(T5_FIELDS, {
+    # name              E   D  H  buckets  max_distance
+    "3_heads_of_8":   (24, 8, 3, 12,      40),
+})
+# fmt: on

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 
 @dataclass(frozen=True)
 class Shapes:
@@ -106,3 +108,27 @@ T5 = Shapes(T5_FIELDS, {
     "3_heads_of_8":   (24, 8, 3, 12,      40),
 })
 # fmt: on
+
+
+def padded_batch(
+    vocab_size: int, length: int, padding: tuple[int, ...], pad_token_id: int = 0, seed: int = 1, side: str = "right"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random token ids and their attention mask: row ``i`` has ``padding[i]`` padded positions on ``side``.
+
+    The ids are drawn from 3 up, clear of the special ids 0, 1 and 2; padded positions hold ``pad_token_id``.
+
+    >>> ids, mask = padded_batch(10, 4, (0, 1, 3), pad_token_id=1, side="left")
+    >>> mask.tolist()
+    [[1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 0, 1]]
+    >>> bool((ids[mask == 0] == 1).all()) and bool((ids[mask == 1] >= 3).all())
+    True
+    """
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(3, vocab_size, (len(padding), length), generator=generator)
+    attention_mask = torch.ones(len(padding), length, dtype=torch.long)
+    for row, count in enumerate(padding):
+        if count:
+            attention_mask[row, -count:] = 0
+    if side == "left":
+        attention_mask = attention_mask.flip(1)
+    return input_ids.masked_fill(attention_mask == 0, pad_token_id), attention_mask

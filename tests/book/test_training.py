@@ -5,24 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from literate_transformer.book import training
 from literate_transformer.book.decoder import EncoderDecoderTransformer
-from literate_transformer.book.training import (
-    BOS_TOKEN_ID,
-    DIGIT_OFFSET,
-    EOS_TOKEN_ID,
-    PAD_TOKEN_ID,
-    TrainingResult,
-    exact_match,
-    is_held_out,
-    make_reversal_batch,
-    reversal_config,
-    train_reversal,
-)
+from literate_transformer.book.training import TrainingResult
 
 
 @pytest.fixture(scope="module")
 def trained() -> TrainingResult:
-    return train_reversal(seed=0)
+    return training.train_reversal(seed=0)
 
 
 def test_reversal_demo_reaches_99_percent_held_out_exact_match_within_60_seconds(trained):
@@ -34,17 +24,17 @@ def test_reversal_demo_reaches_99_percent_held_out_exact_match_within_60_seconds
 
 def test_reported_accuracy_is_the_models_exact_match_on_held_out_sequences(trained):
     """Re-measure on a fresh held-out sample: the number is the model's, not a constant."""
-    fresh = make_reversal_batch(300, 3, 8, torch.Generator().manual_seed(123), held_out=True)
-    assert exact_match(trained.model, fresh) >= 0.97
+    fresh = training.make_reversal_batch(300, 3, 8, torch.Generator().manual_seed(123), held_out=True)
+    assert training.exact_match(trained.model, fresh) >= 0.97
     # An untrained model of the same shape gets (almost) none right.
     torch.manual_seed(1)
     untrained = EncoderDecoderTransformer(trained.config).eval()
-    assert exact_match(untrained, fresh) <= 0.05
+    assert training.exact_match(untrained, fresh) <= 0.05
 
 
 def test_trained_cross_attention_looks_at_the_mirrored_source_position(trained):
     """The decoder's docstring says the cross-attention weights form an anti-diagonal: check it."""
-    batch = make_reversal_batch(100, 3, 8, torch.Generator().manual_seed(7), held_out=True)
+    batch = training.make_reversal_batch(100, 3, 8, torch.Generator().manual_seed(7), held_out=True)
     with torch.no_grad():
         output = trained.model(
             batch.input_ids,
@@ -71,13 +61,13 @@ def test_loss_curve_has_one_decreasing_loss_per_step(trained):
 
 
 def test_training_is_deterministic_given_the_seed():
-    first = train_reversal(steps=5, eval_every=5, eval_size=20, target_accuracy=None, verbose=False)
-    second = train_reversal(steps=5, eval_every=5, eval_size=20, target_accuracy=None, verbose=False)
+    first = training.train_reversal(steps=5, eval_every=5, eval_size=20, target_accuracy=None, verbose=False)
+    second = training.train_reversal(steps=5, eval_every=5, eval_size=20, target_accuracy=None, verbose=False)
     assert first.losses == second.losses
 
 
 def test_training_prints_step_loss_and_held_out_exact_match(capsys):
-    train_reversal(steps=4, eval_every=2, eval_size=10, target_accuracy=None)
+    training.train_reversal(steps=4, eval_every=2, eval_size=10, target_accuracy=None)
     printed = capsys.readouterr().out
     assert "step     2  loss" in printed and "step     4  loss" in printed
     assert "held-out exact match" in printed
@@ -86,7 +76,7 @@ def test_training_prints_step_loss_and_held_out_exact_match(capsys):
 def test_training_restores_the_thread_count():
     before = torch.get_num_threads()
     other = 1 if before != 1 else 2  # so that a missing restore shows
-    train_reversal(steps=1, eval_every=1, eval_size=4, verbose=False, num_threads=other)
+    training.train_reversal(steps=1, eval_every=1, eval_size=4, verbose=False, num_threads=other)
     assert torch.get_num_threads() == before
 
 
@@ -94,40 +84,40 @@ def test_training_restores_the_thread_count():
 # The data
 # ---------------------------------------------------------------------------
 def test_targets_are_the_reversed_sources_followed_by_eos():
-    batch = make_reversal_batch(64, 3, 8, torch.Generator().manual_seed(0))
+    batch = training.make_reversal_batch(64, 3, 8, torch.Generator().manual_seed(0))
     for source, mask, decoder_input, labels in zip(
         batch.input_ids, batch.attention_mask, batch.decoder_input_ids, batch.labels, strict=True
     ):
         length = int(mask.sum())
         assert 3 <= length <= 8
         digits = source[:length].tolist()
-        assert all(DIGIT_OFFSET <= token < DIGIT_OFFSET + 10 for token in digits)
-        assert (source[length:] == PAD_TOKEN_ID).all()
-        assert labels[: length + 1].tolist() == digits[::-1] + [EOS_TOKEN_ID]
+        assert all(training.DIGIT_OFFSET <= token < training.DIGIT_OFFSET + 10 for token in digits)
+        assert (source[length:] == training.PAD_TOKEN_ID).all()
+        assert labels[: length + 1].tolist() == digits[::-1] + [training.EOS_TOKEN_ID]
         assert (labels[length + 1 :] == -100).all()
         # Teacher forcing: the decoder input is the labels shifted right behind [BOS].
-        assert decoder_input[: length + 1].tolist() == [BOS_TOKEN_ID] + digits[::-1]
+        assert decoder_input[: length + 1].tolist() == [training.BOS_TOKEN_ID] + digits[::-1]
 
 
 def test_held_out_and_training_sequences_never_overlap():
     generator = torch.Generator().manual_seed(0)
-    train = make_reversal_batch(2000, 3, 4, generator)
-    held = make_reversal_batch(300, 3, 4, generator, held_out=True)
+    train = training.make_reversal_batch(2000, 3, 4, generator)
+    held = training.make_reversal_batch(300, 3, 4, generator, held_out=True)
 
     def as_set(batch):
-        return {tuple(row[row != PAD_TOKEN_ID].tolist()) for row in batch.input_ids}
+        return {tuple(row[row != training.PAD_TOKEN_ID].tolist()) for row in batch.input_ids}
 
     assert as_set(train).isdisjoint(as_set(held))
     # About one sequence in ten is held out.
     digits, lengths = torch.randint(0, 10, (10000, 8)), torch.randint(3, 9, (10000,))
     digits = digits * (torch.arange(8) < lengths[:, None])
-    assert 0.08 < is_held_out(digits, lengths).float().mean().item() < 0.12
+    assert 0.08 < training.is_held_out(digits, lengths).float().mean().item() < 0.12
 
 
 def test_bad_training_arguments_are_clear_errors():
     with pytest.raises(ValueError, match="steps must be a positive int"):
-        train_reversal(steps=0)
+        training.train_reversal(steps=0)
     with pytest.raises(ValueError, match="min_length <= max_length"):
-        make_reversal_batch(2, 5, 3, torch.Generator())
+        training.make_reversal_batch(2, 5, 3, torch.Generator())
     with pytest.raises(ValueError, match="max_position_embeddings >= max_length"):
-        train_reversal(config=reversal_config(max_length=4), max_length=8)
+        training.train_reversal(config=training.reversal_config(max_length=4), max_length=8)

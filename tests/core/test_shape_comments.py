@@ -25,10 +25,10 @@ call.  The other letters are fixed for a scenario by :data:`DIMS`.
 
 Adding a scenario
 -----------------
-Write a function without arguments that runs the new code on
-:func:`tiny_config` with batch size ``DIMS["B"]`` (the sizes are all
-distinct, so a swapped dimension cannot hide), and append it to
-:data:`SCENARIOS`.  A scenario that needs other fixed sizes (for instance the
+Write a function ``scenario_<name>`` without arguments that runs the new
+code on :func:`tiny_config` with batch size ``DIMS["B"]`` (the sizes are
+all distinct, so a swapped dimension cannot hide); :data:`SCENARIOS`
+collects it by its name.  A scenario that needs other fixed sizes (for instance the
 real checkpoint, or another batch size) declares them with
 ``@with_dims(B=1, E=384, ...)``; letters it does not name keep the values of
 :data:`DIMS`.  Scenarios run under ``torch.no_grad()`` with ``torch.manual_seed(0)``.
@@ -392,19 +392,10 @@ def scenario_export():
     BrowserBert(BertModel(tiny_config()).eval())(token_ids(), torch.zeros(DIMS["B"], T, dtype=torch.long))
 
 
-#: Every scenario run by :func:`test_shape_comments_match_the_real_shapes`; append new ones here.
+#: Every scenario run by :func:`test_shape_comments_match_the_real_shapes`: each ``scenario_*`` function of this
+#: module, in the order they are defined (a new one is run by being written).
 SCENARIOS: list[Callable[[], object]] = [
-    scenario_masks,
-    scenario_attention_head,
-    scenario_multi_head_attention,
-    scenario_fused_attention,
-    scenario_feed_forward,
-    scenario_embeddings,
-    scenario_encoder,
-    scenario_bert,
-    scenario_decoder,
-    scenario_families,
-    scenario_export,
+    value for name, value in dict(globals()).items() if name.startswith("scenario_")
 ]
 
 
@@ -432,7 +423,7 @@ def test_shape_comments_match_the_real_shapes(package_report):
 
 
 def test_every_shape_comment_runs_in_a_scenario(package_report):
-    # A commented line no scenario runs is unchecked: add a scenario to SCENARIOS.
+    # A commented line no scenario runs is unchecked: write a scenario_ function that runs it.
     assert not package_report.unexecuted, "shape-commented lines that no scenario in SCENARIOS runs:\n" + "\n".join(
         package_report.unexecuted
     )

@@ -39,6 +39,12 @@ class TinySite:
         path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
         return path
 
+    def conf(self, extensions: list[str], **settings: object) -> Path:
+        """Write ``docs/conf.py``: the extensions, ``nitpicky = True`` and each setting as a Python literal."""
+        lines = [f"extensions = {extensions!r}", "nitpicky = True"]
+        lines += [f"{name} = {value!r}" for name, value in settings.items()]
+        return self.write("docs/conf.py", "\n".join(lines) + "\n")
+
     def package(self, name: str, files: dict[str, str]) -> None:
         """A package ``name`` under the project root, importable while the site builds."""
         self._package_names.add(name)

@@ -47,14 +47,10 @@ def test_an_unchanged_list_is_not_rewritten(tmp_path):
 
 def _site(tiny_site, online: bool):
     tiny_site.write("docs/_intersphinx/torch.txt", LIST)
-    tiny_site.write(
-        "docs/conf.py",
-        f"""
-        extensions = ["sphinx.ext.intersphinx", "offline_inventory"]
-        nitpicky = True
-        offline_inventories = {{"torch": ("https://docs.pytorch.org/docs/stable/", "PyTorch", "stable")}}
-        offline_inventory_online = {online!r}
-        """,
+    tiny_site.conf(
+        ["sphinx.ext.intersphinx", "offline_inventory"],
+        offline_inventories={"torch": ("https://docs.pytorch.org/docs/stable/", "PyTorch", "stable")},
+        offline_inventory_online=online,
     )
     tiny_site.write(
         "docs/index.rst", "Tiny\n====\n\nA :class:`torch.Tensor` and :func:`torch.nn.functional.softmax`.\n"

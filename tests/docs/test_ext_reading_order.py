@@ -34,15 +34,11 @@ API = [
 @pytest.fixture
 def site(tiny_site):
     tiny_site.package("tinyorder", PACKAGE)
-    tiny_site.write(
-        "docs/conf.py",
-        f"""
-        extensions = ["sphinx.ext.autodoc", "reading_order"]
-        nitpicky = True
-        autodoc_default_options = {{"members": True}}
-        reading_order_chapters = {CHAPTERS!r}
-        reading_order_api = {API!r}
-        """,
+    tiny_site.conf(
+        ["sphinx.ext.autodoc", "reading_order"],
+        autodoc_default_options={"members": True},
+        reading_order_chapters=CHAPTERS,
+        reading_order_api=API,
     )
     tiny_site.write(
         "docs/index.rst",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from shapes import BART
+from shapes import BART, padded_batch
 
 from literate_transformer import from_hf
 from literate_transformer.interop import map_bart_state_dict
@@ -48,14 +48,9 @@ def models(request, randomize):
     return hf, from_hf(hf)
 
 
-def padded_sources(config, length: int = 7, seed: int = 1):
+def padded_sources(config):
     """Three sources, the last two padded (the last one to a single token)."""
-    generator = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
-    attention_mask = torch.ones(3, length, dtype=torch.long)
-    attention_mask[1, -3:] = 0
-    attention_mask[2, 1:] = 0
-    return input_ids.masked_fill(attention_mask == 0, PAD), attention_mask
+    return padded_batch(config.vocab_size, 7, (0, 3, 6), PAD)
 
 
 def targets(config, length: int = 5, seed: int = 2):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from shapes import GPT2
+from shapes import GPT2, padded_batch
 
 from literate_transformer import from_hf
 from literate_transformer.interop import map_gpt2_state_dict
@@ -39,23 +39,14 @@ def models(request, randomize):
     return hf, from_hf(hf)
 
 
-def padded_batch(config, length: int = 9, seed: int = 1):
+def right_padded(config, length: int = 9):
     """Three sequences, two right-padded."""
-    generator = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
-    attention_mask = torch.ones(3, length, dtype=torch.long)
-    attention_mask[1, -3:] = 0
-    attention_mask[2, -5:] = 0
-    return input_ids.masked_fill(attention_mask == 0, 0), attention_mask
+    return padded_batch(config.vocab_size, length, (0, 3, 5))
 
 
-def left_padded_prompts(config, length: int = 6, seed: int = 2):
-    generator = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
-    attention_mask = torch.ones(3, length, dtype=torch.long)
-    attention_mask[1, :2] = 0
-    attention_mask[2, :4] = 0
-    return input_ids.masked_fill(attention_mask == 0, 0), attention_mask
+def left_padded_prompts(config):
+    """Three prompts, two left-padded (as generate() wants them)."""
+    return padded_batch(config.vocab_size, 6, (0, 2, 4), seed=2, side="left")
 
 
 # ---------------------------------------------------------------------------
@@ -75,7 +66,7 @@ def test_from_hf_builds_the_book_decoder_with_gpt2s_switches(models):
 @torch.no_grad()
 def test_logits_hidden_states_and_attentions_equal_hf_with_padding(models):
     hf, ours = models
-    input_ids, attention_mask = padded_batch(hf.config)
+    input_ids, attention_mask = right_padded(hf.config)
     expected = hf(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
     actual = ours(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
     torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
@@ -113,7 +104,7 @@ def test_gpt2_model_without_head_equals_hf_gpt2_model(randomize):
     hf = randomize(transformers.GPT2Model(transformers.GPT2Config(**GPT2("5_heads_gelu_new"))))
     ours = from_hf(hf)
     assert type(ours) is GPT2Model
-    input_ids, attention_mask = padded_batch(hf.config, length=7)
+    input_ids, attention_mask = right_padded(hf.config, length=7)
     with torch.no_grad():
         expected = hf(input_ids, attention_mask=attention_mask).last_hidden_state
         actual = ours(input_ids, attention_mask=attention_mask).last_hidden_state

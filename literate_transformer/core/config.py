@@ -59,6 +59,18 @@ __all__ = ["TransformerConfig", "as_config"]
 #: the fused :func:`torch.nn.functional.scaled_dot_product_attention` (``"sdpa"``).
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
 
+#: The fields that fix the shapes of a model's weights, in HuggingFace's order
+#: (what a saved or exported model and the code that reads it must agree on).
+SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+
 
 @dataclass
 class TransformerConfig:
@@ -145,15 +157,8 @@ class TransformerConfig:
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        positive_ints = (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "num_labels",
-        )
+        # Every size but the number of token types (0: no token-type embeddings) is at least 1.
+        positive_ints = [name for name in SIZE_FIELDS if name != "type_vocab_size"] + ["num_labels"]
         for name in positive_ints:
             value = getattr(self, name)
             # bool is a subclass of int; a True hidden size is a bug, not a 1.
@@ -275,6 +280,14 @@ class TransformerConfig:
         hf._attn_implementation = self.attn_implementation
         return hf
 
+    def sizes(self) -> dict[str, int]:
+        """The :data:`SIZE_FIELDS` and their values.
+
+        >>> TransformerConfig(hidden_size=64, num_attention_heads=4).sizes()["hidden_size"]
+        64
+        """
+        return {name: getattr(self, name) for name in SIZE_FIELDS}
+
     def replace(self, **changes: Any) -> TransformerConfig:
         """Return a copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
@@ -294,6 +307,41 @@ CONVERTERS = {
     "gpt2": "literate_transformer.models.gpt2.gpt2_config",
     "bart": "literate_transformer.models.bart.bart_config",
 }
+
+
+def converted_fields(hf_config: Any, *extra: str) -> dict[str, Any]:
+    """The fields every converter of another family fills the same way.
+
+    The vocabulary and the activation (``activation_function`` in GPT-2 and
+    BART alike); no segment embeddings (``type_vocab_size=0``); the padding,
+    start and end ids, each ``None`` where it lies outside the vocabulary (a
+    ``GPT2Config``'s default 50256 with a smaller ``vocab_size`` can never
+    be read or written); HuggingFace's attention implementation where this
+    package has it, else ``"eager"``; and, kept in ``extra``, the model type
+    and the fields named in ``extra``, which have no counterpart here.
+
+    >>> from transformers import GPT2Config
+    >>> fields = converted_fields(GPT2Config(vocab_size=100), "embd_pdrop")
+    >>> fields["eos_token_id"], fields["type_vocab_size"], fields["extra"]
+    (None, 0, {'model_type': 'gpt2', 'embd_pdrop': 0.1})
+    """
+    vocab_size = hf_config.vocab_size
+
+    def in_vocabulary(name: str) -> int | None:
+        token_id = getattr(hf_config, name, None)
+        return token_id if isinstance(token_id, int) and 0 <= token_id < vocab_size else None
+
+    implementation = getattr(hf_config, "_attn_implementation", None)
+    return dict(
+        vocab_size=vocab_size,
+        hidden_act=hf_config.activation_function,
+        type_vocab_size=0,
+        pad_token_id=in_vocabulary("pad_token_id"),
+        bos_token_id=in_vocabulary("bos_token_id"),
+        eos_token_id=in_vocabulary("eos_token_id"),
+        attn_implementation=implementation if implementation in ATTENTION_IMPLEMENTATIONS else "eager",
+        extra={"model_type": hf_config.model_type, **{name: getattr(hf_config, name) for name in extra}},
+    )
 
 
 def as_config(config: Any) -> TransformerConfig:

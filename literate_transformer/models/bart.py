@@ -65,7 +65,7 @@ from torch import Tensor
 
 from ..book.decoder import EncoderDecoderTransformer
 from ..book.generation import greedy_generate
-from ..core.config import ATTENTION_IMPLEMENTATIONS, TransformerConfig, as_config
+from ..core.config import TransformerConfig, as_config, converted_fields
 from ..core.outputs import Seq2SeqOutput
 
 __all__ = ["bart_config", "shift_tokens_right", "BartModel", "BartForConditionalGeneration"]
@@ -109,30 +109,17 @@ def bart_config(hf_config: Any) -> tuple[TransformerConfig, TransformerConfig]:
     """
     if getattr(hf_config, "model_type", None) != "bart":
         raise TypeError(f"hf_config must be a transformers BartConfig, got {type(hf_config).__name__}")
-    implementation = getattr(hf_config, "_attn_implementation", None)
     shared = dict(
-        vocab_size=hf_config.vocab_size,
+        converted_fields(hf_config, "activation_dropout", "encoder_layerdrop", "decoder_layerdrop"),
         hidden_size=hf_config.d_model,
-        hidden_act=hf_config.activation_function,
         hidden_dropout_prob=hf_config.dropout,
         attention_probs_dropout_prob=hf_config.attention_dropout,
         max_position_embeddings=hf_config.max_position_embeddings,
-        type_vocab_size=0,
         initializer_range=hf_config.init_std,
         layer_norm_eps=BART_LAYER_NORM_EPS,
-        pad_token_id=hf_config.pad_token_id,
         position_offset=BART_POSITION_OFFSET,
         scale_embedding=bool(hf_config.scale_embedding),
-        bos_token_id=hf_config.bos_token_id,
-        eos_token_id=hf_config.eos_token_id,
         decoder_start_token_id=hf_config.decoder_start_token_id,
-        attn_implementation=implementation if implementation in ATTENTION_IMPLEMENTATIONS else "eager",
-        extra={
-            "model_type": "bart",
-            "activation_dropout": hf_config.activation_dropout,
-            "encoder_layerdrop": hf_config.encoder_layerdrop,
-            "decoder_layerdrop": hf_config.decoder_layerdrop,
-        },
     )
     encoder = TransformerConfig(
         **shared,

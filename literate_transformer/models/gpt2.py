@@ -74,7 +74,7 @@ from torch import Tensor, nn
 
 from ..book.decoder import TransformerDecoder
 from ..book.generation import greedy_generate
-from ..core.config import ATTENTION_IMPLEMENTATIONS, TransformerConfig, as_config
+from ..core.config import TransformerConfig, as_config, converted_fields
 from ..core.outputs import LayerCache, ModelOutput
 
 __all__ = ["gpt2_config", "GPT2Model", "GPT2LMHeadModel"]
@@ -125,31 +125,19 @@ def gpt2_config(hf_config: Any) -> TransformerConfig:
     for name, supported in _UNSUPPORTED.items():
         if getattr(hf_config, name, supported) != supported:
             raise ValueError(f"GPT2Config.{name}={getattr(hf_config, name)!r} is not supported (only {supported!r})")
-    implementation = getattr(hf_config, "_attn_implementation", None)
     return TransformerConfig(
-        vocab_size=hf_config.vocab_size,
+        **converted_fields(hf_config, "embd_pdrop"),
         hidden_size=hf_config.n_embd,
         num_hidden_layers=hf_config.n_layer,
         num_attention_heads=hf_config.n_head,
         intermediate_size=hf_config.n_inner if hf_config.n_inner is not None else 4 * hf_config.n_embd,
-        hidden_act=hf_config.activation_function,
         hidden_dropout_prob=hf_config.resid_pdrop,
         attention_probs_dropout_prob=hf_config.attn_pdrop,
         max_position_embeddings=hf_config.n_positions,
-        type_vocab_size=0,
         initializer_range=hf_config.initializer_range,
         layer_norm_eps=hf_config.layer_norm_epsilon,
-        pad_token_id=_in_vocabulary(hf_config.pad_token_id, hf_config.vocab_size),
         embedding_layer_norm=False,
-        bos_token_id=_in_vocabulary(hf_config.bos_token_id, hf_config.vocab_size),
-        eos_token_id=_in_vocabulary(hf_config.eos_token_id, hf_config.vocab_size),
-        attn_implementation=implementation if implementation in ATTENTION_IMPLEMENTATIONS else "eager",
-        extra={"model_type": "gpt2", "embd_pdrop": hf_config.embd_pdrop},
     )
-
-
-def _in_vocabulary(token_id: int | None, vocab_size: int) -> int | None:
-    return token_id if isinstance(token_id, int) and 0 <= token_id < vocab_size else None
 
 
 def _as_gpt2_config(config: Any) -> TransformerConfig:

@@ -357,6 +357,18 @@ def dequantize_int8_int4(codes: np.ndarray, corrections: np.ndarray, scales: np.
     return codes.astype(np.float32) * scale + corrections.astype(np.float32) * step
 
 
+def _blockwise(name: str, values: str, scale: str, output: str, block_size: int) -> Any:
+    """The ONNX node ``{name}.{output} = {name}.{values} * {name}.{scale}``, a scale per block along each row."""
+    onnx = _onnx()
+    return onnx.helper.make_node(
+        "DequantizeLinear",
+        [f"{name}.{values}", f"{name}.{scale}"],
+        [f"{name}.{output}"],
+        axis=1,
+        block_size=block_size,
+    )
+
+
 def shrink_weights(model_proto: Any, *, block_size: int = BLOCK_SIZE, min_elements: int = 65536) -> Any:
     """Store the large float32 matrices of an ONNX graph as int8 codes plus int4 corrections.
 
@@ -408,6 +420,7 @@ def shrink_weights(model_proto: Any, *, block_size: int = BLOCK_SIZE, min_elemen
             initializers.append(initializer)
             continue
         name = initializer.name
+
         codes, corrections, scales = quantize_int8_int4(array, block_size)
         initializers += [
             numpy_helper.from_array(codes, f"{name}.codes"),
@@ -422,20 +435,8 @@ def shrink_weights(model_proto: Any, *, block_size: int = BLOCK_SIZE, min_elemen
             # s / 14, the correction's step.
             helper.make_node("Div", [f"{name}.scale", f"{name}.steps"], [f"{name}.step"]),
             # s q and (s / 14) r, block by block along each row.
-            helper.make_node(
-                "DequantizeLinear",
-                [f"{name}.codes", f"{name}.scale"],
-                [f"{name}.coarse"],
-                axis=1,
-                block_size=block_size,
-            ),
-            helper.make_node(
-                "DequantizeLinear",
-                [f"{name}.corrections", f"{name}.step"],
-                [f"{name}.fine"],
-                axis=1,
-                block_size=block_size,
-            ),
+            _blockwise(name, "codes", "scale", "coarse", block_size),
+            _blockwise(name, "corrections", "step", "fine", block_size),
             # Their sum, under the matrix's old name: the rest of the graph is unchanged.
             helper.make_node("Add", [f"{name}.coarse", f"{name}.fine"], [name]),
         ]
@@ -767,18 +768,7 @@ def export_for_browser(
         "format": FORMAT,
         "digest": digest,
         "checkpoint": {"argument": None if checkpoint is None else os.fspath(checkpoint), "sha256": checkpoint_id},
-        "config": {
-            name: getattr(config, name)
-            for name in (
-                "vocab_size",
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "intermediate_size",
-                "max_position_embeddings",
-                "type_vocab_size",
-            )
-        },
+        "config": config.sizes(),
         "model": {
             "file": ONNX_FILE,
             "bytes": len(shrunk_bytes),

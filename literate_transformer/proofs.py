@@ -320,67 +320,48 @@ def _encoder_decoder_as_torch_transformer() -> float:
     return _max_diff(ours, theirs)
 
 
-def _random_hf(model_class: Any, config: Any) -> nn.Module:
-    """A ``transformers`` model with random weights, layer norms included."""
+def _hf_and_ours(config_class: str, model_class: str, sizes: dict[str, Any], **ids: int) -> tuple[nn.Module, nn.Module]:
+    """A ``transformers`` model with random weights (layer norms included), and the package's from ``from_hf``."""
+    import transformers
+
+    from .interop import from_hf
+
+    config = getattr(transformers, config_class)(**sizes, **ids, attn_implementation="eager")
     torch.manual_seed(0)
-    return _randomized(model_class(config))
+    hf = _randomized(getattr(transformers, model_class)(config))
+    return hf, from_hf(hf)
 
 
 @torch.no_grad()
 def _gpt2() -> float:
-    import transformers
-
-    from .interop import from_hf
-
-    config = transformers.GPT2Config(
-        vocab_size=50,
-        n_embd=24,
-        n_layer=2,
-        n_head=4,
-        n_positions=16,
-        bos_token_id=1,
-        eos_token_id=2,
-        attn_implementation="eager",
-    )
-    hf = _random_hf(transformers.GPT2LMHeadModel, config)
     example = _book_example()
+    # The running example's sizes under GPT-2's names.
+    c = example["config"]
+    sizes = dict(vocab_size=c.vocab_size, n_embd=c.hidden_size, n_inner=c.intermediate_size)
+    sizes.update(n_layer=c.num_hidden_layers, n_head=c.num_attention_heads, n_positions=c.max_position_embeddings)
+    hf, ours = _hf_and_ours("GPT2Config", "GPT2LMHeadModel", sizes, bos_token_id=1, eos_token_id=2)
     ids = example["source_ids"]
     mask = torch.ones_like(ids)
     mask[1, -2:] = 0  # right padding: every query row keeps a real key
-    ours = from_hf(hf)(ids, attention_mask=mask).logits
-    theirs = hf(input_ids=ids, attention_mask=mask).logits
-    return _max_diff(ours, theirs, mask.bool())
+    logits = ours(ids, attention_mask=mask).logits
+    return _max_diff(logits, hf(input_ids=ids, attention_mask=mask).logits, mask.bool())
 
 
 @torch.no_grad()
 def _bart() -> float:
-    import transformers
-
-    from .interop import from_hf
-
-    config = transformers.BartConfig(
-        vocab_size=50,
-        d_model=24,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=40,
-        decoder_ffn_dim=40,
-        max_position_embeddings=16,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-        decoder_start_token_id=2,
-        attn_implementation="eager",
-    )
-    hf = _random_hf(transformers.BartForConditionalGeneration, config)
     example = _book_example()
+    # The running example's sizes under BART's names, for encoder and decoder alike.
+    c = example["config"]
+    sizes = dict(vocab_size=c.vocab_size, d_model=c.hidden_size, max_position_embeddings=c.max_position_embeddings)
+    for stack in ("encoder", "decoder"):
+        sizes[f"{stack}_layers"], sizes[f"{stack}_attention_heads"] = c.num_hidden_layers, c.num_attention_heads
+        sizes[f"{stack}_ffn_dim"] = c.intermediate_size
+    special = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+    hf, ours = _hf_and_ours("BartConfig", "BartForConditionalGeneration", sizes, **special)
     ids, mask = example["source_ids"], example["source_mask"]
     target = ids[:, :5]
-    ours = from_hf(hf)(ids, mask, target).logits
-    theirs = hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-    return _max_diff(ours, theirs)
+    logits = ours(ids, mask, target).logits
+    return _max_diff(logits, hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits)
 
 
 @torch.no_grad()

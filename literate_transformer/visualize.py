@@ -325,10 +325,11 @@ def _arguments(
     attentions: object,
     tokens: Sequence[str] | None,
     sentence_b_start: int | None,
-    encoder_decoder: dict[str, Any],
     batch_index: int,
     decimals: int,
+    **encoder_decoder: Any,
 ) -> dict[str, Any]:
+    """bertviz's arguments from what :func:`head_view` or :func:`model_view` was given (the names they share)."""
     given = {key: value for key, value in encoder_decoder.items() if value is not None}
     if attentions is not None:
         if given:
@@ -385,22 +386,11 @@ def head_view(
         An ``IPython.display.HTML`` object; a notebook cell that ends with
         it displays the view.
     """
+    # The arguments as given, before anything else is defined: the names both views share go to _arguments.
+    given = {name: value for name, value in locals().items() if name not in ("layer", "heads")}
     from bertviz import head_view as bertviz_head_view
 
-    arguments = _arguments(
-        attentions,
-        tokens,
-        sentence_b_start,
-        {
-            "encoder_attentions": encoder_attentions,
-            "decoder_attentions": decoder_attentions,
-            "cross_attentions": cross_attentions,
-            "encoder_tokens": encoder_tokens,
-            "decoder_tokens": decoder_tokens,
-        },
-        batch_index,
-        decimals,
-    )
+    arguments = _arguments(**given)
     first = next(value for key, value in arguments.items() if key.endswith("attention"))
     _check_layer_and_heads(layer, heads, len(first), first[0].shape[1])
     html = bertviz_head_view(**arguments, layer=layer, heads=list(heads) if heads is not None else None)
@@ -441,24 +431,12 @@ def model_view(
     Returns:
         An ``IPython.display.HTML`` object.
     """
+    given = {name: value for name, value in locals().items() if name != "display_mode"}
     from bertviz import model_view as bertviz_model_view
 
     if display_mode not in ("light", "dark"):
         raise ValueError(f'display_mode must be "light" or "dark", got {display_mode!r}')
-    arguments = _arguments(
-        attentions,
-        tokens,
-        sentence_b_start,
-        {
-            "encoder_attentions": encoder_attentions,
-            "decoder_attentions": decoder_attentions,
-            "cross_attentions": cross_attentions,
-            "encoder_tokens": encoder_tokens,
-            "decoder_tokens": decoder_tokens,
-        },
-        batch_index,
-        decimals,
-    )
+    arguments = _arguments(**given)
     return stable_view_id(bertviz_model_view(**arguments, display_mode=display_mode))
 
 

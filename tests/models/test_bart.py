@@ -100,11 +100,9 @@ def test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources(model
 @torch.no_grad()
 def test_greedy_generation_gives_hfs_token_ids(models, hf_api):
     hf, ours = models
-    input_ids, attention_mask = padded_sources(hf.config)
-    max_new_tokens = 8
-    expected = hf_api.greedy_generate(hf, input_ids, attention_mask, max_new_tokens)
-    actual = ours.generate(input_ids, attention_mask, max_new_tokens=max_new_tokens)
-    assert torch.equal(actual, expected)
+    sources = padded_sources(hf.config)
+    actual = ours.generate(*sources, max_new_tokens=8)
+    assert torch.equal(actual, hf_api.greedy_generate(hf, *sources, max_new_tokens=8))
     assert (actual[:, 0] == hf.config.decoder_start_token_id).all()
 
 

@@ -281,7 +281,7 @@ class TransformerConfig:
         return hf
 
     def sizes(self) -> dict[str, int]:
-        """The :data:`SIZE_FIELDS` and their values.
+        """The fields that fix the shapes of the weights (``SIZE_FIELDS``), with their values.
 
         >>> TransformerConfig(hidden_size=64, num_attention_heads=4).sizes()["hidden_size"]
         64

@@ -33,7 +33,6 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -43,8 +42,14 @@ from torch import Tensor
 _calls = threading.local()
 
 
-class Arguments(SimpleNamespace):
+class Arguments:
     """A call's arguments by name, defaults filled in: what a check function reads (``args.input_ids``)."""
+
+    def __init__(self, **arguments: Any) -> None:
+        self.__dict__.update(arguments)
+
+    def __repr__(self) -> str:
+        return f"Arguments({', '.join(f'{name}={value!r}' for name, value in vars(self).items())})"
 
 
 def validate_with(check: Callable[..., object]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -301,9 +301,8 @@ def _check_self_attention_inputs(attention: BertSelfAttention, args: Arguments) 
     if attention.is_cross_attention:
         if args.encoder_hidden_states is None:
             raise ValueError("encoder_hidden_states is required: this is a cross-attention layer")
-        key_length = check_hidden_states(args.encoder_hidden_states, config.hidden_size, "encoder_hidden_states").shape[
-            1
-        ]
+        states = check_hidden_states(args.encoder_hidden_states, config.hidden_size, "encoder_hidden_states")
+        key_length = states.shape[1]
     if args.attention_mask is not None:
         check_mask(args.attention_mask, (batch_size, attention.num_attention_heads, query_length, key_length))
     if args.head_mask is not None:

@@ -20,6 +20,10 @@ HuggingFace's names (``models``), and the conversions between all of them
 The public names are re-exported here, so ``import literate_transformer as lt``
 and ``lt.TransformerConfig`` is all a reader needs; ``lt.from_hf(model)``
 turns a ``transformers`` BERT, GPT-2 or BART into the package's equivalent.
+The book's parts are all here; of each model family only the models, as
+``transformers`` exports them: their layers stay in their module
+(``literate_transformer.models.bert.BertLayer``, like
+``transformers.models.bert.modeling_bert.BertLayer``).
 
 """
 
@@ -44,20 +48,7 @@ from .core.config import TransformerConfig, as_config
 from .core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
 from .interop import from_hf
 from .models.bart import BartForConditionalGeneration, BartModel
-from .models.bert import (
-    BertAttention,
-    BertEmbeddings,
-    BertEncoder,
-    BertIntermediate,
-    BertLayer,
-    BertModel,
-    BertOutput,
-    BertPooler,
-    BertSelfAttention,
-    BertSelfOutput,
-    mean_pooling,
-    sentence_embeddings,
-)
+from .models.bert import BertModel, mean_pooling, sentence_embeddings
 from .models.gpt2 import GPT2LMHeadModel, GPT2Model
 
 # The reading order and the layout, from the manifest (one source for the docstring, the site and its pages).
@@ -96,20 +87,10 @@ __all__ = [
     "GenerationOutput",
     "train_reversal",
     "TrainingResult",
-    # BERT
+    # The models under HuggingFace's names: their parts stay in their modules, as in transformers
     "BertModel",
-    "BertEmbeddings",
-    "BertSelfAttention",
-    "BertSelfOutput",
-    "BertAttention",
-    "BertIntermediate",
-    "BertOutput",
-    "BertLayer",
-    "BertEncoder",
-    "BertPooler",
     "mean_pooling",
     "sentence_embeddings",
-    # GPT-2 and BART
     "GPT2Model",
     "GPT2LMHeadModel",
     "BartModel",

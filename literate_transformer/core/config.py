@@ -312,8 +312,11 @@ CONVERTERS = {
 def converted_fields(hf_config: Any, *extra: str) -> dict[str, Any]:
     """The fields every converter of another family fills the same way.
 
-    The vocabulary and the activation (``activation_function`` in GPT-2 and
-    BART alike); no segment embeddings (``type_vocab_size=0``); the padding,
+    The hidden size and the number of positions, read under their standard
+    names: each ``transformers`` config maps those onto its family's own
+    (``GPT2Config.attribute_map`` sends ``hidden_size`` to ``n_embd``,
+    ``BartConfig``'s to ``d_model``); the vocabulary and the activation
+    (``activation_function`` in GPT-2 and BART alike); no segment embeddings (``type_vocab_size=0``); the padding,
     start and end ids, each ``None`` where it lies outside the vocabulary (a
     ``GPT2Config``'s default 50256 with a smaller ``vocab_size`` can never
     be read or written); HuggingFace's attention implementation where this
@@ -322,8 +325,8 @@ def converted_fields(hf_config: Any, *extra: str) -> dict[str, Any]:
 
     >>> from transformers import GPT2Config
     >>> fields = converted_fields(GPT2Config(vocab_size=100), "embd_pdrop")
-    >>> fields["eos_token_id"], fields["type_vocab_size"], fields["extra"]
-    (None, 0, {'model_type': 'gpt2', 'embd_pdrop': 0.1})
+    >>> fields["hidden_size"], fields["eos_token_id"], fields["type_vocab_size"], fields["extra"]
+    (768, None, 0, {'model_type': 'gpt2', 'embd_pdrop': 0.1})
     """
     vocab_size = hf_config.vocab_size
 
@@ -333,6 +336,8 @@ def converted_fields(hf_config: Any, *extra: str) -> dict[str, Any]:
 
     implementation = getattr(hf_config, "_attn_implementation", None)
     return dict(
+        hidden_size=hf_config.hidden_size,
+        max_position_embeddings=hf_config.max_position_embeddings,
         vocab_size=vocab_size,
         hidden_act=hf_config.activation_function,
         type_vocab_size=0,

@@ -111,10 +111,8 @@ def bart_config(hf_config: Any) -> tuple[TransformerConfig, TransformerConfig]:
         raise TypeError(f"hf_config must be a transformers BartConfig, got {type(hf_config).__name__}")
     shared = dict(
         converted_fields(hf_config, "activation_dropout", "encoder_layerdrop", "decoder_layerdrop"),
-        hidden_size=hf_config.d_model,
         hidden_dropout_prob=hf_config.dropout,
         attention_probs_dropout_prob=hf_config.attention_dropout,
-        max_position_embeddings=hf_config.max_position_embeddings,
         initializer_range=hf_config.init_std,
         layer_norm_eps=BART_LAYER_NORM_EPS,
         position_offset=BART_POSITION_OFFSET,

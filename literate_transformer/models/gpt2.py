@@ -127,13 +127,11 @@ def gpt2_config(hf_config: Any) -> TransformerConfig:
             raise ValueError(f"GPT2Config.{name}={getattr(hf_config, name)!r} is not supported (only {supported!r})")
     return TransformerConfig(
         **converted_fields(hf_config, "embd_pdrop"),
-        hidden_size=hf_config.n_embd,
         num_hidden_layers=hf_config.n_layer,
         num_attention_heads=hf_config.n_head,
         intermediate_size=hf_config.n_inner if hf_config.n_inner is not None else 4 * hf_config.n_embd,
         hidden_dropout_prob=hf_config.resid_pdrop,
         attention_probs_dropout_prob=hf_config.attn_pdrop,
-        max_position_embeddings=hf_config.n_positions,
         initializer_range=hf_config.initializer_range,
         layer_norm_eps=hf_config.layer_norm_epsilon,
         embedding_layer_norm=False,

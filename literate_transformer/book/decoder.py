@@ -410,7 +410,7 @@ def _check_decoder_inputs(decoder: TransformerDecoder, args: Arguments) -> None:
     elif args.encoder_hidden_states is not None or args.encoder_attention_mask is not None:
         raise ValueError(
             "encoder_hidden_states and encoder_attention_mask must be None: this decoder has no cross-attention "
-            "(a decoder-only model reads no encoder)"
+            "(a decoder-only model reads no encoder; a cache goes in by name, past_key_values=...)"
         )
     past_length = _check_past_key_values(args.past_key_values, decoder, batch_size, source_length)
     check_token_inputs(args, config, past_length)

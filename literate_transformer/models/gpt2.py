@@ -145,10 +145,15 @@ def _as_gpt2_config(config: Any) -> TransformerConfig:
 class GPT2Model(TransformerDecoder):
     """GPT-2's stack: the book's decoder, pre-LN, without cross-attention, with a final layer norm.
 
-    Its modules are those of
+    Its modules and its :meth:`forward` are those of
     :class:`~literate_transformer.book.decoder.TransformerDecoder`
-    (``embeddings``, ``layers``, ``final_layer_norm``); only the argument
-    order of :meth:`forward` is HuggingFace's.
+    (``embeddings``, ``layers``, ``final_layer_norm``), called with
+    HuggingFace's argument names: ``model(input_ids,
+    attention_mask=mask, past_key_values=cache, use_cache=True)`` as with
+    :class:`transformers.GPT2Model`.  Names, not positions: after
+    ``input_ids``, HuggingFace's positions hold arguments this package does
+    not have (``token_type_ids`` comes fourth), so only a keyword means the
+    same thing in both.
 
     Args:
         config: A :class:`transformers.GPT2Config` (converted by
@@ -158,46 +163,6 @@ class GPT2Model(TransformerDecoder):
 
     def __init__(self, config: Any) -> None:
         super().__init__(_as_gpt2_config(config), norm_first=True, add_cross_attention=False, final_layer_norm=True)
-
-    def forward(  # type: ignore[override]
-        self,
-        input_ids: Tensor,
-        past_key_values: tuple[LayerCache, ...] | None = None,
-        attention_mask: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Run the stack, with the arguments of :meth:`transformers.GPT2Model.forward`.
-
-        Args:
-            input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
-            past_key_values: The cache returned by the previous call.
-            attention_mask: ``(B, past + T)``, 1 for real tokens, 0 for padding.
-            position_ids: ``(B, T)`` or ``(1, T)``; by default ``past .. past + T - 1``.
-            use_cache: Return ``past_key_values``.
-            output_attentions: Return every layer's ``(B, H, T, S)`` attention probabilities.
-            output_hidden_states: Return the embeddings and every layer's output
-                (the last one after ``final_layer_norm``, as HuggingFace reports it).
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput`.
-
-        Raises:
-            ValueError: for ids outside the vocabulary, more positions than
-                ``max_position_embeddings``, masks or positions of the wrong shape.
-            TypeError: for inputs of the wrong type.
-        """
-        return super().forward(
-            input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            past_key_values=past_key_values,
-            use_cache=use_cache,
-        )
 
 
 class GPT2LMHeadModel(nn.Module):
@@ -224,6 +189,7 @@ class GPT2LMHeadModel(nn.Module):
     def forward(
         self,
         input_ids: Tensor,
+        *,
         past_key_values: tuple[LayerCache, ...] | None = None,
         attention_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
@@ -231,17 +197,33 @@ class GPT2LMHeadModel(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        """Next-token scores for every position; arguments as in :meth:`GPT2Model.forward`.
+        """Next-token scores for every position, with :meth:`transformers.GPT2LMHeadModel.forward`'s argument names.
+
+        Args:
+            input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
+            past_key_values: The cache returned by the previous call.
+            attention_mask: ``(B, past + T)``, 1 for real tokens, 0 for padding.
+            position_ids: ``(B, T)`` or ``(1, T)``; by default ``past .. past + T - 1``.
+            use_cache: Return ``past_key_values``.
+            output_attentions: Return every layer's ``(B, H, T, S)`` attention probabilities.
+            output_hidden_states: Return the embeddings and every layer's output
+                (the last one after ``final_layer_norm``, as HuggingFace reports it).
 
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput` with
             ``logits`` ``(B, T, V)``.
+
+        Raises:
+            ValueError: for ids outside the vocabulary, more positions than
+                ``max_position_embeddings``, masks or positions of the wrong shape.
+            TypeError: for inputs of the wrong type, or arguments after
+                ``input_ids`` given by position.
         """
         output = self.transformer(
             input_ids,
-            past_key_values,
-            attention_mask,
-            position_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,

@@ -109,6 +109,17 @@ def test_gpt2_model_without_head_equals_hf_gpt2_model(randomize):
     torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
 
 
+def test_arguments_after_input_ids_are_taken_by_name(models):
+    # HuggingFace's positions after input_ids hold arguments the package does not have, so names are the contract.
+    _, ours = models
+    input_ids = torch.tensor([[1, 2, 3]])
+    cache = ours(input_ids, use_cache=True).past_key_values
+    with pytest.raises(TypeError, match="takes 2 positional arguments"):
+        ours(input_ids, cache)
+    with pytest.raises(ValueError, match=r"a cache goes in by name, past_key_values="):
+        ours.transformer(input_ids, cache)
+
+
 # ---------------------------------------------------------------------------
 # The key map
 # ---------------------------------------------------------------------------

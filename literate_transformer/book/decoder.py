@@ -528,7 +528,8 @@ class TransformerDecoder(nn.Module):
         past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
         target_length = input_ids.shape[1]
         # Token + position embeddings; positions continue after the cached ones (or are given).
-        hidden_states = self.embeddings(input_ids, past_length=past_length, position_ids=position_ids)  # (B, T, E)
+        embedding_output = self.embeddings(input_ids, past_length=past_length, position_ids=position_ids)  # (B, T, E)
+        hidden_states = embedding_output
         # Query i sits at position past + i and sees keys 0 .. past + i, never a padded one: (B, 1, T, S).
         self_attention_mask = build_attention_mask(
             attention_mask, query_length=target_length, causal=True, past_length=past_length, device=input_ids.device
@@ -536,8 +537,7 @@ class TransformerDecoder(nn.Module):
         # Cross-attention sees every real source token: (B, 1, 1, S), no causality.
         source_mask = build_attention_mask(encoder_attention_mask, query_length=target_length, device=input_ids.device)
 
-        all_hidden_states = [hidden_states]
-        attentions, cross_attentions, caches = [], [], []
+        layer_outputs = []
         for index, layer in enumerate(self.layers):
             # One layer: masked self-attention, cross-attention, feed-forward (and its cache).
             layer_output = layer(
@@ -549,21 +549,13 @@ class TransformerDecoder(nn.Module):
                 past_key_value=None if past_key_values is None else past_key_values[index],
                 use_cache=use_cache,
             )
+            layer_outputs.append(layer_output)
             hidden_states = layer_output.hidden_states
-            all_hidden_states.append(hidden_states)
-            attentions.append(layer_output.attention_probs)
-            cross_attentions.append(layer_output.cross_attention_probs)
-            caches.append(layer_output.past_key_value)
         if self.final_layer_norm is not None:
-            # One more layer norm over the stack's output; the last hidden state reported is the normalised one.
-            hidden_states = all_hidden_states[-1] = self.final_layer_norm(hidden_states)
-        return ModelOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
-            attentions=tuple(attentions) if output_attentions else None,
-            cross_attentions=tuple(cross_attentions) if output_attentions and self.add_cross_attention else None,
-            past_key_values=tuple(caches) if use_cache else None,
-        )
+            # One more layer norm over the stack's output.
+            hidden_states = self.final_layer_norm(hidden_states)
+        # Per-layer tuples of what the layers returned; the last hidden state reported is the normalised one.
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
 
 
 def _check_seq2seq_inputs(model: EncoderDecoderTransformer, args: Arguments) -> None:

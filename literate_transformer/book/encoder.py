@@ -253,21 +253,17 @@ class TransformerEncoder(nn.Module):
                 an ``attention_mask`` whose shape differs from ``input_ids``.
         """
         # Token ids to vectors.
-        hidden_states = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
+        embedding_output = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
+        hidden_states = embedding_output
         # Padding keys are hidden from every query: a (B, 1, 1, T) mask, or none without padding.
         mask = build_attention_mask(attention_mask, query_length=input_ids.shape[1], device=input_ids.device)
-        all_hidden_states = [hidden_states]
-        attentions = []
+        layer_outputs = []
         for layer in self.layers:
-            layer_output = layer(hidden_states, mask, output_attentions)
-            hidden_states = layer_output.hidden_states
-            all_hidden_states.append(hidden_states)
-            attentions.append(layer_output.attention_probs)
+            layer_outputs.append(layer(hidden_states, mask, output_attentions))
+            # Each layer's output is the next one's input.
+            hidden_states = layer_outputs[-1].hidden_states
         if self.final_layer_norm is not None:
-            # One more layer norm over the stack's output; the last hidden state reported is the normalised one.
-            hidden_states = all_hidden_states[-1] = self.final_layer_norm(hidden_states)
-        return ModelOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
-            attentions=tuple(attentions) if output_attentions else None,
-        )
+            # One more layer norm over the stack's output.
+            hidden_states = self.final_layer_norm(hidden_states)
+        # Per-layer tuples of what the layers returned; the last hidden state reported is the normalised one.
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)

@@ -24,6 +24,7 @@ is the tuple of them over the layers (HuggingFace's name in model outputs).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -97,6 +98,48 @@ class ModelOutput:
     attentions: tuple[Tensor, ...] | None = None
     cross_attentions: tuple[Tensor, ...] | None = None
     past_key_values: tuple[LayerCache, ...] | None = None
+
+    @classmethod
+    def from_layers(
+        cls,
+        embedding_output: Tensor,
+        layer_outputs: Sequence[LayerOutput],
+        last_hidden_state: Tensor,
+        output_hidden_states: bool,
+    ) -> ModelOutput:
+        """A stack's output from its first layer's input and what each layer returned.
+
+        One rule for every stack in the package: per-layer tensors are
+        tuples, one entry per layer.  ``hidden_states`` (with
+        ``output_hidden_states``) starts with the embeddings' output and
+        ends with ``last_hidden_state``, which in a stack with a final layer
+        norm is that norm's output (HuggingFace reports it so).  The
+        attentions, cross-attentions and caches are what the layers
+        returned, and ``None`` where they returned none (a
+        :class:`LayerOutput` holds them only when they were asked for, and
+        cross-attention only in a layer that reads an encoder).
+
+        >>> import torch
+        >>> x = torch.zeros(1, 2, 4)
+        >>> layers = [LayerOutput(x + 1, attention_probs=torch.ones(1, 1, 2, 2))] * 2
+        >>> output = ModelOutput.from_layers(x, layers, x + 3, output_hidden_states=True)
+        >>> [int(h[0, 0, 0]) for h in output.hidden_states], len(output.attentions), output.cross_attentions
+        ([0, 1, 3], 2, None)
+        """
+
+        def every_layers(name: str) -> tuple | None:
+            values = tuple(getattr(layer, name) for layer in layer_outputs)
+            return values if values and values[0] is not None else None
+
+        # The embeddings, every layer's output but the last, then the stack's output in its place.
+        hidden_states = (embedding_output, *(layer.hidden_states for layer in layer_outputs))[:-1]
+        return cls(
+            last_hidden_state=last_hidden_state,
+            hidden_states=(*hidden_states, last_hidden_state) if output_hidden_states else None,
+            attentions=every_layers("attention_probs"),
+            cross_attentions=every_layers("cross_attention_probs"),
+            past_key_values=every_layers("past_key_value"),
+        )
 
 
 @dataclass

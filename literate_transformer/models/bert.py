@@ -637,28 +637,22 @@ class BertEncoder(nn.Module):
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput` (without ``pooler_output``).
         """
-        all_hidden_states = [hidden_states]
-        attentions, cross_attentions = [], []
+        embedding_output, layer_outputs = hidden_states, []
         for index, layer_module in enumerate(self.layer):
-            layer_outputs = layer_module(
-                hidden_states,
-                attention_mask,
-                head_mask[index] if head_mask is not None else None,
-                encoder_hidden_states,
-                encoder_attention_mask,
-                output_attentions,
+            layer_outputs.append(
+                layer_module(
+                    hidden_states,
+                    attention_mask,
+                    head_mask[index] if head_mask is not None else None,
+                    encoder_hidden_states,
+                    encoder_attention_mask,
+                    output_attentions,
+                )
             )
             # Each layer's output is the next one's input.
-            hidden_states = layer_outputs.hidden_states
-            all_hidden_states.append(hidden_states)
-            attentions.append(layer_outputs.attention_probs)
-            cross_attentions.append(layer_outputs.cross_attention_probs)
-        return ModelOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
-            attentions=tuple(attentions) if output_attentions else None,
-            cross_attentions=tuple(cross_attentions) if output_attentions and self.config.add_cross_attention else None,
-        )
+            hidden_states = layer_outputs[-1].hidden_states
+        # Per-layer tuples of what the layers returned (tuples, where HuggingFace builds them up one by one).
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
 
 
 class BertPooler(nn.Module):

@@ -145,10 +145,10 @@ def _as_gpt2_config(config: Any) -> TransformerConfig:
 class GPT2Model(TransformerDecoder):
     """GPT-2's stack: the book's decoder, pre-LN, without cross-attention, with a final layer norm.
 
-    Its modules and its :meth:`forward` are those of
-    :class:`~literate_transformer.book.decoder.TransformerDecoder`
-    (``embeddings``, ``layers``, ``final_layer_norm``), called with
-    HuggingFace's argument names: ``model(input_ids,
+    Its modules (``embeddings``, ``layers``, ``final_layer_norm``) are the
+    book decoder's, and so is its forward
+    (:meth:`~literate_transformer.book.decoder.TransformerDecoder.forward`),
+    called with HuggingFace's argument names: ``model(input_ids,
     attention_mask=mask, past_key_values=cache, use_cache=True)`` as with
     :class:`transformers.GPT2Model`.  Names, not positions: after
     ``input_ids``, HuggingFace's positions hold arguments this package does

@@ -15,22 +15,30 @@ True
 from __future__ import annotations
 
 import platform
+from importlib import metadata
 
 __all__ = ["versions", "device_name", "describe"]
 
 
 def versions() -> dict[str, str]:
-    """The versions of Python, PyTorch, ``transformers``, NumPy and this package."""
+    """The versions of Python, PyTorch, ``transformers``, NumPy and this package.
+
+    ``transformers``' version is read from its installed metadata, which
+    names the same release as ``transformers.__version__`` without importing
+    the library (a second, on every start of the docs build that asks).
+
+    >>> versions()["transformers"] == __import__("transformers").__version__
+    True
+    """
     import numpy
     import torch
-    import transformers
 
     from . import __version__
 
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        "transformers": metadata.version("transformers"),
         "numpy": numpy.__version__,
         "literate_transformer": __version__,
     }

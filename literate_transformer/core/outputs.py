@@ -127,18 +127,19 @@ class ModelOutput:
         ([0, 1, 3], 2, None)
         """
 
-        def every_layers(name: str) -> tuple | None:
+        def per_layer(name: str) -> tuple | None:
             values = tuple(getattr(layer, name) for layer in layer_outputs)
             return values if values and values[0] is not None else None
 
-        # The embeddings, every layer's output but the last, then the stack's output in its place.
-        hidden_states = (embedding_output, *(layer.hidden_states for layer in layer_outputs))[:-1]
+        # The embeddings and every layer's output, the last one replaced by the stack's output.
+        hidden_states = [embedding_output, *(layer.hidden_states for layer in layer_outputs)]
+        hidden_states[-1] = last_hidden_state
         return cls(
             last_hidden_state=last_hidden_state,
-            hidden_states=(*hidden_states, last_hidden_state) if output_hidden_states else None,
-            attentions=every_layers("attention_probs"),
-            cross_attentions=every_layers("cross_attention_probs"),
-            past_key_values=every_layers("past_key_value"),
+            hidden_states=tuple(hidden_states) if output_hidden_states else None,
+            attentions=per_layer("attention_probs"),
+            cross_attentions=per_layer("cross_attention_probs"),
+            past_key_values=per_layer("past_key_value"),
         )
 
 

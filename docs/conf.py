@@ -7,9 +7,12 @@ executed at build time on the CPU.
 
 This file only sets values.  Whatever writes files (offline inventories,
 the annotated source pages, the execution cache's folder) is an extension
-in docs/_ext, configured here and run by Sphinx's events.  The reading
-order (chapters, modules, parts of the package) is read from
-:mod:`literate_transformer.manifest`, never written here.
+in docs/_ext, configured here and run by Sphinx's events; what the
+extensions run on the package (the running examples, the proofs, the
+browser export) is the site's own tooling in docs/_tools, never the package
+a reader imports.  The reading order (chapters, modules, parts of the
+package) is read from :mod:`literate_transformer.manifest`, never written
+here.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
+# The site's own tooling (lt_site): running examples, proofs, the browser export, the versions footer.
+TOOLS = DOCS / "_tools"
 
 # ---------------------------------------------------------------------------
 # Paths and environment
@@ -28,12 +33,16 @@ ROOT = DOCS.parent
 # first on the path also lets a bare `sphinx-build docs docs/_build/html` work
 # and guarantees autodoc documents *this* source, not another installed copy.
 sys.path.insert(0, str(ROOT))
-# Local extensions of this site (offline inventories, the side-by-side source pages).
+# Local extensions of this site (offline inventories, the side-by-side source pages) and the tooling they run.
 sys.path.insert(0, str(DOCS / "_ext"))
+sys.path.insert(0, str(TOOLS))
+# The executed chapters' kernels are other processes: they find lt_site (their hidden cells' helpers) through
+# PYTHONPATH, which they inherit from this one.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TOOLS), os.environ.get("PYTHONPATH")]))
 # Executed pages and gallery scripts inherit the package's offline environment
-# (literate_transformer.checkpoints.OFFLINE_ENVIRONMENT): no hub requests, no
+# (literate_transformer.core.checkpoints.OFFLINE_ENVIRONMENT): no hub requests, no
 # progress bars in the outputs, no tokenizer thread warnings.
-from literate_transformer.checkpoints import use_offline_environment  # noqa: E402
+from literate_transformer.core.checkpoints import use_offline_environment  # noqa: E402
 
 use_offline_environment()
 # Stable hashing, and matplotlib must not try to open a window while the gallery runs.
@@ -128,7 +137,7 @@ nitpicky = True
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-# Members documented in a module's __all__ only, so helpers stay private.
+# A class's signature is shown on its __init__, apart from the class line (the arguments read as a list).
 autodoc_class_signature = "separated"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
@@ -159,14 +168,15 @@ intersphinx_disabled_reftypes = ["std:doc"]
 # "cache": a page is executed once and its outputs reused until it changes.
 nb_execution_mode = "cache"
 # myst-nb keys its cache on the cells' source only; docs/_ext/executed_pages.py
-# keys the cache folder on a hash of the package source too, so editing
-# literate_transformer/ re-executes every page (they all import it), and it
-# removes the folders of older hashes.  LT_JUPYTER_CACHE moves the cache
-# (e.g. for builds into another output folder).
+# keys the cache folder on the site's one digest of the code the pages run (the
+# package and the site's tooling, lt_site.digest), so editing either re-executes
+# every page, and it removes the folders of older digests.  LT_JUPYTER_CACHE
+# moves the cache (e.g. for builds into another output folder).
+_CODE = [str(ROOT / manifest.PACKAGE), str(TOOLS)]
 executed_pages_cache_root = os.environ.get("LT_JUPYTER_CACHE", str(DOCS / "_build" / ".jupyter_cache"))
-executed_pages_cache_sources = [str(ROOT / manifest.PACKAGE)]
+executed_pages_cache_sources = _CODE
 # Every executed page ends with the versions and the device it ran with (the benchmark records the same).
-executed_pages_environment = f"{manifest.PACKAGE}.environment:describe"
+executed_pages_environment = "lt_site.environment:describe"
 # A failing cell fails the build (with -W), and its traceback is printed.
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
@@ -220,15 +230,16 @@ sidebyside_chapters = {
 # ---------------------------------------------------------------------------
 # Runtime values and proof badges: computed once per version of the package
 # ---------------------------------------------------------------------------
-# Both run the package's running examples (literate_transformer.trace, .proofs) when the package's source
-# changed since the last build, and keep the results in docs/_build/runtime/ otherwise.
+# Both run the site's running examples and proofs (lt_site.examples, lt_site.proofs) when the code changed
+# since the last build (the same digest as the execution cache), and keep the results in docs/_build/runtime/
+# otherwise.
 _RUNTIME = DOCS / "_build" / "runtime"
-runtime_trace_provider = f"{_PACKAGE}.trace:site_trace"
+runtime_trace_provider = "lt_site.examples:site_trace"
 runtime_trace_root = str(ROOT / _PACKAGE)
-runtime_trace_sources = [str(ROOT / _PACKAGE)]
+runtime_trace_sources = _CODE
 runtime_trace_cache = str(_RUNTIME / "trace.json")
-proof_badges_provider = f"{_PACKAGE}.proofs:run_all"
-proof_badges_sources = [str(ROOT / _PACKAGE)]
+proof_badges_provider = "lt_site.proofs:run_all"
+proof_badges_sources = _CODE
 proof_badges_cache = str(_RUNTIME / "proofs.json")
 proof_badges_package = _PACKAGE
 # The proofs page (generated, ignored by git) shows each badge's test; test paths are relative to the checkout.
@@ -236,6 +247,8 @@ proof_badges_page = "proofs"
 proof_badges_tests_root = str(ROOT)
 # A chapter shows the badges of the modules it builds (the manifest's reading order).
 proof_badges_chapters = {chapter.docname: list(chapter.modules) for chapter in manifest.CHAPTERS if chapter.docname}
+# The browser export the "Try your own sentence" page runs (cached in docs/_build/try_it).
+try_it_exporter = "lt_site.export:export_for_browser"
 
 # ---------------------------------------------------------------------------
 # sphinx-gallery: the executed example scripts in gallery/
@@ -291,7 +304,8 @@ html_context = {"default_mode": "light"}
 # MathJax from our own _static folder (npm mathjax@3.2.2): the default loads
 # it from a CDN, and offline the math would show as raw TeX.
 mathjax_path = "vendor/mathjax/tex-chtml.js"
-# Sphinx's own copy of the sources is not needed next to the download button.
+# Sphinx copies each page's source into _sources/: the download button offers it (and, for an executed
+# chapter, the executed notebook executed_pages.py puts beside it).
 html_copy_source = True
 html_show_sourcelink = False
 # copybutton: strip ">>> " and "$ " prompts when copying.

@@ -34,7 +34,7 @@ head_size = 16  # D
 # Weights with and without the mask
 # ---------------------------------
 # Random queries and keys stand in for a trained head; what matters is the
-# shape of the weights.  :func:`~literate_transformer.book.attention.scaled_dot_product_attention`
+# shape of the weights.  :func:`~literate_transformer.core.kernels.scaled_dot_product_attention`
 # applies the mask before the softmax, so masked keys get weight 0 and each
 # row still sums to 1 over the keys it may see.
 query = torch.randn(1, length, head_size, device=device)  # (B, T, D)

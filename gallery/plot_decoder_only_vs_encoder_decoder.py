@@ -36,9 +36,12 @@ import time
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+from transformers import GPT2Config
 
 import literate_transformer as lt
 from literate_transformer.book import training
+from literate_transformer.models.gpt2 import Conv1D
+from literate_transformer.parts.positions import position_ids
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -69,14 +72,24 @@ encoder_decoder_config = training.reversal_config(max_length=max_length)
 encoder_decoder = lt.EncoderDecoderTransformer(encoder_decoder_config)
 
 
-def decoder_only_config(intermediate_size: int) -> lt.TransformerConfig:
-    return encoder_decoder_config.replace(
-        num_hidden_layers=2,
-        intermediate_size=intermediate_size,
-        max_position_embeddings=2 * max_length + 1,
-        type_vocab_size=0,
-        embedding_layer_norm=False,
+def decoder_only_config(intermediate_size: int) -> GPT2Config:
+    """GPT-2's config with the encoder-decoder's width, heads, vocabulary and (no) dropout, under GPT-2's names."""
+    shared = encoder_decoder_config
+    return GPT2Config(
+        vocab_size=shared.vocab_size,
+        n_embd=shared.hidden_size,
+        n_layer=2,
+        n_head=shared.num_attention_heads,
+        n_inner=intermediate_size,
+        n_positions=2 * max_length + 1,
+        activation_function=shared.hidden_act,
+        layer_norm_epsilon=shared.layer_norm_eps,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=training.BOS_TOKEN_ID,
         eos_token_id=training.EOS_TOKEN_ID,
+        pad_token_id=training.PAD_TOKEN_ID,
     )
 
 
@@ -89,9 +102,9 @@ def initialise(model: torch.nn.Module, std: float) -> torch.nn.Module:
     log(V).  One rule for both models keeps the start of the race fair.
     """
     for module in model.modules():
-        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding, Conv1D)):
             module.weight.normal_(0.0, std)
-        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+        if isinstance(module, (torch.nn.Linear, Conv1D)) and module.bias is not None:
             module.bias.zero_()
         if isinstance(module, torch.nn.LayerNorm):
             module.weight.fill_(1.0)
@@ -141,13 +154,15 @@ def as_one_sequence(batch: training.ReversalBatch):
     attention_mask = torch.cat([source_mask, batch.decoder_attention_mask], dim=1)
     ignored = torch.full_like(source, training.IGNORE_INDEX)
     labels = torch.cat([ignored, batch.labels], dim=1)
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    return input_ids, attention_mask, position_ids, labels
+    return input_ids, attention_mask, labels
 
 
 example = training.make_reversal_batch(2, 3, 5, torch.Generator().manual_seed(0))
+input_ids, attention_mask, labels = as_one_sequence(example)
+# The positions the model gives the tokens (padding keeps its index; no real token reads it).
+positions = position_ids(attention_mask, attention_mask.shape[1])
 for name, tensor in zip(
-    ("input_ids", "attention_mask", "position_ids", "labels"), as_one_sequence(example), strict=True
+    ("input_ids", "attention_mask", "positions", "labels"), (input_ids, attention_mask, positions, labels), strict=True
 ):
     print(f"{name:15}", tensor[1].tolist())
 
@@ -166,8 +181,8 @@ def loss_of(model, batch: training.ReversalBatch) -> torch.Tensor:
         labels = batch.labels
         logits = logits.logits
     else:
-        input_ids, attention_mask, position_ids, labels = as_one_sequence(batch)
-        logits = model(input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+        input_ids, attention_mask, labels = as_one_sequence(batch)
+        logits = model(input_ids, attention_mask=attention_mask).logits
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=training.IGNORE_INDEX)
 
 

@@ -13,7 +13,7 @@ per *position* to each token vector.  BERT **learns** one row per position
     PE_{(p,\,2i)} = \sin\!\left(p / 10000^{2i/E}\right), \qquad
     PE_{(p,\,2i+1)} = \cos\!\left(p / 10000^{2i/E}\right),
 
-(:class:`literate_transformer.book.embeddings.SinusoidalPositionalEncoding`).  This example
+(:class:`literate_transformer.parts.positions.SinusoidalPositionalEncoding`).  This example
 draws both tables as images and their cosine-similarity matrices: how alike
 the vectors of positions :math:`p` and :math:`q` are.
 

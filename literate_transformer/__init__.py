@@ -5,101 +5,112 @@ its docstring is the text, the comment above each non-obvious line of a
 ``forward`` names the math it computes, and a trailing comment gives the
 tensor's shape wherever the shape changes, with one legend for the whole
 package: ``B`` batch, ``T`` query (target) length, ``S`` key (source)
-length, ``H`` heads, ``D`` head size, ``E`` hidden size, ``F``
-intermediate size, ``V`` vocabulary size, ``C`` labels, ``L`` layers.  Tests execute
-every shape comment and prove each module equal to what HuggingFace's
-``transformers`` or PyTorch's own modules compute.
+length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``E`` hidden
+size, ``F`` intermediate size, ``V`` vocabulary size, ``C`` labels, ``L``
+layers.  Tests execute every shape comment and prove each module equal to
+what HuggingFace's ``transformers`` or PyTorch's own modules compute.
 
-The modules are read in the order of the site's chapters, and sit in
-folders by what they are: the shared parts (``core``), the book's
-from-scratch path (``book``), the models built from them under
-HuggingFace's names (``models``), and the conversions between all of them
+The modules sit in floors, each importing only the floors below it: the
+ground floor (``core``: config, checkpoints, masks, kernels, validation),
+the parts that models assemble (``parts``: norms, positions, feed-forward
+variants, heads), the book's from-scratch path (``book``), the model
+families under HuggingFace's names (``models``, one file a family), and the
+conversions between the book's modules, BERT's and PyTorch's
 (``interop``).  Both lists below are generated from
 :mod:`~literate_transformer.manifest`.
 
-The public names are re-exported here, so ``import literate_transformer as lt``
-and ``lt.TransformerConfig`` is all a reader needs; ``lt.from_hf(model)``
-turns a ``transformers`` BERT, GPT-2 or BART into the package's equivalent.
-The book's parts are all here; of each model family only the models, as
-``transformers`` exports them: their layers stay in their module
+``import literate_transformer as lt`` is all a reader needs: the public
+names are here, each loaded the first time it is used (importing the
+package loads no model family).  ``lt.from_hf(model)`` turns a
+``transformers`` model into the package's equivalent, and every family's
+models are here under their HuggingFace names (``lt.BertModel``,
+``lt.GPT2LMHeadModel``, ...); their layers stay in their module
 (``literate_transformer.models.bert.BertLayer``, like
 ``transformers.models.bert.modeling_bert.BertLayer``).
 
 """
 
-from . import interop, manifest
-from .book.attention import AttentionHead, MultiHeadAttention, scaled_dot_product_attention
-from .book.classification import TransformerForSequenceClassification
-from .book.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
-from .book.embeddings import Embeddings, RelativePositionBias, SinusoidalPositionalEncoding, relative_position_bucket
-from .book.encoder import TransformerEncoder, TransformerEncoderLayer
-from .book.feed_forward import FeedForward
-from .book.generation import GenerationOutput, greedy_generate
-from .book.training import TrainingResult, train_reversal
-from .checkpoints import (
-    CheckpointError,
-    CheckpointIntegrityError,
-    CheckpointNotFoundError,
-    load_hf_model,
-    load_tokenizer,
-    resolve_checkpoint,
-)
-from .core.config import TransformerConfig, as_config
-from .core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
-from .interop import from_hf
-from .models.bart import BartForConditionalGeneration, BartModel
-from .models.bert import BertModel, mean_pooling, sentence_embeddings
-from .models.gpt2 import GPT2LMHeadModel, GPT2Model
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import manifest
 
 # The reading order and the layout, from the manifest (one source for the docstring, the site and its pages).
 __doc__ = __doc__ + manifest.reading_order_rst()
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "interop",
-    "manifest",
-    "from_hf",
-    # The shared core
-    "TransformerConfig",
-    "as_config",
-    "AttentionOutput",
-    "LayerOutput",
-    "LayerCache",
-    "ModelOutput",
-    "Seq2SeqOutput",
+#: Each public name and the module (relative to the package) that defines it.
+_EXPORTS: dict[str, str] = {
+    # The ground floor
+    "TransformerConfig": "core.config",
+    "as_config": "core.config",
+    "AttentionOutput": "core.outputs",
+    "LayerOutput": "core.outputs",
+    "LayerCache": "core.outputs",
+    "ModelOutput": "core.outputs",
+    "Seq2SeqOutput": "core.outputs",
+    "scaled_dot_product_attention": "core.kernels",
+    "CheckpointError": "core.checkpoints",
+    "CheckpointIntegrityError": "core.checkpoints",
+    "CheckpointNotFoundError": "core.checkpoints",
+    "load_hf_model": "core.checkpoints",
+    "load_tokenizer": "core.checkpoints",
+    "resolve_checkpoint": "core.checkpoints",
+    # The parts
+    "RMSNorm": "parts.norms",
+    "make_norm": "parts.norms",
+    "SinusoidalPositionalEncoding": "parts.positions",
+    "relative_position_bucket": "parts.positions",
+    "RelativePositionBias": "parts.positions",
     # The book's path
-    "scaled_dot_product_attention",
-    "AttentionHead",
-    "MultiHeadAttention",
-    "FeedForward",
-    "Embeddings",
-    "SinusoidalPositionalEncoding",
-    "relative_position_bucket",
-    "RelativePositionBias",
-    "TransformerEncoderLayer",
-    "TransformerEncoder",
-    "TransformerForSequenceClassification",
-    "TransformerDecoderLayer",
-    "TransformerDecoder",
-    "EncoderDecoderTransformer",
-    "greedy_generate",
-    "GenerationOutput",
-    "train_reversal",
-    "TrainingResult",
-    # The models under HuggingFace's names: their parts stay in their modules, as in transformers
-    "BertModel",
-    "mean_pooling",
-    "sentence_embeddings",
-    "GPT2Model",
-    "GPT2LMHeadModel",
-    "BartModel",
-    "BartForConditionalGeneration",
-    # Checkpoints
-    "CheckpointError",
-    "CheckpointIntegrityError",
-    "CheckpointNotFoundError",
-    "load_hf_model",
-    "load_tokenizer",
-    "resolve_checkpoint",
-]
+    "AttentionHead": "book.attention",
+    "MultiHeadAttention": "book.attention",
+    "FeedForward": "book.feed_forward",
+    "Embeddings": "book.embeddings",
+    "TransformerEncoderLayer": "book.encoder",
+    "TransformerEncoder": "book.encoder",
+    "TransformerForSequenceClassification": "book.classification",
+    "TransformerDecoderLayer": "book.decoder",
+    "TransformerDecoder": "book.decoder",
+    "EncoderDecoderTransformer": "book.decoder",
+    "greedy_generate": "book.generation",
+    "GenerationOutput": "book.generation",
+    "train_reversal": "book.training",
+    "TrainingResult": "book.training",
+    # From transformers to the package, and BERT's sentence vectors
+    "from_hf": "models.registry",
+    "mean_pooling": "models.bert",
+    "sentence_embeddings": "models.bert",
+}
+
+#: The sub-packages and modules a reader may reach as attributes (``lt.interop``).
+_MODULES = ("core", "parts", "book", "models", "interop", "manifest", "visualize", "diagrams")
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported when it is first used (PEP 562); every family's models by their own names."""
+    if name in _MODULES:
+        module = importlib.import_module(f".{name}", __name__)
+    elif name in _EXPORTS:
+        module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
+    else:
+        # A model family's model, under HuggingFace's class name: the family registered it with from_hf.
+        registry = importlib.import_module(".models.registry", __name__)
+        found = registry.model_class(name)
+        if found is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = found
+        return found
+    value = module if name in _MODULES else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | set(_MODULES))
+
+
+__all__ = sorted(_EXPORTS)

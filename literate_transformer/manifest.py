@@ -6,14 +6,19 @@ pages and its API reference are all generated from :data:`CHAPTERS`, so they
 cannot disagree.  A chapter's number is its position here; its modules are
 the ones it builds (a module is listed once, in the first chapter that
 builds it); :data:`SUPPORT` lists the modules that every chapter leans on
-and none is about.
+and none is about.  The list holds lessons only: the site's own machinery
+(what records the runtime values, measures the proofs, exports the model for
+the browser) lives with the site, in ``docs/_tools``, not in the package.
+
+A new model family is one file in ``models/`` and one line here: its
+module, in the chapter of its branch.
 
 >>> [chapter.number for chapter in CHAPTERS][:3]
 [1, 2, 3]
->>> chapter_of("book.attention").title
+>>> chapter_of("core.kernels").title
 'Scaled dot-product attention'
 >>> MODULES[:3]
-('checkpoints', 'core.config', 'core.masks')
+('core.checkpoints', 'core.config', 'core.masks')
 """
 
 from __future__ import annotations
@@ -45,61 +50,72 @@ class Chapter:
 
 #: The chapters, in reading order.
 CHAPTERS: tuple[Chapter, ...] = (
-    Chapter(1, "chapters/01_tokens_and_embeddings", "Tokens and embeddings", ("checkpoints", "core.config")),
-    Chapter(2, "chapters/02_attention", "Scaled dot-product attention", ("core.masks", "book.attention")),
-    Chapter(3, "chapters/03_multi_head_attention", "Multi-head attention", ("core.kernels", "core.outputs")),
-    Chapter(4, "chapters/04_bert_self_attention", "BERT's self-attention", ("models.bert", "interop")),
-    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize", "export")),
+    Chapter(1, "chapters/01_tokens_and_embeddings", "Tokens and embeddings", ("core.checkpoints", "core.config")),
+    Chapter(2, "chapters/02_attention", "Scaled dot-product attention", ("core.masks", "core.kernels")),
+    Chapter(3, "chapters/03_multi_head_attention", "Multi-head attention", ("book.attention", "core.outputs")),
+    Chapter(
+        4,
+        "chapters/04_bert_self_attention",
+        "BERT's self-attention",
+        ("models.bert", "parts.heads", "parts.attention", "interop"),
+    ),
+    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize",)),
     Chapter(
         6,
         "chapters/06_feed_forward_and_layer_norm",
         "The feed-forward layer, layer norm and skip connections",
-        ("core.activations", "book.feed_forward", "core.residual"),
+        ("core.activations", "book.feed_forward", "parts.feed_forward", "core.residual", "parts.norms"),
     ),
-    Chapter(7, "chapters/07_positional_embeddings", "Positional embeddings", ("book.embeddings",)),
-    Chapter(8, "chapters/08_encoder_and_bert", "The encoder: stacking layers into BERT", ("book.encoder",)),
+    Chapter(7, "chapters/07_positional_embeddings", "Positional embeddings", ("book.embeddings", "parts.positions")),
+    Chapter(
+        8, "chapters/08_encoder_and_bert", "The encoder: stacking layers into BERT", ("book.encoder", "parts.stack")
+    ),
     Chapter(9, "chapters/09_classification_head", "A classification head", ("book.classification",)),
     Chapter(10, "chapters/10_decoder", "The decoder", ("book.decoder", "book.generation")),
     Chapter(11, "chapters/11_training", "Training a tiny encoder-decoder", ("book.training",)),
-    Chapter(12, "chapters/12_meet_the_transformers", "Meet the transformers", ("models.gpt2", "models.bart")),
+    Chapter(
+        12,
+        "chapters/12_meet_the_transformers",
+        "Meet the transformers",
+        ("models.registry", "models.gpt2", "models.bart"),
+    ),
     Chapter(13, "chapters/13_errata", "Errata", ()),
 )
 
 #: The modules every chapter leans on and none is about.
-SUPPORT = Chapter(0, None, "Support", ("core.validation", "trace", "proofs", "environment", "diagrams", "manifest"))
+SUPPORT = Chapter(0, None, "Support", ("core.validation", "diagrams", "manifest"))
 
-#: Every module of the package (relative names) in reading order; the package itself (``""``) first.
+#: Every module of the package (relative names) in reading order.
 MODULES: tuple[str, ...] = tuple(module for chapter in (*CHAPTERS, SUPPORT) for module in chapter.modules)
 
-#: The package's parts, each sub-package or top-level module with what it holds.
+#: The package's parts, each sub-package or top-level module with what it holds, from the ground floor up.
 LAYOUT: tuple[tuple[str, str], ...] = (
     (
         "core",
-        "the shared parts every model is built from: config, activations, masks, attention kernels, "
-        "the residual sub-layer, outputs, validation",
+        "the ground floor, importing nothing above it: config, checkpoints, masks, the attention kernels, "
+        "activations, the residual sub-layer, outputs, validation",
+    ),
+    (
+        "parts",
+        "what models assemble: norms, positional schemes, feed-forward variants, heads, the attention between "
+        "a family's projections, a stack of layers",
     ),
     (
         "book",
         "the book's from-scratch path: attention, feed-forward, embeddings, encoder, classifier, decoder, "
         "generation, training",
     ),
-    ("models", "the model families built on them, under HuggingFace's names: BERT, GPT-2, BART"),
+    (
+        "models",
+        "the model families under HuggingFace's names, one file a family (its modules, key map and "
+        "registration with from_hf), and the registry from_hf finds them in",
+    ),
     (
         "interop",
-        "the conversions between the book's modules, BERT's and PyTorch's, the key maps of BERT, GPT-2 and BART "
-        "checkpoints, and from_hf",
+        "the same weights in the book's modules, BERT's and PyTorch's: heads fused and split, layers converted",
     ),
-    ("checkpoints", "finding, verifying and loading the pretrained checkpoint, offline"),
     ("visualize", "attention drawn: bertviz's views and heatmaps"),
-    (
-        "export",
-        "the model as one ONNX graph for the page that runs it in the reader's browser, its weights stored as "
-        "int8 codes plus int4 corrections",
-    ),
     ("diagrams", "the architecture drawn from the modules themselves: layers, the head split, the cache"),
-    ("trace", "what each line computed on a running example: the runtime values beside the annotated source"),
-    ("proofs", "each module measured against its reference on one example: the site's proof badges"),
-    ("environment", "the library versions and the device a result was computed with"),
     ("manifest", "this reading order"),
 )
 

@@ -68,7 +68,7 @@ Where the source notebooks got it wrong
 ---------------------------------------
 With ``transformers`` 5 a model loaded with the default (fused SDPA)
 attention returns no attention weights at all, so ``output_attentions=True``
-has nothing to show; :func:`~literate_transformer.checkpoints.load_hf_model` loads the
+has nothing to show; :func:`~literate_transformer.core.checkpoints.load_hf_model` loads the
 ``"eager"`` implementation.  bertviz's neuron-view model only reads a
 ``pytorch_model.bin``; on a checkpoint that ships ``model.safetensors`` its
 ``from_pretrained`` returns ``None`` without an error, and a missing weight is
@@ -89,6 +89,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from .core.checkpoints import load_tokenizer, read_state_dict, resolve_checkpoint
 
 __all__ = [
     "round_attention",
@@ -459,7 +461,7 @@ def load_neuron_view_model(path_or_name: str | os.PathLike[str] | None = None) -
 
     Args:
         path_or_name: A checkpoint, resolved by
-            :func:`literate_transformer.checkpoints.resolve_checkpoint`.
+            :func:`literate_transformer.core.checkpoints.resolve_checkpoint`.
 
     Returns:
         The model, in evaluation mode, returning attention weights, queries and keys.
@@ -470,8 +472,6 @@ def load_neuron_view_model(path_or_name: str | os.PathLike[str] | None = None) -
     """
     from bertviz.transformers_neuron_view.modeling_bert import BertConfig as NeuronBertConfig
     from bertviz.transformers_neuron_view.modeling_bert import BertModel as NeuronBertModel
-
-    from .checkpoints import read_state_dict, resolve_checkpoint
 
     checkpoint = resolve_checkpoint(path_or_name)
     config = NeuronBertConfig.from_json_file(os.path.join(checkpoint.folder, "config.json"))
@@ -551,8 +551,6 @@ def neuron_view(
     if model is None:
         model = load_neuron_view_model()
     if tokenizer is None:
-        from .checkpoints import load_tokenizer
-
         tokenizer = load_tokenizer()
     num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     if not isinstance(layer, int) or not 0 <= layer < num_layers:

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from shapes import TINY_SIZES
 from torch import nn
 
-from literate_transformer.checkpoints import use_offline_environment
+from literate_transformer.core.checkpoints import use_offline_environment
 from literate_transformer.core.config import TransformerConfig
-from literate_transformer.trace import BOOK_EXAMPLE_SIZES
 
 # --doctest-modules would import every conftest.py as a module named "conftest" (and clash): they hold no doctests.
 collect_ignore_glob = ["conftest.py", "*/conftest.py"]
@@ -20,7 +20,7 @@ use_offline_environment()
 
 #: The sizes of :func:`tiny_config`: the book's running example (small, and all distinct, so that a swapped
 #: dimension cannot hide), without dropout.
-TINY = dict(BOOK_EXAMPLE_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TINY = dict(TINY_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
 @pytest.fixture(autouse=True)

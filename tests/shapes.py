@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from lt_site.base import BOOK_EXAMPLE_SIZES
+
+#: The tests' tiny configuration: the sizes of the site's running example of the book (small, and all distinct,
+#: so that a swapped dimension cannot hide), so that a badge and its test measure the same model.
+TINY_SIZES = BOOK_EXAMPLE_SIZES
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from shapes import TINY_SIZES
 from torch.utils.flop_counter import FlopCounterMode
 
 from literate_transformer import TransformerConfig
 from literate_transformer.models.bert import BertModel
-from literate_transformer.trace import BOOK_EXAMPLE_SIZES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ bench = _load("bench_bert", ROOT / "benchmarks" / "bench_bert.py")
 
 @pytest.mark.parametrize(("batch_size", "seq_len"), [(1, 5), (3, 7)])
 def test_flop_formula_equals_pytorchs_count_of_the_eager_forward(batch_size, seq_len):
-    config = TransformerConfig(**BOOK_EXAMPLE_SIZES)
+    config = TransformerConfig(**TINY_SIZES)
     model = BertModel(config).eval()
     input_ids = torch.randint(0, config.vocab_size, (batch_size, seq_len))
     with FlopCounterMode(display=False) as counter, torch.inference_mode():

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from literate_transformer import checkpoints
-from literate_transformer.checkpoints import (
+from literate_transformer.core import checkpoints
+from literate_transformer.core.checkpoints import (
     CHECKPOINT_ENV,
     CHECKPOINT_SHA256_ENV,
     DEFAULT_SHA256,

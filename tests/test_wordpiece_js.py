@@ -23,8 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from literate_transformer.export import tokenizer_spec
+from lt_site.export import tokenizer_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDPIECE_JS = ROOT / "docs" / "_static" / "try" / "wordpiece.js"

@@ -5,9 +5,10 @@ Three small additions to myst-nb and sphinx-book-theme:
 * **An execution cache that knows the code.**  myst-nb's ``cache`` mode
   keys each page's outputs on the page's own cells, so editing the package
   the pages import would leave stale outputs.  At ``config-inited`` this
-  extension sets ``nb_execution_cache_path`` to a folder named after a hash
-  of every ``*.py`` file under ``executed_pages_cache_sources`` (their paths
-  and bytes), inside ``executed_pages_cache_root``, and removes the other
+  extension sets ``nb_execution_cache_path`` to a folder named after the
+  site's one digest of the code (``lt_site.digest.source_digest`` of every
+  ``*.py`` file under ``executed_pages_cache_sources``: paths relative to
+  each folder, and bytes), inside ``executed_pages_cache_root``, and removes the other
   hash-named folders there: editing the package re-executes every page, an
   unchanged rebuild reuses every output, and old caches do not pile up.
   With ``executed_pages_cache_root`` empty (the default), or with
@@ -35,12 +36,12 @@ Three small additions to myst-nb and sphinx-book-theme:
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import time
 from pathlib import Path
 
+from lt_site.digest import source_digest
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -55,16 +56,6 @@ _CACHE_KEY = re.compile(r"^[0-9a-f]{16}$")
 
 def _note_start(app: Sphinx, config: object) -> None:
     app.lt_build_started = time.time()  # type: ignore[attr-defined]
-
-
-def source_digest(folders: list[str | Path], salt: str = "") -> str:
-    """A 16-hex-digit hash of the paths and bytes of every ``*.py`` file under ``folders`` (and ``salt``)."""
-    digest = hashlib.sha256(salt.encode())
-    for folder in map(Path, folders):
-        for path in sorted(folder.rglob("*.py")):
-            digest.update(path.relative_to(folder.parent).as_posix().encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def key_execution_cache(app: Sphinx, config: object) -> None:

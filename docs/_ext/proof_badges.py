@@ -35,7 +35,8 @@ from typing import Any
 
 from docutils import nodes
 from extension_metadata import extension_metadata
-from runtime_trace import load_or_compute, load_provider, sources_digest
+from lt_site.digest import source_digest
+from runtime_trace import load_or_compute, load_provider
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
@@ -117,7 +118,7 @@ def run_proofs(app: Sphinx) -> None:
     app.proof_badges = []  # type: ignore[attr-defined]
     if not config.proof_badges_provider:
         return
-    digest = sources_digest(config.proof_badges_sources, salt=config.proof_badges_provider)
+    digest = source_digest(config.proof_badges_sources, salt=config.proof_badges_provider)
 
     def compute() -> Any:
         logger.info("proof badges: running %s", config.proof_badges_provider)

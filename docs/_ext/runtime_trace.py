@@ -28,7 +28,6 @@ Nothing here knows the package: every name comes from a config value.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import importlib
 import json
@@ -38,6 +37,7 @@ from typing import Any
 
 from docutils import nodes
 from extension_metadata import extension_metadata
+from lt_site.digest import source_digest
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -50,16 +50,6 @@ SCRIPT, STYLESHEET = "runtime-trace.js", "runtime-trace.css"
 # ---------------------------------------------------------------------------
 # Pure parts: the cache key, the cache, the HTML of one line
 # ---------------------------------------------------------------------------
-def sources_digest(sources: Iterable[str | Path], salt: str = "") -> str:
-    """A hash of every ``*.py`` file under ``sources`` (paths and contents) and ``salt``."""
-    digest = hashlib.sha256(salt.encode())
-    for source in sources:
-        for path in sorted(Path(source).rglob("*.py")):
-            digest.update(path.as_posix().encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def load_or_compute(cache: Path, digest: str, compute: Callable[[], Any]) -> tuple[Any, bool]:
     """The cached result for ``digest``, or ``compute()``'s, written to ``cache`` (only when it changed).
 
@@ -167,7 +157,7 @@ def compute_trace(app: Sphinx) -> None:
     if not config.runtime_trace_provider:
         return
     cache = Path(config.runtime_trace_cache)
-    digest = sources_digest(config.runtime_trace_sources, salt=config.runtime_trace_provider)
+    digest = source_digest(config.runtime_trace_sources, salt=config.runtime_trace_provider)
 
     def compute() -> Any:
         logger.info("runtime trace: running the examples of %s", config.runtime_trace_provider)

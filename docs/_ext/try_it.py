@@ -5,7 +5,7 @@ reader's browser.  For it, at build time, this extension
 
 1. makes sure the browser export exists: it calls ``try_it_exporter`` (an
    ``"module:function"`` name, default
-   ``literate_transformer.export:export_for_browser``) with a cache folder
+   ``lt_site.export:export_for_browser``) with a cache folder
    outside the source tree (``try_it_cache_dir``, default ``_build/try_it``
    next to the output folder).  The exporter skips the work when its digest
    (package source, checkpoint, settings, versions) matches, so an unchanged
@@ -280,9 +280,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     # The page that runs the model ("" turns the extension off).
     app.add_config_value("try_it_page", "try", "env", types=frozenset({str}))
     # The function that writes (or finds cached) the browser export into a folder.
-    app.add_config_value(
-        "try_it_exporter", "literate_transformer.export:export_for_browser", "env", types=frozenset({str})
-    )
+    app.add_config_value("try_it_exporter", "", "env", types=frozenset({str}))
     # Where the export is cached, relative to conf.py ("" = _build/try_it next to the output folder).
     app.add_config_value("try_it_cache_dir", "", "env", types=frozenset({str}))
     # Where the model and the head view go in the built site (the page's scripts find them there).

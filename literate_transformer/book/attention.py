@@ -1,34 +1,9 @@
-r"""Attention: every token looks at every other token and takes what it needs.
+r"""Multi-head attention: many heads side by side, each its own notion of "match".
 
-Self-attention replaces each token vector by a weighted average of the
-vectors of all tokens in the sequence, with weights that depend on how well
-the tokens "match".  It is the one operation in a transformer that mixes
-information *between* positions; everything else (the feed-forward layer,
-layer norm) acts on each position separately.
-
-Scaled dot-product attention
-----------------------------
-Each token vector is projected three times, into a **query** (what am I
-looking for?), a **key** (what do I contain?) and a **value** (what do I
-hand over if chosen?).  With the queries of :math:`T` positions stacked into
-:math:`Q \in \mathbb{R}^{T \times D}` and the keys and values of :math:`S`
-positions into :math:`K \in \mathbb{R}^{S \times D}` and
-:math:`V \in \mathbb{R}^{S \times D_v}`,
-
-.. math::
-
-    \operatorname{Attention}(Q, K, V) =
-    \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{D}} + M\right) V .
-
-:math:`Q K^\top` holds one similarity score per (query, key) pair; dividing by
-:math:`\sqrt{D}` keeps the scores' variance near 1 whatever the head size, so
-the softmax does not saturate; :math:`M` is the mask (0 where a query may
-look, a very negative number where it may not, see
-:mod:`~literate_transformer.core.masks`); the softmax turns each row of scores
-into weights that sum to 1; and multiplying by :math:`V` averages the values
-with those weights.  :func:`scaled_dot_product_attention` is this equation,
-one line per term, and a test shows it equals PyTorch's fused
-:func:`torch.nn.functional.scaled_dot_product_attention`.
+Scaled dot-product attention (:func:`~literate_transformer.core.kernels.scaled_dot_product_attention`)
+turns queries, keys and values into a weighted average of the values.  This
+module builds the layer around it, the way the book builds it: the
+projections that make the queries, keys and values, one head at a time.
 
 Many heads
 ----------
@@ -78,22 +53,16 @@ How this maps to the book and to HuggingFace
 * ``config.attn_implementation = "sdpa"`` runs the fused kernel instead of
   the commented steps whenever the probabilities are not asked for; the
   decision and the kernel's masking are shared by every model of the package
-  (:mod:`~literate_transformer.core.kernels`).
+  (:func:`~literate_transformer.core.kernels.attend`).
 
 What the source notebooks got wrong
 -----------------------------------
-* One notebook builds a single ``AttentionHead(embed_dim, num_heads)``, that
-  is one head whose *size* is the number of heads (12).  Multi-head attention
-  needs ``num_heads`` heads of size ``hidden_size // num_heads`` each.
-  :class:`AttentionHead` refuses a head size that does not fit, and
-  :class:`MultiHeadAttention` builds ``config.num_attention_heads`` heads of
-  ``config.head_size``.
-* The masked attention filled forbidden scores with ``-inf``.  A row whose
-  keys are *all* masked (a padding query, or an example that is all padding)
-  becomes :math:`0/0 =` NaN after the softmax, and NaN spreads everywhere.
-  Here masking goes through :func:`~literate_transformer.core.masks.masked_fill_scores`,
-  which uses the most negative *finite* number of the dtype: such a row gets
-  uniform weights and no NaN appears, in fp32, fp16 and bf16.
+One notebook builds a single ``AttentionHead(embed_dim, num_heads)``, that
+is one head whose *size* is the number of heads (12).  Multi-head attention
+needs ``num_heads`` heads of size ``hidden_size // num_heads`` each.
+:class:`AttentionHead` refuses a head size that does not fit, and
+:class:`MultiHeadAttention` builds ``config.num_attention_heads`` heads of
+``config.head_size``.
 
 >>> import torch
 >>> from literate_transformer import TransformerConfig
@@ -118,17 +87,13 @@ BERT-base's numbers (the defaults of :class:`~literate_transformer.core.config.T
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.config import as_config
-from ..core.kernels import fused_attention, use_fused_attention
-from ..core.masks import masked_fill_scores
+from ..core.kernels import attend, scaled_dot_product_attention
 from ..core.outputs import AttentionOutput
 from ..core.validation import (
     Arguments,
@@ -136,112 +101,10 @@ from ..core.validation import (
     check_key_value_pair,
     check_mask,
     check_positive_int,
-    check_tensor,
     validate_with,
 )
 
-__all__ = ["scaled_dot_product_attention", "AttentionHead", "MultiHeadAttention"]
-
-
-def _check_attention_inputs(args: Arguments) -> None:
-    """query (..., T, D), key (..., S, D) and value (..., S, Dv) whose sizes agree; a mask that fits them."""
-    query = check_tensor(args.query, "query", dtypes=("float",))
-    key = check_tensor(args.key, "key", dtypes=("float",))
-    value = check_tensor(args.value, "value", dtypes=("float",))
-    for name, tensor in (("query", query), ("key", key), ("value", value)):
-        if tensor.dim() < 2:
-            raise ValueError(
-                f"{name} must have at least 2 dimensions (..., length, features), got shape {tuple(tensor.shape)}"
-            )
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query and key must have the same head size D (last dimension): "
-            f"query has shape {tuple(query.shape)}, key has shape {tuple(key.shape)}"
-        )
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"key and value must have the same length S (second-to-last dimension): "
-            f"key has shape {tuple(key.shape)}, value has shape {tuple(value.shape)}"
-        )
-    try:
-        leading = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            "query, key and value must have matching (broadcastable) leading dimensions: got shapes "
-            f"{tuple(query.shape)}, {tuple(key.shape)} and {tuple(value.shape)}"
-        ) from None
-    if not query.dtype == key.dtype == value.dtype:
-        raise TypeError(f"query, key and value must share a dtype, got {query.dtype}, {key.dtype} and {value.dtype}")
-    if args.attention_mask is not None:
-        check_mask(args.attention_mask, (*leading, query.shape[-2], key.shape[-2]))
-    dropout = args.dropout
-    if dropout is not None and not callable(dropout) and not isinstance(dropout, float):
-        raise TypeError(
-            f"dropout must be a module (e.g. torch.nn.Dropout), a float probability or None, got {dropout!r}"
-        )
-
-
-@validate_with(_check_attention_inputs)
-def scaled_dot_product_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attention_mask: Tensor | None = None,
-    dropout: Callable[[Tensor], Tensor] | float | None = None,
-) -> tuple[Tensor, Tensor]:
-    r"""Scaled dot-product attention, :math:`\operatorname{softmax}(QK^\top/\sqrt{D} + M)\,V`.
-
-    Works on any number of leading (batch, head) dimensions: a single head
-    passes ``(B, T, D)`` tensors, :class:`MultiHeadAttention` passes all
-    heads at once as ``(B, H, T, D)``.
-
-    Args:
-        query: Queries ``(..., T, D)``.
-        key: Keys ``(..., S, D)``.
-        value: Values ``(..., S, Dv)``.
-        attention_mask: ``None``, a boolean mask (``True`` = may attend) or
-            an additive float mask (0 = may attend, very negative = may not),
-            broadcastable to ``(..., T, S)``.
-        dropout: Dropout applied to the attention weights before they
-            average the values: a module such as :class:`torch.nn.Dropout`
-            (which is active only in training mode), a probability (applied
-            always, like the ``dropout_p`` of
-            :func:`torch.nn.functional.scaled_dot_product_attention`), or
-            ``None``.
-
-    Returns:
-        ``(context, attention_probs)``: the attended values ``(..., T, Dv)``
-        and the weights ``(..., T, S)`` (before dropout).
-
-    Raises:
-        TypeError: if an input is not a floating-point tensor, or the mask
-            is neither boolean nor floating point.
-        ValueError: if the sizes of ``query``, ``key`` and ``value`` disagree
-            or ``attention_mask`` does not broadcast to ``(..., T, S)``.
-
-    >>> q = k = v = torch.eye(2)[None]  # two orthogonal tokens; the first may not see the second
-    >>> context, weights = scaled_dot_product_attention(q, k, v, torch.tensor([[True, False], [True, True]]))
-    >>> context
-    tensor([[[1.0000, 0.0000],
-             [0.3302, 0.6698]]])
-    """
-    head_size = query.shape[-1]
-    # One similarity score per (query, key) pair, Q K^T / sqrt(D).
-    scores = query @ key.transpose(-2, -1) / math.sqrt(head_size)  # (..., T, S)
-    # Forbidden pairs get the most negative finite score (not -inf: no NaN).
-    scores = masked_fill_scores(scores, attention_mask)
-    # Each query's scores become weights over the keys that sum to 1.
-    attention_probs = torch.softmax(scores, dim=-1)
-    # Dropout on the weights (HuggingFace's BERT does it too), training only.
-    if dropout is None:
-        dropped = attention_probs
-    elif isinstance(dropout, float):
-        dropped = F.dropout(attention_probs, dropout)
-    else:
-        dropped = dropout(attention_probs)
-    # Each query's output is the weighted average of the values.
-    context = dropped @ value  # (..., T, Dv)
-    return context, attention_probs
+__all__ = ["AttentionHead", "MultiHeadAttention"]
 
 
 def _check_head_inputs(head: AttentionHead, args: Arguments) -> None:
@@ -452,20 +315,12 @@ class MultiHeadAttention(nn.Module):
                 value = torch.cat([past_key_value[1], value], dim=2)
         # Every head's queries X W^Q_h, stacked along a new head dimension.
         query = torch.stack([head.q(hidden_states) for head in self.heads], dim=1)  # (B, H, T, D)
-        attention_probs = None
-        if use_fused_attention(self.config, output_attentions):
-            # The same attention in PyTorch's fused kernel (it never forms the probabilities).
-            dropout_p = self.dropout.p if self.training else 0.0
-            context = fused_attention(query, key, value, attention_mask, dropout_p)
-        else:
-            # softmax(Q K^T / sqrt(D) + M) V for all heads at once.
-            context, attention_probs = scaled_dot_product_attention(query, key, value, attention_mask, self.dropout)
+        # softmax(Q K^T / sqrt(D) + M) V for all heads at once (in PyTorch's fused kernel with "sdpa").
+        context, attention_probs = attend(
+            query, key, value, attention_mask, self.config, self.dropout, output_attentions
+        )
         # Concat(head_1, ..., head_H): heads back next to each other.
         context = context.transpose(1, 2).reshape(batch_size, query_length, self.hidden_size)  # (B, T, E)
         # Mix the heads, Concat(...) W^O + b^O.
         output = self.output_linear(context)
-        return AttentionOutput(
-            output,
-            attention_probs if output_attentions else None,
-            (key, value) if use_cache else None,
-        )
+        return AttentionOutput(output, attention_probs, (key, value) if use_cache else None)

@@ -169,18 +169,21 @@ from ..core.validation import (
     check_encoder_hidden_states,
     check_hidden_states,
     check_input_ids,
-    check_key_value_pair,
     check_mask,
     check_norm_first,
+    check_past_key_values,
+    check_source_and_target,
     check_token_inputs,
     validate_with,
 )
+from ..parts.norms import make_norm
+from ..parts.positions import position_ids as positions_of
 from .attention import MultiHeadAttention
 from .embeddings import Embeddings
-from .encoder import TransformerEncoder, make_final_layer_norm
+from .encoder import TransformerEncoder, final_norm
 from .feed_forward import FeedForward
 
-__all__ = ["TransformerDecoderLayer", "TransformerDecoder", "EncoderDecoderTransformer"]
+__all__ = ["TransformerDecoderLayer", "TransformerDecoder", "EncoderDecoderModel", "EncoderDecoderTransformer"]
 
 
 def _check_layer_cache(cache: object, name: str) -> LayerCache:
@@ -266,12 +269,13 @@ class TransformerDecoderLayer(nn.Module):
         self.config = config
         self.norm_first = check_norm_first(norm_first)
         self.self_attention = MultiHeadAttention(config)
-        self.layer_norm_1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layer_norm_1 = make_norm(config.hidden_size, config.layer_norm_eps)
         self.cross_attention = MultiHeadAttention(config) if add_cross_attention else None
-        self.layer_norm_2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if add_cross_attention else None
-        self.feed_forward = FeedForward(config)
-        self.layer_norm_3 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layer_norm_2 = make_norm(config.hidden_size, config.layer_norm_eps) if add_cross_attention else None
+        # The attention sub-layers' output dropout (the feed-forward network drops out its own output).
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.feed_forward = FeedForward(config)
+        self.layer_norm_3 = make_norm(config.hidden_size, config.layer_norm_eps)
 
     @validate_with(_check_layer_inputs)
     def forward(
@@ -363,43 +367,6 @@ class TransformerDecoderLayer(nn.Module):
         return LayerOutput(hidden_states, self_attention.attention_probs, cross_probs, cache)
 
 
-def _check_past_key_values(
-    past_key_values: object, decoder: TransformerDecoder, batch_size: int, source_length: int | None
-) -> int:
-    """A cache returned by an earlier call: one LayerCache per layer, of this batch; returns its length."""
-    if past_key_values is None:
-        return 0
-    num_layers = len(decoder.layers)
-    if not isinstance(past_key_values, (list, tuple)) or len(past_key_values) != num_layers:
-        raise ValueError(
-            f"past_key_values must hold one LayerCache per decoder layer ({num_layers}), "
-            f"got {type(past_key_values).__name__}"
-            + (f" of length {len(past_key_values)}" if isinstance(past_key_values, (list, tuple)) else "")
-        )
-    config = decoder.config
-    heads, head_size = config.num_attention_heads, config.head_size
-    lengths = set()
-    for index, cache in enumerate(past_key_values):
-        cache = _check_layer_cache(cache, f"past_key_values[{index}]")
-        name = f"past_key_values[{index}]"
-        lengths.add(check_key_value_pair(cache.self_attention, f"{name}.self_attention", batch_size, heads, head_size))
-        if source_length is None:
-            if cache.cross_attention is not None:
-                raise ValueError(f"{name}.cross_attention must be None: this decoder has no cross-attention")
-            continue
-        cross_length = check_key_value_pair(
-            cache.cross_attention, f"{name}.cross_attention", batch_size, heads, head_size
-        )
-        if cross_length != source_length:
-            raise ValueError(
-                f"{name}.cross_attention holds {cross_length} source positions, but encoder_hidden_states has "
-                f"{source_length}: a cache belongs to the source it was computed from"
-            )
-    if len(lengths) != 1:
-        raise ValueError(f"past_key_values: the layers' caches hold different numbers of positions {sorted(lengths)}")
-    return lengths.pop()
-
-
 def _check_decoder_inputs(decoder: TransformerDecoder, args: Arguments) -> None:
     config = decoder.config
     batch_size = check_input_ids(args.input_ids, config.vocab_size).shape[0]
@@ -412,7 +379,14 @@ def _check_decoder_inputs(decoder: TransformerDecoder, args: Arguments) -> None:
             "encoder_hidden_states and encoder_attention_mask must be None: this decoder has no cross-attention "
             "(a decoder-only model reads no encoder; a cache goes in by name, past_key_values=...)"
         )
-    past_length = _check_past_key_values(args.past_key_values, decoder, batch_size, source_length)
+    past_length = check_past_key_values(
+        args.past_key_values,
+        num_layers=len(decoder.layers),
+        batch_size=batch_size,
+        num_heads=config.num_attention_heads,
+        head_size=config.head_size,
+        source_length=source_length,
+    )
     check_token_inputs(args, config, past_length)
     if args.encoder_attention_mask is not None:
         check_attention_mask(args.encoder_attention_mask, batch_size, source_length, name="encoder_attention_mask")
@@ -479,7 +453,7 @@ class TransformerDecoder(nn.Module):
                 for _ in range(config.num_hidden_layers)
             ]
         )
-        self.final_layer_norm = make_final_layer_norm(config, final_layer_norm)
+        self.final_layer_norm = final_norm(config, final_layer_norm)
 
     @validate_with(_check_decoder_inputs)
     def forward(
@@ -505,8 +479,10 @@ class TransformerDecoder(nn.Module):
             attention_mask: The target's ``(B, past + T)`` padding mask (1 =
                 real token), covering cached positions too; ``None`` = no padding.
             encoder_attention_mask: The source's ``(B, S)`` padding mask.
-            position_ids: The tokens' positions ``(B, T)`` or ``(1, T)``;
-                by default they continue after the cached ones.
+            position_ids: The tokens' positions ``(B, T)`` or ``(1, T)``; by
+                default each real token's position counts the real tokens
+                before it, cached ones included
+                (:func:`~literate_transformer.parts.positions.position_ids`).
             output_attentions: Also return every layer's attention probabilities.
             output_hidden_states: Also return the embeddings and every layer's output.
             past_key_values: The cache returned by the previous step.
@@ -527,15 +503,20 @@ class TransformerDecoder(nn.Module):
         """
         past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
         target_length = input_ids.shape[1]
-        # Token + position embeddings; positions continue after the cached ones (or are given).
+        if position_ids is None:
+            # A token's position counts the real tokens before it (one rule, parts.positions.position_ids).
+            position_ids = positions_of(attention_mask, target_length, past_length, device=input_ids.device)
+        # Token + position embeddings.
         embedding_output = self.embeddings(input_ids, past_length=past_length, position_ids=position_ids)  # (B, T, E)
         hidden_states = embedding_output
+        # The masks, built once, in the additive form every layer adds to its scores (see core.masks).
+        masks = dict(device=input_ids.device, dtype=embedding_output.dtype)
         # Query i sits at position past + i and sees keys 0 .. past + i, never a padded one: (B, 1, T, S).
         self_attention_mask = build_attention_mask(
-            attention_mask, query_length=target_length, causal=True, past_length=past_length, device=input_ids.device
+            attention_mask, query_length=target_length, causal=True, past_length=past_length, **masks
         )
         # Cross-attention sees every real source token: (B, 1, 1, S), no causality.
-        source_mask = build_attention_mask(encoder_attention_mask, query_length=target_length, device=input_ids.device)
+        source_mask = build_attention_mask(encoder_attention_mask, query_length=target_length, **masks)
 
         layer_outputs = []
         for index, layer in enumerate(self.layers):
@@ -558,107 +539,35 @@ class TransformerDecoder(nn.Module):
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
 
 
-def _check_seq2seq_inputs(model: EncoderDecoderTransformer, args: Arguments) -> None:
+def _check_seq2seq_inputs(model: EncoderDecoderModel, args: Arguments) -> None:
     """Source and target of one batch: as many targets as sources, masks shaped like their ids."""
-    input_ids = check_token_inputs(args, model.config)
-    decoder_config = model.decoder.config
-    decoder_input_ids = check_input_ids(
-        args.decoder_input_ids, decoder_config.vocab_size, decoder_config.max_position_embeddings, "decoder_input_ids"
-    )
-    if decoder_input_ids.shape[0] != input_ids.shape[0]:
-        raise ValueError(
-            f"decoder_input_ids has batch size {decoder_input_ids.shape[0]}, but input_ids has batch size "
-            f"{input_ids.shape[0]}: each target needs its own source"
-        )
-    if args.decoder_attention_mask is not None:
-        check_attention_mask(args.decoder_attention_mask, *decoder_input_ids.shape, name="decoder_attention_mask")
+    check_source_and_target(args, model.config)
 
 
-class EncoderDecoderTransformer(nn.Module):
-    r"""The full transformer of the 2017 paper: encoder, decoder and a language-model head.
+class EncoderDecoderModel(nn.Module):
+    """What every encoder-decoder model does with its encoder, decoder and head: encode once, decode step by step.
 
-    .. math::
-
-        z = \operatorname{Encoder}(x),\qquad
-        p(y_{t+1} \mid y_{\le t}, x) = \operatorname{softmax}\bigl(
-        \operatorname{Decoder}(y_{\le t}, z)_t\, W_\text{lm}^\top + b_\text{lm}\bigr)
-
-    By default encoder and decoder share one config (hidden size, heads,
-    layers) but no weights; the ``lm_head`` turns each decoder vector into
-    scores over the vocabulary.
-    :func:`~literate_transformer.book.generation.greedy_generate` writes a
-    target with it; :mod:`~literate_transformer.book.training` trains one
-    from scratch.  The keyword arguments configure the variants other
-    families are made of: BART (:mod:`~literate_transformer.models.bart`) is
-    this model, post-LN, with one embedding table for source, target and
-    output, and :class:`torch.nn.Transformer` is it with final layer norms.
-
-    Args:
-        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
-            ``transformers`` config (the encoder's, and the decoder's unless
-            ``decoder_config`` is given).
-        norm_first: Pre-LN (``True``) or post-LN (``False``) layers in both stacks.
-        decoder_config: The decoder's own config, when its depth, heads or
-            feed-forward width differ from the encoder's (BART's configs
-            allow it); it must agree with ``config`` on ``vocab_size``,
-            ``hidden_size`` and ``max_position_embeddings``.
-        final_layer_norm: A layer norm after the last layer of each stack
-            (:class:`torch.nn.Transformer` has them).
-        tie_word_embeddings: One token-embedding table for the encoder, the
-            decoder and the LM head's weight (its bias stays its own), as
-            "Attention Is All You Need" §3.4 and BART share them.
-        add_lm_head: Build ``lm_head``; without it (BART's ``BartModel``)
-            ``logits`` is ``None``.
-
-    Attributes:
-        encoder: The book's :class:`~literate_transformer.book.encoder.TransformerEncoder`.
-        decoder: A :class:`TransformerDecoder`.
-        lm_head: Linear map ``E -> V`` from decoder vectors to next-token scores, or ``None``.
-
-    Raises:
-        ValueError: if ``decoder_config`` disagrees with ``config`` on a size
-            the two stacks must share.
+    Generation (:mod:`~literate_transformer.book.generation`) asks a model
+    that writes whether it reads a source (``is_encoder_decoder``); one that
+    does is encoded once, and decoded a step at a time with a cache.  The
+    book's :class:`EncoderDecoderTransformer` and every family of the
+    encoder-decoder branch (BART, T5, ...) are such models: each has an
+    ``encoder`` and a ``decoder`` that check their inputs, and a ``head``
+    that scores the next token (``None`` without one).
     """
 
-    def __init__(
-        self,
-        config: TransformerConfig | Any,
-        norm_first: bool = True,
-        *,
-        decoder_config: TransformerConfig | Any | None = None,
-        final_layer_norm: bool = False,
-        tie_word_embeddings: bool = False,
-        add_lm_head: bool = True,
-    ) -> None:
-        super().__init__()
-        config = as_config(config)
-        decoder_config = config if decoder_config is None else as_config(decoder_config)
-        for name in ("vocab_size", "hidden_size", "max_position_embeddings"):
-            if getattr(decoder_config, name) != getattr(config, name):
-                raise ValueError(
-                    f"decoder_config.{name} ({getattr(decoder_config, name)}) must equal config.{name} "
-                    f"({getattr(config, name)}): encoder and decoder share it"
-                )
-        for name, value in (("tie_word_embeddings", tie_word_embeddings), ("add_lm_head", add_lm_head)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name} must be a bool, got {value!r}")
-        self.config = config
-        self.norm_first = check_norm_first(norm_first)
-        self.encoder = TransformerEncoder(config, norm_first=norm_first, final_layer_norm=final_layer_norm)
-        self.decoder = TransformerDecoder(decoder_config, norm_first=norm_first, final_layer_norm=final_layer_norm)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size) if add_lm_head else None
-        if tie_word_embeddings:
-            # One table: the decoder embeds with the encoder's module ...
-            self.decoder.embeddings.token_embeddings = self.encoder.embeddings.token_embeddings
-            # ... and scores the next token with its weight, logits = h W_tok^T + b (one tensor, three uses).
-            if self.lm_head is not None:
-                self.lm_head.weight = self.encoder.embeddings.token_embeddings.weight
+    #: ``True``, a model that reads a source and writes a new sequence (what generation asks a model).
+    is_encoder_decoder = True
 
     def encode(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, *, output_attentions: bool = False
     ) -> ModelOutput:
         """Run the encoder once: its :class:`~literate_transformer.core.outputs.ModelOutput` (it checks the inputs)."""
         return self.encoder(input_ids, attention_mask, output_attentions=output_attentions)
+
+    def head(self, hidden_states: Tensor) -> Tensor | None:
+        """Next-token scores for the decoder's states; a model without a language-model head has none."""
+        return None
 
     def decode(
         self,
@@ -671,9 +580,16 @@ class EncoderDecoderTransformer(nn.Module):
         past_key_values: tuple[LayerCache, ...] | None = None,
         use_cache: bool = False,
     ) -> Seq2SeqOutput:
-        """Run the decoder (it checks the inputs) and the LM head on already-encoded source states.
+        """Run the decoder (it checks the inputs) and the head on already-encoded source states.
 
-        Arguments as in :meth:`TransformerDecoder.forward`.
+        Args:
+            decoder_input_ids: Target ids ``(B, T)`` (with a cache, only the new ones).
+            encoder_hidden_states: The encoder's output ``(B, S, E)``.
+            encoder_attention_mask: The source's ``(B, S)`` padding mask.
+            decoder_attention_mask: The target's ``(B, past + T)`` padding mask.
+            output_attentions: Return the decoder's self- and cross-attention probabilities.
+            past_key_values: The cache returned by the previous step.
+            use_cache: Return the updated cache.
 
         Returns:
             A :class:`~literate_transformer.core.outputs.Seq2SeqOutput`
@@ -688,10 +604,8 @@ class EncoderDecoderTransformer(nn.Module):
             past_key_values=past_key_values,
             use_cache=use_cache,
         )
-        # Scores over the vocabulary for the token after each target position (a model without a head has none).
-        logits = None if self.lm_head is None else self.lm_head(decoded.last_hidden_state)
         return Seq2SeqOutput(
-            logits=logits,
+            logits=self.head(decoded.last_hidden_state),
             last_hidden_state=decoded.last_hidden_state,
             past_key_values=decoded.past_key_values,
             decoder_attentions=decoded.attentions,
@@ -741,3 +655,49 @@ class EncoderDecoderTransformer(nn.Module):
         )
         decoded.encoder_attentions = encoded.attentions
         return decoded
+
+
+class EncoderDecoderTransformer(EncoderDecoderModel):
+    r"""The full transformer of the 2017 paper: encoder, decoder and a language-model head.
+
+    .. math::
+
+        z = \operatorname{Encoder}(x),\qquad
+        p(y_{t+1} \mid y_{\le t}, x) = \operatorname{softmax}\bigl(
+        \operatorname{Decoder}(y_{\le t}, z)_t\, W_\text{lm}^\top + b_\text{lm}\bigr)
+
+    Encoder and decoder share one config (hidden size, heads, layers) but no
+    weights; the ``lm_head`` turns each decoder vector into scores over the
+    vocabulary.  :func:`~literate_transformer.book.generation.greedy_generate`
+    writes a target with it; :mod:`~literate_transformer.book.training`
+    trains one from scratch.  With ``final_layer_norm=True`` it is
+    :class:`torch.nn.Transformer`, whose stacks end with a layer norm each
+    (the 2017 paper's post-LN model has none).  The families of the
+    encoder-decoder branch (BART, T5, ...) are built from the same parts in
+    :mod:`literate_transformer.models`, under their own names.
+
+    Args:
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
+            ``transformers`` config (with BERT's field names).
+        norm_first: Pre-LN (``True``) or post-LN (``False``) layers in both stacks.
+        final_layer_norm: A layer norm after the last layer of each stack
+            (:class:`torch.nn.Transformer` has them).
+
+    Attributes:
+        encoder: The book's :class:`~literate_transformer.book.encoder.TransformerEncoder`.
+        decoder: A :class:`TransformerDecoder`.
+        lm_head: Linear map ``E -> V`` from decoder vectors to next-token scores.
+    """
+
+    def __init__(self, config: TransformerConfig | Any, norm_first: bool = True, *, final_layer_norm: bool = False):
+        super().__init__()
+        config = as_config(config)
+        self.config = config
+        self.norm_first = check_norm_first(norm_first)
+        self.encoder = TransformerEncoder(config, norm_first=norm_first, final_layer_norm=final_layer_norm)
+        self.decoder = TransformerDecoder(config, norm_first=norm_first, final_layer_norm=final_layer_norm)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def head(self, hidden_states: Tensor) -> Tensor:
+        """Scores over the vocabulary for the token after each target position, ``(B, T, V)``."""
+        return self.lm_head(hidden_states)

@@ -116,18 +116,19 @@ from ..core.validation import (
     check_token_inputs,
     validate_with,
 )
+from ..parts.norms import make_norm
 from .attention import MultiHeadAttention
 from .embeddings import Embeddings
 from .feed_forward import FeedForward
 
-__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "make_final_layer_norm"]
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "final_norm"]
 
 
-def make_final_layer_norm(config: Any, final_layer_norm: bool) -> nn.LayerNorm | None:
+def final_norm(config: Any, final_layer_norm: bool) -> nn.Module | None:
     """The layer norm a stack applies after its last layer, or ``None`` (``final_layer_norm`` must be a bool)."""
     if not isinstance(final_layer_norm, bool):
         raise TypeError(f"final_layer_norm must be a bool, got {final_layer_norm!r}")
-    return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if final_layer_norm else None
+    return make_norm(config.hidden_size, config.layer_norm_eps) if final_layer_norm else None
 
 
 def _check_layer_inputs(layer: TransformerEncoderLayer, args: Arguments) -> None:
@@ -154,9 +155,9 @@ class TransformerEncoderLayer(nn.Module):
         #: Whether the layer norms come before the sub-layers (pre-LN) or after the residual sums (post-LN).
         self.norm_first = check_norm_first(norm_first)
         #: The layer norm of the attention sub-layer.
-        self.layer_norm_1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layer_norm_1 = make_norm(config.hidden_size, config.layer_norm_eps)
         #: The layer norm of the feed-forward sub-layer.
-        self.layer_norm_2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layer_norm_2 = make_norm(config.hidden_size, config.layer_norm_eps)
         #: Multi-head self-attention.
         self.attention = MultiHeadAttention(config)
         #: The position-wise feed-forward network (it has its own output dropout).
@@ -222,7 +223,7 @@ class TransformerEncoder(nn.Module):
             TransformerEncoderLayer(config, norm_first=norm_first) for _ in range(config.num_hidden_layers)
         )
         #: The layer norm after the last layer, or ``None``.
-        self.final_layer_norm = make_final_layer_norm(config, final_layer_norm)
+        self.final_layer_norm = final_norm(config, final_layer_norm)
 
     @validate_with(_check_encoder_inputs)
     def forward(
@@ -255,8 +256,11 @@ class TransformerEncoder(nn.Module):
         # Token ids to vectors.
         embedding_output = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
         hidden_states = embedding_output
-        # Padding keys are hidden from every query: a (B, 1, 1, T) mask, or none without padding.
-        mask = build_attention_mask(attention_mask, query_length=input_ids.shape[1], device=input_ids.device)
+        # Padding keys are hidden from every query: a (B, 1, 1, T) mask, or none without padding, built once in
+        # the additive form every layer adds to its scores.
+        mask = build_attention_mask(
+            attention_mask, query_length=input_ids.shape[1], device=input_ids.device, dtype=embedding_output.dtype
+        )
         layer_outputs = []
         for layer in self.layers:
             layer_outputs.append(layer(hidden_states, mask, output_attentions))

@@ -53,10 +53,18 @@ Padded prompts
 Prompts of different lengths are padded on the *left*, so that every row's
 last token is a real one and the next token is appended right after it.  A
 left-padded row's first real token would then sit at position 3, say, where
-the unpadded prompt has it at 0; so, as HuggingFace does, the positions are
-counted over the real tokens only (``attention_mask.cumsum(-1) - 1``, padding
-at position 0) and passed as ``position_ids``, and the attention mask grows
-by one real position per step.
+the unpadded prompt has it at 0; so, as HuggingFace's ``generate()`` does,
+positions are counted over the real tokens only.  The models do that
+themselves, by one rule (:func:`~literate_transformer.parts.positions.position_ids`),
+from the attention mask, which grows by one real position per step.
+
+What kind of model it is
+------------------------
+The loop asks the model: a model that writes declares
+``is_encoder_decoder`` (HuggingFace keeps the same flag in its configs).  An
+encoder-decoder model has ``encode()`` and ``decode()``; a decoder-only model
+is called with HuggingFace's arguments (``attention_mask``,
+``past_key_values``, ``use_cache``) and returns ``logits``.
 
 Both paths compute the same numbers: a test runs them side by side and
 requires identical tokens and next-token logits equal to ``1e-5`` at every
@@ -79,7 +87,6 @@ True
 
 from __future__ import annotations
 
-import inspect
 from typing import NamedTuple
 
 import torch
@@ -101,22 +108,14 @@ class GenerationOutput(NamedTuple):
 
 
 def is_encoder_decoder(model: object) -> bool:
-    """Whether ``model`` encodes a source and decodes a target: it has ``config``, ``encode()`` and ``decode()``."""
-    return (
-        hasattr(model, "config")
-        and callable(getattr(model, "encode", None))
-        and callable(getattr(model, "decode", None))
-    )
+    """Whether ``model`` encodes a source and decodes a target: it says so (``is_encoder_decoder = True``)."""
+    return isinstance(model, torch.nn.Module) and getattr(model, "is_encoder_decoder", None) is True
 
 
 def is_decoder_only(model: object) -> bool:
-    """Whether ``model`` is a language model that continues its input: a module with ``config`` whose
-    ``forward`` takes HuggingFace's ``attention_mask``, ``position_ids``, ``past_key_values`` and ``use_cache``
-    and returns ``logits`` (such as :class:`~literate_transformer.models.gpt2.GPT2LMHeadModel`)."""
-    if not isinstance(model, torch.nn.Module) or not hasattr(model, "config") or is_encoder_decoder(model):
-        return False
-    parameters = inspect.signature(model.forward).parameters
-    return {"attention_mask", "position_ids", "past_key_values", "use_cache"} <= set(parameters)
+    """Whether ``model`` is a language model that continues its input: it says so (``is_encoder_decoder = False``),
+    as :class:`~literate_transformer.models.gpt2.GPT2LMHeadModel` does."""
+    return isinstance(model, torch.nn.Module) and getattr(model, "is_encoder_decoder", None) is False
 
 
 def _check_generate_inputs(args: Arguments) -> None:
@@ -124,9 +123,9 @@ def _check_generate_inputs(args: Arguments) -> None:
     encoder_decoder = is_encoder_decoder(model)
     if not encoder_decoder and not is_decoder_only(model):
         raise TypeError(
-            "model must be an encoder-decoder model with config, encode() and decode() (e.g. "
+            "model must be an encoder-decoder model (is_encoder_decoder = True, with encode() and decode(), e.g. "
             "EncoderDecoderTransformer, BartForConditionalGeneration) or a decoder-only language model "
-            f"(e.g. GPT2LMHeadModel), got {type(model).__name__}"
+            f"(is_encoder_decoder = False, e.g. GPT2LMHeadModel), got {type(model).__name__}"
         )
     config = model.config
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
@@ -232,14 +231,9 @@ def greedy_generate(
                     new_ids, encoder_hidden_states, attention_mask, past_key_values=past_key_values, use_cache=use_cache
                 )
             else:
-                # Positions count real tokens only: a left-padded row starts at 0 too (padding sits at 0).
-                position_ids = (sequence_mask.cumsum(-1) - 1).masked_fill(sequence_mask == 0, 0)
+                # The model counts positions over the real tokens of the mask: a left-padded row starts at 0 too.
                 output = model(
-                    new_ids,
-                    attention_mask=sequence_mask,
-                    position_ids=position_ids[:, -new_ids.shape[1] :],
-                    past_key_values=past_key_values,
-                    use_cache=use_cache,
+                    new_ids, attention_mask=sequence_mask, past_key_values=past_key_values, use_cache=use_cache
                 )
             # The cache now also holds the newest token's keys and values (None without a cache).
             past_key_values = output.past_key_values

@@ -10,23 +10,14 @@ from-scratch modules.  We do both:
 * :class:`TransformerConfig` is a plain :func:`~dataclasses.dataclass` whose
   field names are **exactly** those of :class:`transformers.BertConfig`, so a
   reader can move between the two without a dictionary.
-* Every module accepts either a :class:`TransformerConfig` *or* a
-  ``transformers`` configuration object with BERT's field names;
-  :func:`as_config` converts the latter and validates it.  Families whose
-  configs use other names (GPT-2's ``n_embd``, BART's ``d_model``) convert
-  theirs in their own module (:func:`~literate_transformer.models.gpt2.gpt2_config`,
-  :func:`~literate_transformer.models.bart.bart_config`).
-
-A few fields describe what other families do differently *before* the first
-layer, each with BERT's behaviour as its default: no segment embeddings
-(``type_vocab_size=0``, GPT-2 and BART), no layer norm on the embeddings
-(``embedding_layer_norm=False``, GPT-2), a learned-position table offset by
-two rows (``position_offset=2``, BART), token embeddings scaled by
-:math:`\sqrt{E}` (``scale_embedding``, BART's option and the 2017 paper's
-rule).  What differs *in the stack* (pre- or post-LN, a final layer norm,
-cross-attention, tied embeddings) is an argument of the module that builds
-the stack, as ``norm_first`` is, because it is a choice of architecture
-rather than a size.
+* Every module of the book's path and of BERT accepts either a
+  :class:`TransformerConfig` *or* a ``transformers`` configuration object
+  with BERT's field names; :func:`as_config` converts the latter and
+  validates it.  The other families (GPT-2's ``n_embd``, BART's
+  ``d_model``, Llama's ``rms_norm_eps``) read their own ``transformers``
+  config, under its own names, in their own module of
+  :mod:`literate_transformer.models`: this file knows no family but BERT's
+  field names.
 
 Validation happens once, when the config is built.  A config that would only
 fail deep inside a matrix multiply (for example a hidden size that does not
@@ -52,12 +43,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .activations import ACTIVATIONS
+from .checkpoints import resolve_checkpoint
+from .kernels import ATTENTION_IMPLEMENTATIONS
 
 __all__ = ["TransformerConfig", "as_config"]
-
-#: The attention implementations, the manual, commented ``"eager"`` path and
-#: the fused :func:`torch.nn.functional.scaled_dot_product_attention` (``"sdpa"``).
-ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
 
 #: The fields that fix the shapes of a model's weights, in HuggingFace's order
 #: (what a saved or exported model and the code that reads it must agree on).
@@ -106,22 +95,9 @@ class TransformerConfig:
             ``hidden_dropout_prob``, as in HuggingFace.
         attn_implementation: ``"eager"`` (the commented, step-by-step
             attention) or ``"sdpa"`` (PyTorch's fused kernel).
-        embedding_layer_norm: Normalise the summed embeddings (BERT, BART's
-            ``layernorm_embedding``); ``False`` for GPT-2, whose first layer
-            norm is the first layer's own.
-        position_offset: Rows of the learned position table before position
-            0: position :math:`p` reads row :math:`p + \text{offset}`, and the
-            table has ``max_position_embeddings + position_offset`` rows.
-            BART's is 2 (a leftover of fairseq, which numbered positions
-            after the padding index); ``0`` elsewhere.
-        scale_embedding: Multiply the token embeddings by :math:`\sqrt{E}`
-            before adding the positions (BART's option of that name, and
-            "Attention Is All You Need" §3.4).
         bos_token_id: The beginning-of-sequence token, or ``None``.
         eos_token_id: The end-of-sequence token, at which generation stops,
             or ``None``.
-        decoder_start_token_id: The token an encoder-decoder's target
-            starts with (BART's is its ``eos_token_id``), or ``None``.
 
     Raises:
         ValueError: if a field is out of range, naming the field and value.
@@ -146,12 +122,8 @@ class TransformerConfig:
     num_labels: int = 2
     classifier_dropout: float | None = None
     attn_implementation: str = "eager"
-    embedding_layer_norm: bool = True
-    position_offset: int = 0
-    scale_embedding: bool = False
     bos_token_id: int | None = None
     eos_token_id: int | None = None
-    decoder_start_token_id: int | None = None
     #: Extra fields of the source config that this package does not use
     #: (kept so :meth:`to_hf` round-trips them).
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -166,15 +138,12 @@ class TransformerConfig:
                 raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
             if value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
-        for name in ("type_vocab_size", "position_offset"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-            if value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value}")
-        for name in ("embedding_layer_norm", "scale_embedding"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.type_vocab_size, int) or isinstance(self.type_vocab_size, bool):
+            raise TypeError(
+                f"type_vocab_size must be an int, got {type(self.type_vocab_size).__name__} ({self.type_vocab_size!r})"
+            )
+        if self.type_vocab_size < 0:
+            raise ValueError(f"type_vocab_size must be a non-negative integer, got {self.type_vocab_size}")
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
@@ -199,7 +168,7 @@ class TransformerConfig:
             raise ValueError(
                 f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {self.attn_implementation!r}"
             )
-        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -253,28 +222,16 @@ class TransformerConfig:
     def from_pretrained(cls, path_or_name: str | os.PathLike[str] | None = None) -> TransformerConfig:
         """Read the config of a checkpoint (by default the offline one).
 
-        See :func:`literate_transformer.checkpoints.resolve_checkpoint` for
+        See :func:`literate_transformer.core.checkpoints.resolve_checkpoint` for
         how ``path_or_name`` is resolved.
         """
-        from ..checkpoints import resolve_checkpoint
-
         return cls.from_dict(resolve_checkpoint(path_or_name).config)
 
     def to_hf(self) -> Any:
-        """Return the equivalent :class:`transformers.BertConfig`.
-
-        Raises:
-            ValueError: for a config whose embeddings no BERT has (see
-                ``NOT_BERT``).
-        """
+        """Return the equivalent :class:`transformers.BertConfig` (every field is one of its own)."""
         from transformers import BertConfig
 
-        for name, bert_value in NOT_BERT.items():
-            if getattr(self, name) != bert_value:
-                raise ValueError(
-                    f"{name}={getattr(self, name)!r} has no BertConfig equivalent (BERT's is {bert_value!r})"
-                )
-        excluded = ("extra", "attn_implementation", *NOT_BERT)
+        excluded = ("extra", "attn_implementation")
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in excluded}
         hf = BertConfig(**data)
         hf._attn_implementation = self.attn_implementation
@@ -293,62 +250,6 @@ class TransformerConfig:
         return dataclasses.replace(self, **changes)
 
 
-#: Fields that only describe other families (their embeddings, an encoder-decoder's start token), with BERT's value (what :meth:`TransformerConfig.to_hf`
-#: requires).
-NOT_BERT: dict[str, Any] = {
-    "embedding_layer_norm": True,
-    "position_offset": 0,
-    "scale_embedding": False,
-    "decoder_start_token_id": None,
-}
-
-#: Where the configs of families with other field names are converted.
-CONVERTERS = {
-    "gpt2": "literate_transformer.models.gpt2.gpt2_config",
-    "bart": "literate_transformer.models.bart.bart_config",
-}
-
-
-def converted_fields(hf_config: Any, *extra: str) -> dict[str, Any]:
-    """The fields every converter of another family fills the same way.
-
-    The hidden size and the number of positions, read under their standard
-    names: each ``transformers`` config maps those onto its family's own
-    (``GPT2Config.attribute_map`` sends ``hidden_size`` to ``n_embd``,
-    ``BartConfig``'s to ``d_model``); the vocabulary and the activation
-    (``activation_function`` in GPT-2 and BART alike); no segment embeddings (``type_vocab_size=0``); the padding,
-    start and end ids, each ``None`` where it lies outside the vocabulary (a
-    ``GPT2Config``'s default 50256 with a smaller ``vocab_size`` can never
-    be read or written); HuggingFace's attention implementation where this
-    package has it, else ``"eager"``; and, kept in ``extra``, the model type
-    and the fields named in ``extra``, which have no counterpart here.
-
-    >>> from transformers import GPT2Config
-    >>> fields = converted_fields(GPT2Config(vocab_size=100), "embd_pdrop")
-    >>> fields["hidden_size"], fields["eos_token_id"], fields["type_vocab_size"], fields["extra"]
-    (768, None, 0, {'model_type': 'gpt2', 'embd_pdrop': 0.1})
-    """
-    vocab_size = hf_config.vocab_size
-
-    def in_vocabulary(name: str) -> int | None:
-        token_id = getattr(hf_config, name, None)
-        return token_id if isinstance(token_id, int) and 0 <= token_id < vocab_size else None
-
-    implementation = getattr(hf_config, "_attn_implementation", None)
-    return dict(
-        hidden_size=hf_config.hidden_size,
-        max_position_embeddings=hf_config.max_position_embeddings,
-        vocab_size=vocab_size,
-        hidden_act=hf_config.activation_function,
-        type_vocab_size=0,
-        pad_token_id=in_vocabulary("pad_token_id"),
-        bos_token_id=in_vocabulary("bos_token_id"),
-        eos_token_id=in_vocabulary("eos_token_id"),
-        attn_implementation=implementation if implementation in ATTENTION_IMPLEMENTATIONS else "eager",
-        extra={"model_type": hf_config.model_type, **{name: getattr(hf_config, name) for name in extra}},
-    )
-
-
 def as_config(config: Any) -> TransformerConfig:
     """Accept a :class:`TransformerConfig` or a ``transformers`` config.
 
@@ -360,7 +261,7 @@ def as_config(config: Any) -> TransformerConfig:
 
     Raises:
         TypeError: if ``config`` is neither, or is a ``transformers`` config
-            whose fields are not BERT's (it names the function that converts it).
+            whose fields are not BERT's (it says where its family's models are).
 
     >>> from transformers import BertConfig, GPT2Config
     >>> as_config(BertConfig(hidden_size=64, num_attention_heads=4)).head_size
@@ -368,17 +269,17 @@ def as_config(config: Any) -> TransformerConfig:
     >>> as_config(GPT2Config())
     Traceback (most recent call last):
         ...
-    TypeError: config is a transformers GPT2Config, whose fields are not BERT's: convert it with literate_transformer.models.gpt2.gpt2_config(config)
+    TypeError: config is a transformers GPT2Config, whose fields are not BERT's: its family's models read it as it is (literate_transformer.models.gpt2)
     """
     if isinstance(config, TransformerConfig):
         return config
     if hasattr(config, "hidden_size") and hasattr(config, "num_attention_heads"):
         # GPT-2 and BART answer to hidden_size through an alias, but their to_dict() uses their own names.
         if hasattr(config, "to_dict") and "hidden_size" not in config.to_dict():
-            converter = CONVERTERS.get(getattr(config, "model_type", None), "its family's config function")
+            family = getattr(config, "model_type", None) or "<family>"
             raise TypeError(
                 f"config is a transformers {type(config).__name__}, whose fields are not BERT's: "
-                f"convert it with {converter}(config)"
+                f"its family's models read it as it is (literate_transformer.models.{family})"
             )
         return TransformerConfig.from_hf(config)
     raise TypeError(

@@ -51,17 +51,18 @@ One rule, both kernels
 The eager path (the commented code) masks with :func:`masked_fill_scores`.
 The fused kernel, :func:`torch.nn.functional.scaled_dot_product_attention`,
 adds the mask to the scores itself; :func:`to_fused_kernel_mask` hands it an
-additive mask whose masked entries are ``finfo.min / 2``, finite and with
-room below them for the scores it is added to, so that the same rule holds
-there: masked scores are the most negative finite numbers, never
-:math:`-\infty`.
+additive mask whose masked entries are finite and leave room below them for
+the scores they are added to, so that the same rule holds there: masked
+scores are the most negative finite numbers, never :math:`-\infty`.
 
 Building the mask once
 ----------------------
 Every model in this package turns the tokenizer's ``attention_mask`` (and, in
 a decoder, causality) into the mask its layers apply in one place,
 :func:`build_attention_mask`, at its entry point; the layers receive it ready
-made.
+made.  The mask's values are checked once, by the model's entry (see
+:mod:`~literate_transformer.core.validation`); building it reads no value
+back to the host, so that on a GPU the forward never waits for one.
 
 >>> causal_mask(3)
 tensor([[ True, False, False],
@@ -78,6 +79,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .validation import Arguments, check_attention_mask, validate_with
+
 __all__ = [
     "padding_mask",
     "causal_mask",
@@ -90,6 +93,11 @@ __all__ = [
 ]
 
 
+def _check_padding_mask_inputs(args: Arguments) -> None:
+    check_attention_mask(args.attention_mask, None, None)
+
+
+@validate_with(_check_padding_mask_inputs)
 def padding_mask(attention_mask: Tensor) -> Tensor:
     """Turn a tokenizer's ``attention_mask`` into a boolean key mask.
 
@@ -102,11 +110,10 @@ def padding_mask(attention_mask: Tensor) -> Tensor:
 
     Raises:
         TypeError: if ``attention_mask`` is not a tensor.
-        ValueError: if it is not 2-D or holds values other than 0 and 1.
+        ValueError: if it is not 2-D or holds values other than 0 and 1
+            (checked when called from outside the package; a model checks
+            its mask once, at its entry).
     """
-    from .validation import check_attention_mask
-
-    attention_mask = check_attention_mask(attention_mask, None, None)
     return attention_mask.bool()[:, None, None, :]
 
 
@@ -169,8 +176,9 @@ def build_attention_mask(
     causal: bool = False,
     past_length: int = 0,
     device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
 ) -> Tensor | None:
-    """The boolean mask a model's attention layers apply, built once at the model's entry.
+    """The mask a model's attention layers apply, built once at the model's entry.
 
     Args:
         attention_mask: The tokenizer's ``(B, S)`` mask over every key
@@ -181,31 +189,40 @@ def build_attention_mask(
         past_length: Number of cached positions before the queries
             (``S = past_length + T`` when ``attention_mask`` is ``None``).
         device: Where to build the mask (default: the ``attention_mask``'s device).
+        dtype: Give the mask in the additive form of this dtype (:func:`to_additive`), the form every
+            layer then adds to its scores without converting it again; ``None`` for the boolean form.
 
     Returns:
-        ``None`` when nothing is hidden (no padding, not causal), so that no
-        pass over the scores is spent adding zeros; else a boolean mask,
-        ``True`` = may attend: ``(B, 1, 1, S)`` for padding, ``(T, S)`` for
-        causality, ``(B, 1, T, S)`` for both.
+        ``None`` when nothing is hidden (no ``attention_mask``, not causal),
+        so that no pass over the scores is spent adding zeros; else a
+        boolean mask, ``True`` = may attend: ``(B, 1, 1, S)`` for padding,
+        ``(T, S)`` for causality, ``(B, 1, T, S)`` for both.  A mask of
+        ones is kept as it is: finding out that it hides nothing would read
+        its values back to the host.
 
     >>> build_attention_mask(torch.tensor([[1, 1, 0]]), query_length=3, causal=True).int()
     tensor([[[[1, 0, 0],
               [1, 1, 0],
               [1, 1, 0]]]], dtype=torch.int32)
-    >>> build_attention_mask(torch.tensor([[1, 1, 1]]), query_length=3) is None
+    >>> build_attention_mask(None, query_length=3) is None
     True
+    >>> build_attention_mask(None, query_length=2, causal=True, dtype=torch.float32)
+    tensor([[ 0.0000e+00, -3.4028e+38],
+            [ 0.0000e+00,  0.0000e+00]])
     """
     if attention_mask is not None and device is not None:
         attention_mask = attention_mask.to(device)
     padding = None
-    if attention_mask is not None and not bool(attention_mask.all()):
-        padding = padding_mask(attention_mask)  # (B, 1, 1, S)
+    if attention_mask is not None:
+        # padding_mask's view, without its check: the model's entry has checked the mask once already.
+        padding = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
     future = None
     if causal:
         key_length = past_length + query_length if attention_mask is None else attention_mask.shape[-1]
         device = device if device is not None else (attention_mask.device if attention_mask is not None else None)
         future = causal_mask(query_length, key_length, device=device)  # (T, S)
-    return combine_masks(future, padding)
+    mask = combine_masks(future, padding)
+    return mask if mask is None or dtype is None else to_additive(mask, dtype)
 
 
 def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -270,26 +287,33 @@ def to_fused_kernel_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
     """A boolean or additive mask in the form the fused kernel adds to its scores.
 
     :func:`torch.nn.functional.scaled_dot_product_attention` adds a float
-    mask to the scores inside the kernel.  Masked entries here are
-    ``finfo(dtype).min / 2``: finite, so a fully masked row stays finite as
-    on the eager path, and with room below them for the score they are added
-    to (``finfo.min`` itself plus a negative score overflows to ``-inf`` in
-    float16, and a row of ``-inf`` is NaN).
+    mask to the scores inside the kernel.  Masked entries must be finite, so
+    that a fully masked row stays finite as on the eager path, and leave
+    room below them for the score they are added to.  A boolean mask
+    becomes an additive one whose masked entries are ``finfo(dtype).min /
+    2``.  An additive mask (a model makes its mask additive once, at its
+    entry, with :func:`to_additive`) is handed on untouched in float32 and
+    bfloat16, where a score added to ``finfo.min`` rounds back to
+    ``finfo.min`` (the score is far below the spacing of floats that large);
+    in float16 ``finfo.min`` plus a negative score overflows to ``-inf`` (and
+    a row of ``-inf`` is NaN), so it is clamped at ``finfo.min / 2``.
 
     Args:
         mask: ``True`` = may attend, or additive (0 = may attend).
         dtype: The dtype of the queries.
 
     Returns:
-        An additive mask of ``dtype``, never below ``finfo(dtype).min / 2``.
+        An additive mask of ``dtype``.
 
     >>> to_fused_kernel_mask(torch.tensor([True, False]), torch.float16)
     tensor([     0., -32752.], dtype=torch.float16)
+    >>> additive = to_additive(torch.tensor([True, False]))
+    >>> to_fused_kernel_mask(additive, torch.float32) is additive   # made once, at the model's entry
+    True
     """
     if mask.dtype == torch.bool:
-        mask = to_additive(mask, dtype)
-    elif mask.is_floating_point():
-        mask = mask.to(dtype)
-    else:
+        return to_additive(mask, dtype).clamp(min=torch.finfo(dtype).min / 2)
+    if not mask.is_floating_point():
         raise TypeError(f"mask must be boolean or floating point, got dtype {mask.dtype}")
-    return mask.clamp(min=torch.finfo(dtype).min / 2)
+    mask = mask.to(dtype)
+    return mask.clamp(min=torch.finfo(dtype).min / 2) if dtype == torch.float16 else mask

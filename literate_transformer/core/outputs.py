@@ -77,6 +77,8 @@ class ModelOutput:
         last_hidden_state: The last layer's output, ``(B, T, E)``.
         logits: A language model's next-token scores ``(B, T, V)``; ``None``
             for a model without a language-model head.
+        loss: The training loss, a scalar, when the call was given
+            ``labels``; else ``None``.
         pooler_output: BERT's pooled ``[CLS]`` vector, ``(B, E)``; ``None``
             elsewhere.
         hidden_states: With ``output_hidden_states=True``: the embeddings'
@@ -93,6 +95,7 @@ class ModelOutput:
 
     last_hidden_state: Tensor
     logits: Tensor | None = None
+    loss: Tensor | None = None
     pooler_output: Tensor | None = None
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None

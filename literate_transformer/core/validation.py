@@ -38,6 +38,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .outputs import LayerCache
+
 # How many validated calls are running in this thread: only the outermost one checks.
 _calls = threading.local()
 
@@ -242,6 +244,38 @@ def check_token_inputs(args: Arguments, config: Any, past_length: int = 0) -> Te
     return input_ids
 
 
+def check_source_and_target(args: Arguments, config: Any) -> None:
+    """An encoder-decoder model's inputs: the source's token inputs, and a target of the same batch.
+
+    ``input_ids`` (and its ``attention_mask``) as :func:`check_token_inputs`
+    checks them; ``decoder_input_ids``, when given, ids of the vocabulary that
+    fit the positions, one target per source, with a ``decoder_attention_mask``
+    of its shape.
+    """
+    input_ids = check_token_inputs(args, config)
+    if args.decoder_input_ids is None:
+        return
+    decoder_input_ids = check_input_ids(
+        args.decoder_input_ids, config.vocab_size, config.max_position_embeddings, "decoder_input_ids"
+    )
+    if decoder_input_ids.shape[0] != input_ids.shape[0]:
+        raise ValueError(
+            f"decoder_input_ids has batch size {decoder_input_ids.shape[0]}, but input_ids has batch size "
+            f"{input_ids.shape[0]}: each target needs its own source"
+        )
+    if args.decoder_attention_mask is not None:
+        check_attention_mask(args.decoder_attention_mask, *decoder_input_ids.shape, name="decoder_attention_mask")
+
+
+def check_labels(labels: object, shape: Sequence[int], vocab_size: int, name: str = "labels") -> Tensor:
+    """Training labels: token ids of ``shape`` in ``[0, vocab_size)``, or ``-100`` where the loss ignores them."""
+    labels = check_tensor(labels, name, dtypes=("int",), shape=tuple(shape))
+    scored = labels[labels != -100]
+    if scored.numel() and (int(scored.min()) < 0 or int(scored.max()) >= vocab_size):
+        raise ValueError(f"{name} must be token ids in [0, vocab_size={vocab_size}) or -100 (ignored)")
+    return labels
+
+
 def check_hidden_states(x: object, hidden_size: int, name: str = "hidden_states") -> Tensor:
     """Hidden states: a floating-point ``(B, T, E)`` tensor with ``E == hidden_size``."""
     return check_tensor(x, name, ndim=3, dtypes=("float",), shape=(None, None, hidden_size))
@@ -308,7 +342,7 @@ def check_token_id(value: object, name: str, vocab_size: int) -> int:
     return value
 
 
-def check_key_value_pair(pair: object, name: str, batch_size: int, num_heads: int, head_size: int) -> int:
+def check_key_value_pair(pair: object, name: str, batch_size: int | None, num_heads: int, head_size: int) -> int:
     """A ``(keys, values)`` cache entry: two ``(B, H, S, D)`` tensors of one shape; returns ``S``."""
     if not isinstance(pair, (tuple, list)) or len(pair) != 2:
         raise TypeError(f"{name} must be a (keys, values) pair of tensors, got {type(pair).__name__}")
@@ -320,3 +354,63 @@ def check_key_value_pair(pair: object, name: str, batch_size: int, num_heads: in
             f"{name}: keys and values must have the same shape, got {tuple(keys.shape)} and {tuple(values.shape)}"
         )
     return keys.shape[2]
+
+
+def check_past_key_values(
+    past_key_values: object,
+    *,
+    num_layers: int,
+    batch_size: int | None,
+    num_heads: int,
+    head_size: int,
+    source_length: int | None = None,
+) -> int:
+    """A cache returned by an earlier call: one :class:`~literate_transformer.core.outputs.LayerCache` per layer.
+
+    Args:
+        past_key_values: What the caller passed (``None`` for no cache).
+        num_layers: The model's number of layers.
+        batch_size: The batch size of the new tokens (``None``: not checked).
+        num_heads: The heads the cached keys and values have (key/value heads, with grouped-query attention).
+        head_size: ``D``.
+        source_length: The encoder's length ``S`` in a model whose layers cross-attend to it; ``None`` in a
+            model without cross-attention, whose caches must hold none.
+
+    Returns:
+        The number of cached positions.
+
+    Raises:
+        TypeError: for a cache entry that is not a ``LayerCache`` of tensor pairs.
+        ValueError: for a cache of another model, batch or source, or with layers of different lengths.
+    """
+    if past_key_values is None:
+        return 0
+    if not isinstance(past_key_values, (list, tuple)) or len(past_key_values) != num_layers:
+        raise ValueError(
+            f"past_key_values must hold one LayerCache per decoder layer ({num_layers}), "
+            f"got {type(past_key_values).__name__}"
+            + (f" of length {len(past_key_values)}" if isinstance(past_key_values, (list, tuple)) else "")
+        )
+    lengths = set()
+    for index, cache in enumerate(past_key_values):
+        name = f"past_key_values[{index}]"
+        if not isinstance(cache, LayerCache):
+            raise TypeError(f"{name} must be a LayerCache, got {type(cache).__name__}")
+        lengths.add(
+            check_key_value_pair(cache.self_attention, f"{name}.self_attention", batch_size, num_heads, head_size)
+        )
+        if source_length is None:
+            if cache.cross_attention is not None:
+                raise ValueError(f"{name}.cross_attention must be None: this model has no cross-attention")
+            continue
+        cross_length = check_key_value_pair(
+            cache.cross_attention, f"{name}.cross_attention", batch_size, num_heads, head_size
+        )
+        if cross_length != source_length:
+            raise ValueError(
+                f"{name}.cross_attention holds {cross_length} source positions, but encoder_hidden_states has "
+                f"{source_length}: a cache belongs to the source it was computed from"
+            )
+    if len(lengths) != 1:
+        raise ValueError(f"past_key_values: the layers' caches hold different numbers of positions {sorted(lengths)}")
+    return lengths.pop()

@@ -1,43 +1,41 @@
-r"""BART: the 2017 encoder-decoder, post-LN, with one embedding table and BART's embeddings.
+r"""BART: the 2017 encoder-decoder, post-LN, with one embedding table and learned positions offset by two.
 
 BART (Lewis et al., 2020) is a denoising autoencoder: its encoder reads a
 corrupted text in both directions, its decoder writes the original text
 left to right.  The architecture is the transformer of "Attention Is All You
 Need" (:class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`)
-with a handful of choices, each a switch of the shared parts:
+with a handful of choices.  This file holds BART's modules under
+HuggingFace's names (``shared``, ``encoder.layers.0.self_attn.q_proj``,
+``decoder.layers.0.encoder_attn_layer_norm``, ``final_logits_bias``), so
+that a ``transformers`` BART's weights load by name, and writes only what
+BART changes:
 
 ============================================  =========================================================
 BART                                          here
 ============================================  =========================================================
-post-LN layers                                ``norm_first=False`` (:mod:`~literate_transformer.core.residual`)
-one table, ``shared``, for every token        ``tie_word_embeddings=True``: the decoder embeds with the
-                                              encoder's ``token_embeddings``, and ``lm_head.weight`` is
-                                              its weight
-``final_logits_bias``                         ``lm_head.bias``, kept at its loaded value (HuggingFace keeps
-                                              it in a buffer, which training never changes; here the
-                                              parameter is frozen)
-``layernorm_embedding``                       ``embedding_layer_norm=True``, as BERT's embeddings
-learned positions, offset by 2                ``position_offset=2``: position :math:`p` is row :math:`p + 2`
-                                              of ``embed_positions`` (fairseq numbered positions after the
-                                              padding index; the first two rows are never read)
-``scale_embedding``                           ``scale_embedding``: token vectors times :math:`\sqrt{E}`
-                                              (the 2017 paper's rule; an option in BART's configs)
-no segment embeddings                         ``type_vocab_size=0``
-the exact GELU                                ``hidden_act="gelu"``
-targets start at ``decoder_start_token_id``   the config's ``decoder_start_token_id`` (BART's is its
-                                              ``eos_token_id``, 2)
+post-LN layers                                :func:`~literate_transformer.core.residual.add_and_norm`
+                                              with ``norm_first=False``
+one table, ``shared``, for every token        the encoder's and decoder's ``embed_tokens`` *are*
+                                              ``shared``, and ``lm_head.weight`` is its weight
+``final_logits_bias``                         a buffer added to the logits (zeros, never trained)
+``layernorm_embedding``                       a layer norm on the summed embeddings, as BERT's
+learned positions, offset by 2                :class:`~literate_transformer.parts.positions.LearnedPositionalEmbedding`
+                                              with ``offset=2``: position :math:`p` is row :math:`p + 2`
+                                              (fairseq numbered positions after the padding index; the
+                                              first two rows are never read)
+``scale_embedding``                           token vectors times :math:`\sqrt{E}` (the 2017 paper's rule;
+                                              ``False`` in HuggingFace's default config and in BART-base)
+no segment embeddings                         token + position only
+the exact GELU                                the activation registry's ``"gelu"``
+targets start at ``decoder_start_token_id``   BART's is its ``eos_token_id``, 2
 ============================================  =========================================================
 
 BART's configs allow encoder and decoder of different depths, head counts
-and feed-forward widths (``encoder_layers``, ``decoder_layers``, ...):
-:func:`bart_config` returns one config for each stack.  The key map,
-:func:`~literate_transformer.interop.map_bart_state_dict`, splits the
-fused ``q_proj``/``k_proj``/``v_proj`` into the book's heads and sends
-every other tensor to its place.  Tests load random BART weights of unusual
-shapes through it and require HuggingFace's logits, encoder output and
-decoder self- and cross-attention probabilities to within ``1e-5`` in
-float32, with padded sources, and the exact token ids of HuggingFace's
-greedy ``generate()``.
+and feed-forward widths (``encoder_layers``, ``decoder_layers``, ...).
+Tests build random BARTs of unusual shapes with ``transformers`` and require
+their logits, encoder output and decoder self- and cross-attention
+probabilities to within ``1e-5`` in float32, with padded sources, and the
+exact token ids of HuggingFace's greedy ``generate()``.
 
 >>> import torch
 >>> from transformers import BartConfig
@@ -45,9 +43,9 @@ greedy ``generate()``.
 ...                        encoder_attention_heads=3, decoder_attention_heads=2,
 ...                        encoder_ffn_dim=32, decoder_ffn_dim=40, max_position_embeddings=16)
 >>> model = BartForConditionalGeneration(hf_config).eval()
->>> len(model.encoder.layers), len(model.decoder.layers)
+>>> len(model.model.encoder.layers), len(model.model.decoder.layers)
 (2, 1)
->>> model.lm_head.weight is model.decoder.embeddings.token_embeddings.weight
+>>> model.lm_head.weight is model.model.shared.weight
 True
 >>> output = model(torch.tensor([[5, 6, 7, 2]]), decoder_input_ids=torch.tensor([[2, 5]]), output_attentions=True)
 >>> output.logits.shape, output.cross_attentions[0].shape   # (B, T, V), (B, H, T, S)
@@ -58,80 +56,59 @@ tensor([2])
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from ..book.decoder import EncoderDecoderTransformer
+from ..book.decoder import EncoderDecoderModel
 from ..book.generation import greedy_generate
-from ..core.config import TransformerConfig, as_config, converted_fields
-from ..core.outputs import Seq2SeqOutput
+from ..core.activations import get_activation
+from ..core.masks import build_attention_mask
+from ..core.outputs import LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
+from ..core.residual import add_and_norm
+from ..core.validation import (
+    Arguments,
+    check_attention_mask,
+    check_encoder_hidden_states,
+    check_input_ids,
+    check_past_key_values,
+    check_source_and_target,
+    check_tensor,
+    check_token_inputs,
+    validate_with,
+)
+from ..parts.attention import Attention
+from ..parts.feed_forward import feed_forward
+from ..parts.heads import tie_weights
+from ..parts.norms import make_norm
+from ..parts.positions import LearnedPositionalEmbedding
+from ..parts.positions import position_ids as positions_of
+from ..parts.stack import run_layers
+from .registry import map_state_dict, register
 
-__all__ = ["bart_config", "shift_tokens_right", "BartModel", "BartForConditionalGeneration"]
+__all__ = [
+    "shift_tokens_right",
+    "BartScaledWordEmbedding",
+    "BartAttention",
+    "BartEncoderLayer",
+    "BartDecoderLayer",
+    "BartEncoder",
+    "BartDecoder",
+    "BartStack",
+    "BartPreTrainedModel",
+    "BartModel",
+    "BartForConditionalGeneration",
+    "map_bart_state_dict",
+    "bart_from_hf",
+]
 
 #: BART's learned position table has two rows before position 0.
 BART_POSITION_OFFSET = 2
 #: The epsilon of every layer norm of HuggingFace's BART (``nn.LayerNorm``'s default; not a config field).
 BART_LAYER_NORM_EPS = 1e-5
-
-
-def bart_config(hf_config: Any) -> tuple[TransformerConfig, TransformerConfig]:
-    """The package's configs, encoder's and decoder's, for a :class:`transformers.BartConfig`.
-
-    ====================================================  ===========================================
-    ``BartConfig``                                        :class:`~literate_transformer.core.config.TransformerConfig`
-    ====================================================  ===========================================
-    ``d_model``                                           ``hidden_size``
-    ``encoder_layers`` / ``decoder_layers``               ``num_hidden_layers`` of each config
-    ``encoder_attention_heads`` / ``decoder_...``         ``num_attention_heads`` of each config
-    ``encoder_ffn_dim`` / ``decoder_ffn_dim``             ``intermediate_size`` of each config
-    ``activation_function``                               ``hidden_act``
-    ``dropout``, ``attention_dropout``                    ``hidden_dropout_prob``, ``attention_probs_dropout_prob``
-    ``init_std``                                          ``initializer_range``
-    ``max_position_embeddings``, ``scale_embedding``      the same names
-    ====================================================  ===========================================
-
-    plus BART's fixed choices: ``position_offset=2``, ``type_vocab_size=0``
-    and layer norms with epsilon ``1e-5``.  Three training-time options have
-    no counterpart here and are kept in ``extra``: ``activation_dropout``
-    (dropout inside the feed-forward network) and the two LayerDrop rates;
-    they change nothing in evaluation mode.
-
-    Args:
-        hf_config: A ``transformers`` BART config.
-
-    Returns:
-        ``(encoder_config, decoder_config)``.
-
-    Raises:
-        TypeError: for a config that is not BART's.
-    """
-    if getattr(hf_config, "model_type", None) != "bart":
-        raise TypeError(f"hf_config must be a transformers BartConfig, got {type(hf_config).__name__}")
-    shared = dict(
-        converted_fields(hf_config, "activation_dropout", "encoder_layerdrop", "decoder_layerdrop"),
-        hidden_dropout_prob=hf_config.dropout,
-        attention_probs_dropout_prob=hf_config.attention_dropout,
-        initializer_range=hf_config.init_std,
-        layer_norm_eps=BART_LAYER_NORM_EPS,
-        position_offset=BART_POSITION_OFFSET,
-        scale_embedding=bool(hf_config.scale_embedding),
-        decoder_start_token_id=hf_config.decoder_start_token_id,
-    )
-    encoder = TransformerConfig(
-        **shared,
-        num_hidden_layers=hf_config.encoder_layers,
-        num_attention_heads=hf_config.encoder_attention_heads,
-        intermediate_size=hf_config.encoder_ffn_dim,
-    )
-    decoder = TransformerConfig(
-        **shared,
-        num_hidden_layers=hf_config.decoder_layers,
-        num_attention_heads=hf_config.decoder_attention_heads,
-        intermediate_size=hf_config.decoder_ffn_dim,
-    )
-    return encoder, decoder
 
 
 def shift_tokens_right(input_ids: Tensor, pad_token_id: int, decoder_start_token_id: int) -> Tensor:
@@ -150,45 +127,296 @@ def shift_tokens_right(input_ids: Tensor, pad_token_id: int, decoder_start_token
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
-def _as_bart_configs(config: Any, decoder_config: Any) -> tuple[TransformerConfig, TransformerConfig]:
-    if getattr(config, "model_type", None) == "bart":
-        if decoder_config is not None:
-            raise ValueError("decoder_config must be None with a BartConfig, which describes both stacks")
-        return bart_config(config)
-    config = as_config(config)
-    return config, config if decoder_config is None else as_config(decoder_config)
+class BartScaledWordEmbedding(nn.Embedding):
+    r"""The token table, its vectors multiplied by ``embed_scale`` (:math:`\sqrt{E}` with ``scale_embedding``, else 1)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, embed_scale: float = 1.0):
+        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        self.embed_scale = embed_scale
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        """``(B, T)`` ids to ``(B, T, E)`` vectors, scaled."""
+        return super().forward(input_ids) * self.embed_scale
 
 
-class BartModel(EncoderDecoderTransformer):
-    """BART's encoder and decoder, without the LM head: the book's encoder-decoder, post-LN, one embedding table.
+class BartAttention(Attention):
+    """Multi-head attention with separate ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj``: self or cross.
 
-    Its modules are those of
-    :class:`~literate_transformer.book.decoder.EncoderDecoderTransformer`
-    (``encoder``, ``decoder``); only the argument order of :meth:`forward`
-    is HuggingFace's.
+    The rest (heads, cache, the kernel) is the shared
+    :class:`~literate_transformer.parts.attention.Attention`.
 
     Args:
-        config: A :class:`transformers.BartConfig` (converted by
-            :func:`bart_config`) or the encoder's
-            :class:`~literate_transformer.core.config.TransformerConfig`.
-        decoder_config: With a ``TransformerConfig``, the decoder's, when it
-            differs (``None``: the same).
+        config: The BART config (its attention implementation).
+        embed_dim: ``E``.
+        num_heads: ``H``.
+        dropout: Dropout on the probabilities (``attention_dropout``).
     """
 
-    #: Whether the model has its language-model head (``BartModel`` has none).
-    has_lm_head = False
+    def __init__(self, config: Any, embed_dim: int, num_heads: int, dropout: float = 0.0) -> None:
+        super().__init__(config, num_heads, embed_dim // num_heads, dropout=dropout)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
 
-    def __init__(self, config: Any, decoder_config: Any = None) -> None:
-        encoder_config, decoder_config = _as_bart_configs(config, decoder_config)
-        super().__init__(
-            encoder_config,
-            norm_first=False,
-            decoder_config=decoder_config,
-            tie_word_embeddings=True,
-            add_lm_head=self.has_lm_head,
+    def project_query(self, hidden_states: Tensor) -> Tensor:
+        """Every head's queries, ``q_proj``."""
+        return self.q_proj(hidden_states)
+
+    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
+        """Every head's keys and values, ``k_proj`` and ``v_proj`` (of the encoder's output, in cross-attention)."""
+        return self.k_proj(states), self.v_proj(states)
+
+    def output(self, context: Tensor) -> Tensor:
+        """:math:`W^O`, ``out_proj``."""
+        return self.out_proj(context)
+
+
+class BartEncoderLayer(nn.Module):
+    r"""A post-LN encoder layer: :math:`\operatorname{LN}(x + \operatorname{Attn}(x))`, then :math:`\operatorname{LN}(x + \operatorname{FFN}(x))`.
+
+    Args:
+        config: The BART config.
+        num_heads: The heads of its self-attention (``encoder_attention_heads`` by default).
+        ffn_dim: Its feed-forward width (``encoder_ffn_dim`` by default).
+    """
+
+    #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): post-LN.
+    norm_first = False
+
+    def __init__(self, config: Any, num_heads: int | None = None, ffn_dim: int | None = None) -> None:
+        super().__init__()
+        embed_dim = config.d_model
+        num_heads = num_heads or config.encoder_attention_heads
+        ffn_dim = ffn_dim or config.encoder_ffn_dim
+        self.self_attn = BartAttention(config, embed_dim, num_heads, config.attention_dropout)
+        self.self_attn_layer_norm = make_norm(embed_dim, BART_LAYER_NORM_EPS)
+        self.activation_fn = get_activation(config.activation_function)
+        self.fc1 = nn.Linear(embed_dim, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, embed_dim)
+        # BART's name for the feed-forward sub-layer's norm, the layer's last (not a norm after the stack).
+        self.final_layer_norm = make_norm(embed_dim, BART_LAYER_NORM_EPS)
+        self.dropout = nn.Dropout(config.dropout)
+        self.activation_dropout = nn.Dropout(config.activation_dropout)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, output_attentions: bool = False):
+        """``(B, S, E) -> (B, S, E)``; returns a :class:`~literate_transformer.core.outputs.LayerOutput`."""
+        attention = self.self_attn(hidden_states, attention_mask=attention_mask, output_attentions=output_attentions)
+        # Post-LN: the residual sum first, then the norm.
+        hidden_states = self.residual(hidden_states, attention.hidden_states, self.self_attn_layer_norm)
+        return LayerOutput(self.feed_forward_sublayer(hidden_states), attention.attention_probs)
+
+    def residual(self, hidden_states: Tensor, sublayer_output: Tensor, layer_norm: nn.Module) -> Tensor:
+        """The residual sum of a sub-layer's (dropped-out) output, then its layer norm (post-LN)."""
+        return add_and_norm(hidden_states, sublayer_output, layer_norm, self.norm_first, self.dropout)
+
+    def feed_forward_sublayer(self, hidden_states: Tensor) -> Tensor:
+        """``fc1``, the activation, ``fc2``, then the residual sum and ``final_layer_norm`` (post-LN)."""
+        feed_forward_output = feed_forward(
+            hidden_states, self.fc1, self.fc2, self.activation_fn, self.dropout, self.activation_dropout
         )
+        return add_and_norm(hidden_states, feed_forward_output, self.final_layer_norm, norm_first=self.norm_first)
+
+
+class BartDecoderLayer(BartEncoderLayer):
+    """A post-LN decoder layer: causal self-attention, cross-attention to the encoder (``encoder_attn``), feed-forward.
+
+    It is the encoder layer with the decoder's sizes and one more sub-layer between the two.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config, config.decoder_attention_heads, config.decoder_ffn_dim)
+        self.encoder_attn = BartAttention(
+            config, config.d_model, config.decoder_attention_heads, config.attention_dropout
+        )
+        self.encoder_attn_layer_norm = make_norm(config.d_model, BART_LAYER_NORM_EPS)
 
     def forward(  # type: ignore[override]
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None,
+        encoder_hidden_states: Tensor,
+        encoder_attention_mask: Tensor | None = None,
+        *,
+        past_key_value: LayerCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> LayerOutput:
+        """Run the three sub-layers; returns a :class:`~literate_transformer.core.outputs.LayerOutput`."""
+        past_self, past_cross = past_key_value if past_key_value is not None else (None, None)
+        # 1) Causal self-attention over the target, then the residual and the norm.
+        attention = self.self_attn(
+            hidden_states,
+            attention_mask=attention_mask,
+            past_key_value=past_self,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        hidden_states = self.residual(hidden_states, attention.hidden_states, self.self_attn_layer_norm)
+        # 2) Cross-attention: queries from the target, keys and values from the encoder's output.
+        cross = self.encoder_attn(
+            hidden_states,
+            encoder_hidden_states,
+            encoder_attention_mask,
+            past_key_value=past_cross,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        hidden_states = self.residual(hidden_states, cross.hidden_states, self.encoder_attn_layer_norm)
+        # 3) The feed-forward network.
+        hidden_states = self.feed_forward_sublayer(hidden_states)
+        cache = LayerCache(attention.past_key_value, cross.past_key_value) if use_cache else None
+        return LayerOutput(hidden_states, attention.attention_probs, cross.attention_probs, cache)
+
+
+class BartStack(nn.Module):
+    """What BART's encoder and decoder share: the token table (``shared``), their own position table and
+    embedding layer norm, and their layers.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.BartConfig`.
+        embed_tokens: The token table the two stacks share.
+    """
+
+    #: The layer class, and the config field with the number of layers (each stack's own).
+    layer_class: type[nn.Module]
+    num_layers: str
+
+    def __init__(self, config: Any, embed_tokens: nn.Embedding) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = embed_tokens
+        #: Learned positions, position p in row p + 2.
+        self.embed_positions = LearnedPositionalEmbedding(
+            config.max_position_embeddings, config.d_model, BART_POSITION_OFFSET
+        )
+        self.layers = nn.ModuleList(self.layer_class(config) for _ in range(getattr(config, self.num_layers)))
+        #: BART's layer norm on the summed embeddings.
+        self.layernorm_embedding = make_norm(config.d_model, BART_LAYER_NORM_EPS)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
+        """Token vectors (scaled) plus positions, then the layer norm on the sum and dropout: ``(B, T, E)``."""
+        embeddings = self.embed_tokens(input_ids) + self.embed_positions(position_ids)  # (B, T, E)
+        return self.dropout(self.layernorm_embedding(embeddings))
+
+
+def _check_encoder_inputs(encoder: BartEncoder, args: Arguments) -> None:
+    check_token_inputs(args, encoder.config)
+
+
+class BartEncoder(BartStack):
+    """BART's encoder: the embeddings of :class:`BartStack`, then ``encoder_layers`` post-LN layers."""
+
+    layer_class, num_layers = BartEncoderLayer, "encoder_layers"
+
+    @validate_with(_check_encoder_inputs)
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, output_attentions: bool = False
+    ) -> ModelOutput:
+        """Encode the source ``(B, S)``: contextual vectors ``(B, S, E)``."""
+        length = input_ids.shape[1]
+        embedding_output = self.embed(input_ids, positions_of(None, length, device=input_ids.device))
+        mask = build_attention_mask(
+            attention_mask, query_length=length, device=input_ids.device, dtype=embedding_output.dtype
+        )
+        hidden_states, layer_outputs = run_layers(
+            self.layers, embedding_output, mask, output_attentions=output_attentions
+        )
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
+
+
+def _check_decoder_inputs(decoder: BartDecoder, args: Arguments) -> None:
+    config = decoder.config
+    input_ids = check_tensor(args.input_ids, "decoder_input_ids", ndim=2, dtypes=("int",))
+    states = check_encoder_hidden_states(args.encoder_hidden_states, input_ids.shape[0], config.d_model)
+    past_length = check_past_key_values(
+        args.past_key_values,
+        num_layers=config.decoder_layers,
+        batch_size=input_ids.shape[0],
+        num_heads=config.decoder_attention_heads,
+        head_size=config.d_model // config.decoder_attention_heads,
+        source_length=states.shape[1],
+    )
+    check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, "decoder_input_ids", past_length)
+    if args.encoder_attention_mask is not None:
+        check_attention_mask(args.encoder_attention_mask, input_ids.shape[0], states.shape[1], "encoder_attention_mask")
+    if args.attention_mask is not None:
+        check_attention_mask(
+            args.attention_mask, input_ids.shape[0], past_length + input_ids.shape[1], "decoder_attention_mask"
+        )
+
+
+class BartDecoder(BartStack):
+    """BART's decoder: embeddings like the encoder's (its own position table), then ``decoder_layers`` layers."""
+
+    layer_class, num_layers = BartDecoderLayer, "decoder_layers"
+
+    @validate_with(_check_decoder_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        encoder_hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        *,
+        past_key_values: tuple[LayerCache, ...] | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> ModelOutput:
+        """Decode the target ``(B, T)`` against the encoder's ``(B, S, E)``; arguments as in
+        :meth:`~literate_transformer.book.decoder.TransformerDecoder.forward`."""
+        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
+        length = input_ids.shape[1]
+        positions = positions_of(attention_mask, length, past_length, device=input_ids.device)
+        embedding_output = self.embed(input_ids, positions)
+        # The causal mask (with the target's padding) and the source's padding, built once, additive.
+        masks = dict(device=input_ids.device, dtype=embedding_output.dtype)
+        self_mask = build_attention_mask(
+            attention_mask, query_length=length, causal=True, past_length=past_length, **masks
+        )
+        source_mask = build_attention_mask(encoder_attention_mask, query_length=length, **masks)
+        hidden_states, layer_outputs = run_layers(
+            self.layers,
+            embedding_output,
+            self_mask,
+            encoder_hidden_states,
+            source_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
+
+
+def check_bart_config(config: Any) -> Any:
+    """A ``transformers`` :class:`~transformers.BartConfig`, checked once, before anything is built.
+
+    Raises:
+        TypeError: for a config that is not BART's.
+        ValueError: for a ``d_model`` that a stack's heads do not divide.
+    """
+    if getattr(config, "model_type", None) != "bart":
+        raise TypeError(f"config must be a transformers BartConfig, got {type(config).__name__}")
+    for name in ("encoder_attention_heads", "decoder_attention_heads"):
+        if config.d_model % getattr(config, name):
+            raise ValueError(f"d_model ({config.d_model}) must be divisible by {name} ({getattr(config, name)})")
+    return config
+
+
+def _check_seq2seq_inputs(model: BartPreTrainedModel, args: Arguments) -> None:
+    check_source_and_target(args, model.config)
+
+
+class BartPreTrainedModel(EncoderDecoderModel):
+    """What BART's two classes share (HuggingFace's name for it): the book's encode and decode, and ``forward``.
+
+    Each class has ``config``, ``encoder``, ``decoder`` and a ``head``
+    (next-token scores, or ``None`` without a language-model head).
+    """
+
+    @validate_with(_check_seq2seq_inputs)
+    def forward(
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
@@ -218,30 +446,67 @@ class BartModel(EncoderDecoderTransformer):
                 their ids, or source and target batches of different sizes.
             TypeError: for inputs of the wrong type.
         """
-        if decoder_input_ids is None and isinstance(input_ids, Tensor) and input_ids.dim() == 2:
+        if decoder_input_ids is None:
             start = self.config.decoder_start_token_id
             if start is None:
                 raise ValueError("decoder_input_ids is None and config.decoder_start_token_id is not set")
             decoder_input_ids = shift_tokens_right(input_ids, self.config.pad_token_id, start)
+        # The book's forward, the arguments in its order: encode the source, decode the target.
         return super().forward(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions)
 
 
-class BartForConditionalGeneration(BartModel):
-    """BART with its language-model head: the shared embedding table, and ``final_logits_bias`` as its bias.
+class BartModel(BartPreTrainedModel):
+    """BART's encoder and decoder around one token table, ``shared``; no language-model head.
 
-    Attributes:
-        lm_head: ``E -> V``; its weight *is* the shared token-embedding
-            table, its bias HuggingFace's ``final_logits_bias`` (zero at
-            initialisation and not trained, as there).
+    Args:
+        config: A ``transformers`` :class:`~transformers.BartConfig`.
     """
 
-    has_lm_head = True
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = check_bart_config(config)
+        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        #: One token table for the encoder, the decoder (and the head of :class:`BartForConditionalGeneration`).
+        self.shared = BartScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale)
+        self.encoder = BartEncoder(config, self.shared)
+        self.decoder = BartDecoder(config, self.shared)
 
-    def __init__(self, config: Any, decoder_config: Any = None) -> None:
-        super().__init__(config, decoder_config)
-        # HuggingFace's final_logits_bias is a buffer: zeros, and no optimiser ever changes it.
-        torch.nn.init.zeros_(self.lm_head.bias)
-        self.lm_head.bias.requires_grad_(False)
+
+class BartForConditionalGeneration(BartPreTrainedModel):
+    """BART with its language-model head: ``lm_head`` (the shared table) plus ``final_logits_bias``.
+
+    HuggingFace nests the encoder-decoder under ``model`` (``model.shared``,
+    ``model.encoder``, ...); so does this class, so that the names match.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.BartConfig`.
+
+    Attributes:
+        model: The :class:`BartModel`.
+        lm_head: ``E -> V`` without bias; its weight *is* ``model.shared.weight``.
+        final_logits_bias: ``(1, V)``, added to the logits (a buffer: zeros, never trained).
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.model = BartModel(config)
+        self.config = self.model.config
+        self.lm_head = tie_weights(nn.Linear(config.d_model, config.vocab_size, bias=False), self.model.shared)
+        self.register_buffer("final_logits_bias", torch.zeros(1, config.vocab_size))
+
+    @property
+    def encoder(self) -> BartEncoder:
+        """The encoder (``model.encoder``)."""
+        return self.model.encoder
+
+    @property
+    def decoder(self) -> BartDecoder:
+        """The decoder (``model.decoder``)."""
+        return self.model.decoder
+
+    def head(self, hidden_states: Tensor) -> Tensor:
+        """Next-token scores ``(B, T, V)``: the decoder's states against the shared table, plus the bias."""
+        return self.lm_head(hidden_states) + self.final_logits_bias
 
     def generate(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, max_new_tokens: int = 20, use_cache: bool = True
@@ -257,11 +522,6 @@ class BartForConditionalGeneration(BartModel):
 
         Returns:
             ``(B, 1 + N)``: ``decoder_start_token_id``, then the new token ids.
-
-        Raises:
-            ValueError: if ``max_new_tokens`` is not positive or runs past
-                ``max_position_embeddings``, the inputs are out of range or
-                misshaped, or the config has no ``decoder_start_token_id``.
         """
         return greedy_generate(
             self,
@@ -272,3 +532,47 @@ class BartForConditionalGeneration(BartModel):
             attention_mask=attention_mask,
             use_cache=use_cache,
         ).sequences
+
+
+# ---------------------------------------------------------------------------
+# BART's key map, and from_hf
+# ---------------------------------------------------------------------------
+#: Keys of fairseq-era BART checkpoints that hold no tensor of the model.
+BART_DROPPED_KEYS = ("encoder.version", "decoder.version")
+#: BART's names for its one token table (a checkpoint of either class, with or without ``model.``).
+BART_SHARED_NAMES = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
+
+
+def map_bart_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """A BART checkpoint's tensors for this file's modules: the same names, but for what older ones saved.
+
+    * Fairseq-era checkpoints have ``encoder.version`` and ``decoder.version``
+      entries, which hold no weights: dropped.
+    * ``shared``, ``encoder.embed_tokens``, ``decoder.embed_tokens`` and
+      ``lm_head`` are one tensor in BART: a checkpoint may list any of them,
+      and every copy must hold the same values.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key, or
+            naming a copy of the embedding table that differs from the others.
+    """
+
+    copies = [key for key in state_dict if key.removeprefix("model.") in BART_SHARED_NAMES]
+    for key in copies[1:]:
+        if not torch.equal(state_dict[key], state_dict[copies[0]]):
+            raise ValueError(f"{key} differs from {copies[0]}: BART has one embedding table, shared by all four names")
+
+    def key_map(key: str) -> str | None:
+        return None if key.removeprefix("model.") in BART_DROPPED_KEYS else key
+
+    return map_state_dict(state_dict, expected, key_map, "BART")
+
+
+@register("BartModel", "BartForConditionalGeneration")
+def bart_from_hf(hf_model: nn.Module) -> BartModel | BartForConditionalGeneration:
+    """The package's BART with the config and weights of a ``transformers`` ``BartModel`` or
+    ``BartForConditionalGeneration``, in evaluation mode."""
+    cls = BartForConditionalGeneration if hasattr(hf_model, "lm_head") else BartModel
+    model = cls(hf_model.config)
+    model.load_state_dict(map_bart_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
+    return model.eval()

@@ -5,7 +5,8 @@ and parameter names** (``embeddings.word_embeddings``,
 ``encoder.layer.0.attention.self.query``, ``...output.LayerNorm``, ``pooler.dense``),
 so that a pretrained checkpoint loads into it with a plain
 :meth:`~torch.nn.Module.load_state_dict` (see
-:mod:`~literate_transformer.checkpoints` and :meth:`BertModel.from_pretrained`),
+:mod:`~literate_transformer.core.checkpoints`, :meth:`BertModel.from_pretrained`
+and BERT's key map, :func:`map_bert_state_dict`),
 and the tests can prove, number by number, that it computes what HuggingFace
 computes.  What it drops is the production machinery: key/value caches,
 head pruning, feed-forward chunking, gradient checkpointing, ``return_dict``
@@ -175,6 +176,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -182,9 +184,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
+from ..core.checkpoints import read_state_dict, resolve_checkpoint
 from ..core.config import TransformerConfig, as_config
 from ..core.kernels import fused_attention, use_fused_attention
-from ..core.masks import build_attention_mask, masked_fill_scores, to_additive
+from ..core.masks import build_attention_mask, masked_fill_scores
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import (
@@ -196,6 +199,8 @@ from ..core.validation import (
     check_token_inputs,
     validate_with,
 )
+from ..parts.norms import make_norm
+from .registry import map_state_dict, register
 
 __all__ = [
     "BertEmbeddings",
@@ -210,6 +215,8 @@ __all__ = [
     "BertModel",
     "mean_pooling",
     "sentence_embeddings",
+    "map_bert_state_dict",
+    "bert_from_hf",
 ]
 
 
@@ -254,7 +261,7 @@ class BertEmbeddings(nn.Module):
         # The capitalised name breaks PEP 8 on purpose: it is the name of the
         # parameters in every BERT checkpoint (it comes from the original
         # TensorFlow code), so keeping it lets the weights load 1:1.
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = make_norm(config.hidden_size, config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     @validate_with(_check_embeddings_inputs)
@@ -387,7 +394,7 @@ class BertSelfAttention(nn.Module):
         value_layer = self.transpose_for_scores(self.value(key_value_states))
 
         attention_probs = None
-        if use_fused_attention(self.config, output_attentions, head_mask):
+        if use_fused_attention(self.config.attn_implementation, output_attentions, head_mask):
             # The fused kernel does steps 3-6 at once.
             dropout_p = self.dropout.p if self.training else 0.0
             context_layer = fused_attention(query_layer, key_layer, value_layer, attention_mask, dropout_p)
@@ -434,7 +441,7 @@ class BertSelfOutput(nn.Module):
         #: :math:`W^O`, mixing the heads' concatenated outputs.
         self.dense = nn.Linear(input_size or config.hidden_size, config.hidden_size)
         # Capitalised as in the checkpoints, so the weights load by name.
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = make_norm(config.hidden_size, config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
@@ -742,7 +749,7 @@ class BertModel(nn.Module):
         Args:
             path_or_name: A checkpoint folder or hub name; by default the
                 offline, SHA-256-verified checkpoint (see
-                :func:`~literate_transformer.checkpoints.resolve_checkpoint`).
+                :func:`~literate_transformer.core.checkpoints.resolve_checkpoint`).
             **config_changes: Config fields to override, e.g.
                 ``attn_implementation="sdpa"``.
 
@@ -752,9 +759,14 @@ class BertModel(nn.Module):
                 not match the model (listing the missing, unexpected and
                 mis-shaped keys).
         """
-        from ..checkpoints import load_pretrained
-
-        return load_pretrained(cls, path_or_name, **config_changes)
+        checkpoint = resolve_checkpoint(path_or_name)
+        config = TransformerConfig.from_dict(checkpoint.config)
+        if config_changes:
+            config = config.replace(**config_changes)
+        model = cls(config)
+        state_dict = map_bert_state_dict(read_state_dict(checkpoint.weights_file), model.state_dict())
+        model.load_state_dict(state_dict, strict=True)
+        return model.eval()
 
     @classmethod
     def from_hf(cls, hf_model: nn.Module, **config_changes: Any) -> BertModel:
@@ -769,8 +781,6 @@ class BertModel(nn.Module):
         Returns:
             The model, in the same training/evaluation mode as ``hf_model``.
         """
-        from ..interop import bert_from_hf
-
         return bert_from_hf(hf_model, cls=cls, **config_changes)
 
     def get_extended_attention_mask(
@@ -785,8 +795,9 @@ class BertModel(nn.Module):
         too).
         """
         device = self.embeddings.word_embeddings.weight.device
-        mask = build_attention_mask(attention_mask, query_length=query_length, causal=causal, device=device)
-        return None if mask is None else to_additive(mask, dtype=dtype)
+        return build_attention_mask(
+            attention_mask, query_length=query_length, causal=causal, device=device, dtype=dtype
+        )
 
     @validate_with(_check_model_inputs)
     def forward(
@@ -914,3 +925,97 @@ def sentence_embeddings(last_hidden_state: Tensor, attention_mask: Tensor | None
         ``(B, E)``, each row of Euclidean norm 1.
     """
     return F.normalize(mean_pooling(last_hidden_state, attention_mask), p=2, dim=-1)
+
+
+# ---------------------------------------------------------------------------
+# BERT's key map, and from_hf
+# ---------------------------------------------------------------------------
+#: Prefix of the encoder's keys in BERT checkpoints of models with heads.
+BERT_BASE_PREFIX = "bert."
+#: Key prefixes of BERT's pre-training heads, which BertModel does not have.
+BERT_HEAD_PREFIXES = ("cls.",)
+#: Constant buffers some BERT checkpoints saved; BertModel builds them per call.
+BERT_DROPPED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+#: TensorFlow-era layer-norm parameter names and today's.
+LEGACY_NAMES = {"gamma": "weight", "beta": "bias"}
+
+
+def _bert_key(original_key: str) -> str | None:
+    """One checkpoint key under the model's name, or ``None`` for a tensor ``BertModel`` does not keep."""
+    # 1) bert.encoder.layer.0... -> encoder.layer.0...
+    key = original_key.removeprefix(BERT_BASE_PREFIX)
+    # 2) Pre-training heads and constant buffers are not parameters of BertModel.
+    if original_key.startswith(BERT_HEAD_PREFIXES) or key in BERT_DROPPED_BUFFERS:
+        return None
+    # 3) ...LayerNorm.gamma -> ...LayerNorm.weight, ...LayerNorm.beta -> ...LayerNorm.bias
+    module_path, _, leaf = key.rpartition(".")
+    return f"{module_path}.{LEGACY_NAMES[leaf]}" if leaf in LEGACY_NAMES else key
+
+
+def map_bert_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """Rename a BERT checkpoint's tensors to :class:`BertModel`'s parameter names and check them all.
+
+    Because this module keeps HuggingFace's module names, a checkpoint's
+    tensors *almost* have our names already.  The differences are few, and
+    all written here:
+
+    * checkpoints saved from a model with heads (``BertForPreTraining``,
+      ``BertForMaskedLM``) prefix every encoder key with ``bert.``: stripped;
+    * their pre-training heads (``cls.predictions.*``, ``cls.seq_relationship.*``)
+      are not part of ``BertModel``: dropped;
+    * ``embeddings.position_ids`` and ``embeddings.token_type_ids`` are constant
+      buffers that older checkpoints saved; we build them on the fly: dropped;
+    * checkpoints converted from the original TensorFlow code name the
+      layer-norm parameters ``gamma`` and ``beta``: renamed ``weight`` and ``bias``.
+
+    Args:
+        state_dict: The checkpoint's tensors, by name.
+        expected: The target model's ``state_dict()`` (names and shapes).
+
+    Returns:
+        A dictionary with exactly the keys of ``expected``.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key.
+
+    >>> model = BertModel(TransformerConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
+    ...                                     num_attention_heads=2, intermediate_size=16))
+    >>> state = {"bert." + key: value for key, value in model.state_dict().items()}
+    >>> state["cls.seq_relationship.weight"] = torch.zeros(2, 8)
+    >>> sorted(map_bert_state_dict(state, model.state_dict())) == sorted(model.state_dict())
+    True
+    """
+    return map_state_dict(state_dict, expected, _bert_key, "BertModel")
+
+
+@register("BertModel")
+def bert_from_hf(hf_model: nn.Module, cls: type[BertModel] = BertModel, **config_changes: Any) -> BertModel:
+    """:class:`BertModel` with the config and weights of a live ``transformers`` BERT.
+
+    Args:
+        hf_model: A ``transformers`` BERT model; ``BertForPreTraining``-style
+            models work too (the ``bert.`` prefix is stripped and the
+            ``cls.*`` heads dropped).
+        cls: The class to build (a subclass of :class:`BertModel`).
+        **config_changes: Config fields to override.
+
+    Returns:
+        The model, in the same training/evaluation mode as ``hf_model``.
+
+    Raises:
+        ValueError: for a model that is not a ``transformers`` BERT.
+    """
+    hf_config = getattr(hf_model, "config", None)
+    if getattr(hf_config, "model_type", None) != "bert":
+        raise ValueError(
+            f"hf_model must be a transformers BERT model (config.model_type 'bert'), got {type(hf_model).__name__}"
+        )
+    config = as_config(hf_config)
+    if config_changes:
+        config = config.replace(**config_changes)
+    state = hf_model.state_dict()
+    has_pooler = any(key.removeprefix(BERT_BASE_PREFIX).startswith("pooler.") for key in state)
+    model = cls(config, add_pooling_layer=has_pooler)
+    model.load_state_dict(map_bert_state_dict(state, model.state_dict()), strict=True)
+    # Same mode as the source (a live model may be training).
+    return model.train(hf_model.training)

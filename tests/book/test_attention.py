@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from literate_transformer.book.attention import AttentionHead, MultiHeadAttention, scaled_dot_product_attention
+from literate_transformer.book.attention import AttentionHead, MultiHeadAttention
+from literate_transformer.core.kernels import scaled_dot_product_attention
 from literate_transformer.core.masks import causal_mask, padding_mask, to_additive
 from literate_transformer.core.outputs import AttentionOutput
 from literate_transformer.interop import book_attention_to_torch

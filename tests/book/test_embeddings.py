@@ -9,7 +9,8 @@ import torch
 from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertEmbeddings
 
-from literate_transformer.book.embeddings import Embeddings, SinusoidalPositionalEncoding
+from literate_transformer.book.embeddings import Embeddings
+from literate_transformer.parts.positions import SinusoidalPositionalEncoding
 
 ATOL = 1e-5
 B, T, E, V, P = 2, 5, 24, 50, 16

@@ -96,10 +96,13 @@ def test_cached_generation_with_fused_sdpa_attention_matches_eager(config):
 
 def test_greedy_generate_picks_the_most_likely_token_of_each_step(model):
     output = greedy_generate(model, SOURCE, 6, BOS, attention_mask=SOURCE_MASK)
-    assert torch.equal(output.sequences[:, 0], torch.full((2,), BOS))
-    assert torch.equal(output.sequences[:, 1:], output.logits.argmax(-1))
-    # ... and those logits are the model's for the generated prefix.
-    again = model(SOURCE, output.sequences[:, :-1], attention_mask=SOURCE_MASK).logits
+    tokens = output.sequences[:, 1:]
+    # The model itself, without a cache, reads the start token and the generated prefix (teacher-forced, one pass):
+    prefix = torch.cat([torch.full((2, 1), BOS), tokens[:, :-1]], dim=1)
+    again = model(SOURCE, prefix, attention_mask=SOURCE_MASK).logits
+    # every generated token is the most likely one of that independent pass ...
+    assert torch.equal(tokens, again.argmax(-1))
+    # ... whose scores are the ones generation reported, step by step.
     assert (again - output.logits).abs().max().item() <= TOLERANCE
 
 
@@ -115,6 +118,8 @@ def test_generation_restores_training_mode_and_records_no_gradients(model):
 
 class ScriptedModel(torch.nn.Module):
     """A stand-in whose next token is scripted per sequence and step (to test the loop itself)."""
+
+    is_encoder_decoder = True
 
     def __init__(self, script: list[list[int]], vocab_size: int = 10):
         super().__init__()

@@ -16,8 +16,9 @@ import transformers
 from shapes import T5
 from transformers.models.t5.modeling_t5 import T5Attention
 
-from literate_transformer.book.attention import MultiHeadAttention, scaled_dot_product_attention
-from literate_transformer.book.embeddings import RelativePositionBias, relative_position_bucket
+from literate_transformer.book.attention import MultiHeadAttention
+from literate_transformer.core.kernels import scaled_dot_product_attention
+from literate_transformer.parts.positions import RelativePositionBias, relative_position_bucket
 
 DISTANCES = torch.arange(-300, 301)
 

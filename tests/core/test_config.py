@@ -8,7 +8,7 @@ import pytest
 from shapes import BERT
 from transformers import BertConfig
 
-from literate_transformer.core.config import NOT_BERT, TransformerConfig, as_config
+from literate_transformer.core.config import TransformerConfig, as_config
 
 
 def test_field_names_are_bert_config_attributes():
@@ -16,12 +16,6 @@ def test_field_names_are_bert_config_attributes():
     ours = TransformerConfig()
     for field in dataclasses.fields(TransformerConfig):
         if field.name in ("extra", "attn_implementation", "num_labels"):
-            continue
-        if field.name in NOT_BERT:
-            # Other families' fields: the default is BERT's behaviour, and a BertConfig either lacks the
-            # attribute or (transformers 4, where every config has decoder_start_token_id) agrees with it.
-            assert getattr(ours, field.name) == NOT_BERT[field.name], field.name
-            assert getattr(hf, field.name, NOT_BERT[field.name]) == NOT_BERT[field.name], field.name
             continue
         assert hasattr(hf, field.name), field.name
         assert getattr(hf, field.name) == getattr(ours, field.name), field.name
@@ -88,3 +82,11 @@ def test_as_config_accepts_both_and_refuses_others():
     assert as_config(BertConfig(hidden_size=32, num_attention_heads=2)).head_size == 16
     with pytest.raises(TypeError, match="config must be"):
         as_config({"hidden_size": 32})
+
+
+def test_another_familys_config_is_sent_to_its_family():
+    from transformers import GPT2Config
+
+    # The core knows BERT's field names only: a GPT-2 config is read by GPT-2's own file.
+    with pytest.raises(TypeError, match=r"GPT2Config, whose fields are not BERT's.*literate_transformer\.models\.gpt2"):
+        as_config(GPT2Config())

@@ -11,11 +11,16 @@ import torch
 import transformers
 from torch import nn
 
-from literate_transformer.book.attention import MultiHeadAttention, scaled_dot_product_attention
+from literate_transformer.book.attention import MultiHeadAttention
 from literate_transformer.book.feed_forward import FeedForward
 from literate_transformer.core import masks, validation
 from literate_transformer.core.activations import ACTIVATIONS, get_activation
-from literate_transformer.core.kernels import fused_attention, use_fused_attention
+from literate_transformer.core.kernels import (
+    fused_attention,
+    implementation_of,
+    scaled_dot_product_attention,
+    use_fused_attention,
+)
 from literate_transformer.core.residual import add_and_norm, sublayer_input
 
 ATOL = 1e-5
@@ -64,8 +69,17 @@ def test_build_attention_mask_with_a_cache_sees_every_earlier_position():
 
 def test_build_attention_mask_is_none_when_nothing_is_hidden():
     assert masks.build_attention_mask(None, query_length=3) is None
-    assert masks.build_attention_mask(torch.ones(2, 3), query_length=3) is None
-    assert masks.build_attention_mask(torch.ones(2, 3, dtype=torch.bool), query_length=3, causal=False) is None
+    assert masks.build_attention_mask(None, query_length=3, causal=False, past_length=2) is None
+
+
+def test_build_attention_mask_keeps_a_mask_of_ones_without_reading_it():
+    # Finding out that a mask hides nothing would read it back to the host (a GPU sync): it is kept as it is.
+    assert masks.build_attention_mask(torch.ones(2, 3), query_length=3).all()
+    # On the meta device a tensor has no values: reading one back raises, building the mask must not.
+    meta = masks.build_attention_mask(torch.ones(2, 3, device="meta"), query_length=3, causal=True)
+    assert meta.shape == (2, 1, 3, 3) and meta.device.type == "meta"
+    # Building it does not check it again either: the model's entry has (a float mask would be refused there).
+    assert masks.build_attention_mask(torch.full((1, 2), 0.5), query_length=2).tolist() == [[[[True, True]]]]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -86,10 +100,18 @@ def test_fused_kernel_mask_refuses_an_integer_mask():
 # The attention kernels
 # ---------------------------------------------------------------------------
 def test_fused_kernel_is_used_only_when_nothing_needs_the_probabilities(tiny_config):
-    sdpa, eager = tiny_config(attn_implementation="sdpa"), tiny_config()
+    sdpa, eager = implementation_of(tiny_config(attn_implementation="sdpa")), implementation_of(tiny_config())
     assert use_fused_attention(sdpa) and not use_fused_attention(eager)
     assert not use_fused_attention(sdpa, output_attentions=True)
     assert not use_fused_attention(sdpa, head_mask=torch.ones(3))
+
+
+def test_the_implementation_is_read_from_either_kind_of_config():
+    # The package's config says attn_implementation; a transformers config keeps _attn_implementation.
+    gpt2 = transformers.GPT2Config(attn_implementation="sdpa")
+    assert implementation_of(gpt2) == "sdpa"
+    gpt2._attn_implementation = "flash_attention_2"  # HuggingFace's other kernels: the eager code here
+    assert implementation_of(gpt2) == "eager" and implementation_of(transformers.GPT2Config()) == "eager"
 
 
 @pytest.mark.parametrize("form", ["boolean", "additive"])
@@ -116,10 +138,10 @@ def test_fused_kernel_gives_no_nan_on_fully_masked_rows_in_half_precision(dtype)
 
 
 def test_one_module_uses_the_fused_kernel_exactly_when_the_rule_says(tiny_config, monkeypatch):
-    from literate_transformer.book import attention as attention_module
+    from literate_transformer.core import kernels
 
     calls = []
-    monkeypatch.setattr(attention_module, "fused_attention", lambda *args: calls.append(args) or args[0])
+    monkeypatch.setattr(kernels, "fused_attention", lambda *args: calls.append(args) or args[0])
     fused = MultiHeadAttention(tiny_config(attn_implementation="sdpa")).eval()
     hidden = torch.randn(B, T, fused.hidden_size)
     fused(hidden)

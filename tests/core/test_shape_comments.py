@@ -5,9 +5,10 @@ Every line of ``literate_transformer/*.py`` of the form::
     name = <expression>  # (B, H, T, D)
 
 inside a function is a claim about the shape of ``name`` after that line runs.
-This test runs a list of *scenarios* (small forward passes) under
-:func:`sys.settrace`, and each time such a line has run it compares the local
-variable's real shape with the comment.  It fails when
+This test runs the *scenarios* of ``tests/scenarios/`` (small forward
+passes) under :func:`sys.settrace`, and each time such a line has run it
+compares the local variable's real shape with the comment.  The site's own
+tooling (``docs/_tools``) is checked the same way.  It fails when
 
 * a comment is wrong (rank or size),
 * a commented line never ran in any scenario (so every new module must add a
@@ -17,9 +18,10 @@ variable's real shape with the comment.  It fails when
   function).
 
 The legend: ``B`` batch, ``T`` query/target length, ``S`` key/value (source)
-length, ``H`` heads, ``D`` head size, ``E`` hidden size, ``F`` intermediate
-size, ``V`` vocabulary size, ``C`` number of labels, ``L`` number of layers; integers stand for
-themselves.  ``T`` and ``S`` are bound *per call frame*: the first commented
+length, ``H`` heads, ``K`` key/value heads (``H`` unless a model groups its
+queries), ``D`` head size, ``E`` hidden size, ``F`` intermediate size, ``V``
+vocabulary size, ``C`` number of labels, ``L`` number of layers; integers
+stand for themselves.  ``T`` and ``S`` are bound *per call frame*: the first commented
 line of a call that mentions them fixes their values for the rest of that
 call.  The other letters are fixed for a scenario by :data:`DIMS`.
 
@@ -45,37 +47,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import lt_site
 import pytest
+import scenarios
 import torch
+from lt_site import trace
+from scenarios import DIMS
 
 import literate_transformer
-from literate_transformer import trace
-from literate_transformer.book.attention import AttentionHead, MultiHeadAttention
-from literate_transformer.book.classification import TransformerForSequenceClassification
-from literate_transformer.book.decoder import EncoderDecoderTransformer, TransformerDecoder, TransformerDecoderLayer
-from literate_transformer.book.embeddings import Embeddings, RelativePositionBias, SinusoidalPositionalEncoding
-from literate_transformer.book.encoder import TransformerEncoder, TransformerEncoderLayer
-from literate_transformer.book.feed_forward import FeedForward
-from literate_transformer.book.generation import greedy_generate
-from literate_transformer.book.training import make_reversal_batch
-from literate_transformer.core import masks
-from literate_transformer.core.config import TransformerConfig
-from literate_transformer.diagrams import head_split_diagram
-from literate_transformer.interop import bert_attention_to_book
-from literate_transformer.models.bart import BartForConditionalGeneration, shift_tokens_right
-from literate_transformer.models.bert import BertModel, mean_pooling
-from literate_transformer.models.gpt2 import GPT2LMHeadModel
 
 PACKAGE = Path(literate_transformer.__file__).resolve().parent
 ROOT = PACKAGE.parent
 FIXTURES = Path(__file__).resolve().parent / "shape_fixtures"
 
-#: Fixed sizes of the legend letters in every scenario (all distinct).
-DIMS = {"B": 2, "H": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3}
+#: The site's tooling, whose shape comments are checked too.
+TOOLS = Path(lt_site.__file__).resolve().parent
 #: Letters bound per call frame by their first occurrence.
 FREE_DIMS = ("T", "S")
-#: Query and key lengths the scenarios use (any values work; distinct ones catch swaps).
-T, S = 3, 5
 
 LEGEND = set(DIMS) | set(FREE_DIMS)
 # A trailing comment that is nothing but a parenthesised list of words or numbers.
@@ -139,7 +127,7 @@ def _trailing_comments(source: str) -> dict[int, str]:
 def find_shape_comments(path: Path) -> tuple[list[ShapeComment], list[str]]:
     """Parse one file: its checkable shape comments and the malformed ones.
 
-    The statements are the package tracer's (:func:`literate_transformer.trace.assignments`), the same ones
+    The statements are the package tracer's (:func:`lt_site.trace.assignments`), the same ones
     the site's annotated pages show the runtime values of.
     """
     trailing = {line: SHAPE_COMMENT.match(text) for line, text in _trailing_comments(path.read_text()).items()}
@@ -231,172 +219,9 @@ def run_scenarios(paths: Iterable[Path], scenarios: Iterable[Callable[[], object
 
 
 # ---------------------------------------------------------------------------
-# The scenarios
+# The scenarios: every scenario_* function of tests/scenarios/ (a module per part or family)
 # ---------------------------------------------------------------------------
-
-
-def with_dims(**dims: int) -> Callable[[Callable[[], object]], Callable[[], object]]:
-    """Declare fixed sizes other than :data:`DIMS` for one scenario."""
-
-    def decorate(scenario):
-        scenario.dims = dims
-        return scenario
-
-    return decorate
-
-
-def tiny_config(**changes) -> TransformerConfig:
-    """A config whose sizes are the legend's: E=24, H=4 (D=6), F=40, V=50, C=7, L=3, no dropout."""
-    fields = dict(
-        vocab_size=DIMS["V"],
-        hidden_size=DIMS["E"],
-        num_attention_heads=DIMS["H"],
-        intermediate_size=DIMS["F"],
-        num_labels=DIMS["C"],
-        num_hidden_layers=DIMS["L"],
-        max_position_embeddings=16,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    fields.update(changes)
-    return TransformerConfig(**fields)
-
-
-def token_ids(length: int = T) -> torch.Tensor:
-    return torch.randint(1, DIMS["V"], (DIMS["B"], length))
-
-
-def hidden(length: int = T) -> torch.Tensor:
-    return torch.randn(DIMS["B"], length, DIMS["E"])
-
-
-def scenario_masks():
-    masks.causal_mask(T, S)
-    masks.padding_mask(torch.ones(DIMS["B"], S))
-
-
-def scenario_attention_head():
-    head = AttentionHead(DIMS["E"], DIMS["D"])
-    head(hidden())
-    head(hidden(), key_value_states=hidden(S), attention_mask=torch.ones(T, S, dtype=torch.bool))
-
-
-def scenario_multi_head_attention():
-    attention = MultiHeadAttention(tiny_config()).eval()
-    attention(hidden(), attention_mask=masks.causal_mask(T), output_attentions=True)
-    encoder_states = hidden(S)
-    attention(hidden(), key_value_states=encoder_states)
-    cross_cache = attention.project_key_value(encoder_states)
-    attention(hidden(), key_value_states=encoder_states, past_key_value=cross_cache, use_cache=True)
-    # Cached decoding: one new position after S - 1 cached ones.
-    past = attention(hidden(S - 1), use_cache=True).past_key_value
-    attention(hidden(1), attention_mask=masks.causal_mask(1, S), past_key_value=past, use_cache=True)
-
-
-def scenario_fused_attention():
-    MultiHeadAttention(tiny_config(attn_implementation="sdpa")).eval()(hidden(), attention_mask=masks.causal_mask(T))
-
-
-def scenario_feed_forward():
-    FeedForward(tiny_config())(hidden())
-
-
-def scenario_embeddings():
-    embeddings = Embeddings(tiny_config()).eval()
-    embeddings(token_ids())
-    embeddings(token_ids(1), token_type_ids=torch.ones(DIMS["B"], 1, dtype=torch.long), past_length=T)
-    SinusoidalPositionalEncoding(DIMS["E"], max_length=16)(hidden(), past_length=2)
-
-
-def scenario_encoder():
-    attention_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
-    attention_mask[1, -1] = 0
-    for norm_first in (True, False):
-        TransformerEncoderLayer(tiny_config(), norm_first=norm_first).eval()(hidden(), output_attentions=True)
-        encoder = TransformerEncoder(tiny_config(), norm_first=norm_first).eval()
-        encoder(token_ids(), attention_mask)
-        encoder(token_ids(), output_attentions=True)
-    TransformerForSequenceClassification(tiny_config()).eval()(token_ids(), attention_mask)
-
-
-def scenario_bert():
-    attention_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
-    attention_mask[1, -1] = 0
-    token_type_ids = torch.ones(DIMS["B"], T, dtype=torch.long)
-    for implementation in ("eager", "sdpa"):
-        model = BertModel(tiny_config(attn_implementation=implementation)).eval()
-        model(token_ids(), attention_mask, token_type_ids, output_attentions=True, output_hidden_states=True)
-        model(token_ids(), attention_mask)
-        model(token_ids(), position_ids=torch.arange(T)[None], head_mask=torch.ones(DIMS["H"]))
-        # BERT as a decoder: causal self-attention over T, cross-attention over S encoder positions.
-        decoder = BertModel(tiny_config(attn_implementation=implementation, is_decoder=True, add_cross_attention=True))
-        encoder_attention_mask = torch.ones(DIMS["B"], S, dtype=torch.long)
-        encoder_attention_mask[0, -2:] = 0
-        for output_attentions in (False, True):
-            decoder.eval()(
-                token_ids(),
-                attention_mask,
-                encoder_hidden_states=hidden(S),
-                encoder_attention_mask=encoder_attention_mask,
-                output_attentions=output_attentions,
-            )
-    bert_attention_to_book(model.encoder.layer[0].attention)(hidden())
-    # Sentence embeddings: the mean of the real tokens' vectors.
-    mean_pooling(hidden(), attention_mask)
-    # The head-split diagram runs transpose_for_scores on the feature indices.
-    head_split_diagram(model.encoder.layer[0].attention.self, length=T)
-
-
-def scenario_decoder():
-    source_mask = torch.ones(DIMS["B"], S, dtype=torch.long)
-    source_mask[1, -2:] = 0
-    target_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
-    target_mask[1, -1] = 0
-    for norm_first in (True, False):
-        layer = TransformerDecoderLayer(tiny_config(), norm_first=norm_first).eval()
-        layer(hidden(), hidden(S), masks.causal_mask(T), masks.padding_mask(source_mask), output_attentions=True)
-        decoder = TransformerDecoder(tiny_config(), norm_first=norm_first).eval()
-        decoder(token_ids(), hidden(S), target_mask, source_mask)
-        # Cached decoding: T - 1 target positions first, then one more.
-        cache = decoder(token_ids(T - 1), hidden(S), use_cache=True).past_key_values
-        decoder(token_ids(1), hidden(S), past_key_values=cache, use_cache=True)
-    model = EncoderDecoderTransformer(tiny_config()).eval()
-    model(token_ids(S), token_ids(), source_mask, target_mask, output_attentions=True)
-    greedy_generate(model, token_ids(S), max_new_tokens=T, bos_token_id=1, eos_token_id=2, attention_mask=source_mask)
-    # The training demo's data: sources of up to S digits, targets of S + 1 tokens.
-    make_reversal_batch(DIMS["B"], 2, S, torch.Generator().manual_seed(0))
-
-
-def scenario_families():
-    """GPT-2 and BART built from the book's parts, T5's relative bias, and BART's scaled, offset embeddings."""
-    gpt2 = GPT2LMHeadModel(tiny_config(type_vocab_size=0, embedding_layer_norm=False, eos_token_id=2)).eval()
-    prompt_mask = torch.ones(DIMS["B"], T, dtype=torch.long)
-    prompt_mask[1, 0] = 0
-    gpt2(token_ids(), attention_mask=prompt_mask, position_ids=torch.arange(T)[None], output_attentions=True)
-    gpt2.generate(token_ids(), prompt_mask, max_new_tokens=2)
-    bart_config = tiny_config(type_vocab_size=0, position_offset=2, scale_embedding=True, decoder_start_token_id=2)
-    bart = BartForConditionalGeneration(bart_config, bart_config.replace(num_hidden_layers=1)).eval()
-    source_mask = torch.ones(DIMS["B"], S, dtype=torch.long)
-    source_mask[0, -1] = 0
-    bart(token_ids(S), source_mask, token_ids(), output_attentions=True)
-    bart.generate(token_ids(S), source_mask, max_new_tokens=2)
-    shift_tokens_right(token_ids(S), bart_config.pad_token_id, bart_config.decoder_start_token_id)
-    for bidirectional in (True, False):
-        RelativePositionBias(DIMS["H"], num_buckets=8, max_distance=16, bidirectional=bidirectional)(T, S, S - T)
-
-
-def scenario_export():
-    """The module the browser page's graph is exported from (no export here: its forward is what runs)."""
-    from literate_transformer.export import BrowserBert
-
-    BrowserBert(BertModel(tiny_config()).eval())(token_ids(), torch.zeros(DIMS["B"], T, dtype=torch.long))
-
-
-#: Every scenario run by :func:`test_shape_comments_match_the_real_shapes`: each ``scenario_*`` function of this
-#: module, in the order they are defined (a new one is run by being written).
-SCENARIOS: list[Callable[[], object]] = [
-    value for name, value in dict(globals()).items() if name.startswith("scenario_")
-]
+SCENARIOS: list[Callable[[], object]] = scenarios.collect()
 
 
 # ---------------------------------------------------------------------------
@@ -406,7 +231,7 @@ SCENARIOS: list[Callable[[], object]] = [
 
 @pytest.fixture(scope="module")
 def package_report() -> Report:
-    return run_scenarios(sorted(PACKAGE.rglob("*.py")), SCENARIOS)
+    return run_scenarios(sorted(PACKAGE.rglob("*.py")) + sorted(TOOLS.rglob("*.py")), SCENARIOS)
 
 
 def test_package_has_shape_comments(package_report):

@@ -19,8 +19,7 @@ import torch
 onnx = pytest.importorskip("onnx", reason="onnx is not installed (the docs extras); the export is not tested")
 onnxruntime = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (the docs extras)")
 
-from literate_transformer import BertModel, TransformerConfig  # noqa: E402
-from literate_transformer.export import (  # noqa: E402
+from lt_site.export import (  # noqa: E402
     BLOCK_SIZE,
     compare_with_pytorch,
     dequantize_int8_int4,
@@ -32,6 +31,8 @@ from literate_transformer.export import (  # noqa: E402
     shrink_weights,
     tokenizer_spec,
 )
+
+from literate_transformer import BertModel, TransformerConfig  # noqa: E402
 
 
 @pytest.fixture(scope="module")

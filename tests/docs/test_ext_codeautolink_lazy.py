@@ -43,8 +43,14 @@ def test_the_wrapped_hook_skips_lazy_packages_and_passes_the_rest_through(monkey
     assert seen == [other]
 
 
-def test_a_missing_hook_leaves_the_resolver_unchanged(monkeypatch):
+def test_a_missing_hook_leaves_the_resolver_unchanged_and_says_so(monkeypatch):
+    messages = []
+    monkeypatch.setattr(codeautolink_lazy.logger, "info", lambda message, *args: messages.append(message % args))
     monkeypatch.delattr(resolve, "populate_type_checking")
+    before = dict(vars(resolve))
     app = SimpleNamespace(config=SimpleNamespace(codeautolink_lazy_packages=("transformers",)))
     codeautolink_lazy._wrap_resolver(app)
-    assert not hasattr(resolve, "populate_type_checking")
+    # Nothing of the resolver module was added or replaced (a wrapper put back under any name would show) ...
+    assert dict(vars(resolve)) == before
+    # ... and the build log says why.
+    assert messages == ["codeautolink_lazy: sphinx-codeautolink has no populate_type_checking; unchanged"]

@@ -40,7 +40,7 @@ def test_the_proofs_page_includes_each_test_by_its_function():
 
 # A provider as the package's proofs module is one: a function returning its Measurement records.
 PROVIDER = """
-from literate_transformer.proofs import Measurement
+from lt_site.proofs import Measurement
 
 DIFFERENCE = {difference!r}
 

@@ -551,7 +551,7 @@ def badges(page_path: Path) -> list[tuple[str, float]]:
 
 
 def test_every_proof_has_its_badge_on_its_module_page_and_in_its_chapter(site):
-    from literate_transformer.proofs import PROOFS
+    from lt_site.proofs import PROOFS
 
     problems = []
     for proof in PROOFS:
@@ -572,7 +572,7 @@ def test_every_proof_has_its_badge_on_its_module_page_and_in_its_chapter(site):
 
 
 def test_each_badge_links_to_the_test_that_proves_it(site):
-    from literate_transformer.proofs import PROOFS
+    from lt_site.proofs import PROOFS
 
     proofs_page = re.sub(r"<[^>]+>", "", (site / "proofs.html").read_text(encoding="utf-8"))
     for proof in PROOFS:
@@ -583,7 +583,7 @@ def test_each_badge_links_to_the_test_that_proves_it(site):
 
 
 def test_every_executed_page_says_what_it_was_executed_with(site):
-    from literate_transformer.environment import describe
+    from lt_site.environment import describe
 
     expected = f"This page's outputs were computed with {describe()}."
     pages = [site / f"{chapter.docname}.html" for chapter in manifest.CHAPTERS]

@@ -29,15 +29,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from literate_transformer import BertModel, TransformerConfig, load_tokenizer, resolve_checkpoint
-from literate_transformer.export import (
+from lt_site.export import (
     BLOCK_SIZE,
     FORMAT,
     compare_with_pytorch,
     export_for_browser,
     load_browser_export,
 )
+
+from literate_transformer import BertModel, TransformerConfig, load_tokenizer, resolve_checkpoint
 
 pytestmark = pytest.mark.site
 

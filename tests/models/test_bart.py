@@ -1,4 +1,4 @@
-"""BART built from the book's encoder-decoder equals transformers.BartForConditionalGeneration; inputs are validated.
+"""BART, built from the package's parts under HuggingFace's names, equals transformers.BartForConditionalGeneration.
 
 Random HuggingFace BARTs of unusual shapes (encoder and decoder of different
 depths, head counts and feed-forward widths, scaled and unscaled
@@ -18,11 +18,16 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from families import assert_key_map_names_a_missing_tensor, assert_key_map_refuses_a_changed_copy
 from shapes import BART, padded_batch
 
 from literate_transformer import from_hf
-from literate_transformer.interop import map_bart_state_dict
-from literate_transformer.models.bart import BartForConditionalGeneration, BartModel, bart_config
+from literate_transformer.models.bart import (
+    BartForConditionalGeneration,
+    BartModel,
+    check_bart_config,
+    map_bart_state_dict,
+)
 
 ATOL = 1e-5
 PAD, BOS, EOS = 1, 0, 2
@@ -63,18 +68,19 @@ def targets(config, length: int = 5, seed: int = 2):
 # ---------------------------------------------------------------------------
 # Equal to HuggingFace
 # ---------------------------------------------------------------------------
-def test_from_hf_builds_the_book_encoder_decoder_with_barts_switches(models):
+def test_from_hf_builds_bart_under_hfs_names(models):
     hf, ours = models
     assert isinstance(ours, BartForConditionalGeneration) and not ours.training
-    assert not ours.norm_first and ours.encoder.final_layer_norm is None and ours.decoder.final_layer_norm is None
+    # HuggingFace's names, tensor for tensor: post-LN layers, no norm after either stack, final_logits_bias.
+    assert sorted(ours.state_dict()) == sorted(hf.state_dict())
+    assert not any("layer_norm" in name for name, _ in ours.model.encoder.named_children())
     assert (len(ours.encoder.layers), len(ours.decoder.layers)) == (hf.config.encoder_layers, hf.config.decoder_layers)
-    embeddings = ours.encoder.embeddings
-    assert embeddings.position_offset == 2 and embeddings.layer_norm is not None
+    assert ours.encoder.embed_positions.offset == 2 and ours.encoder.layernorm_embedding is not None
     # One table: the encoder's, the decoder's and the head's weight.
-    assert ours.decoder.embeddings.token_embeddings is embeddings.token_embeddings
-    assert ours.lm_head.weight is embeddings.token_embeddings.weight
-    torch.testing.assert_close(ours.lm_head.bias, hf.final_logits_bias[0], atol=0, rtol=0)
-    assert not ours.lm_head.bias.requires_grad
+    assert ours.decoder.embed_tokens is ours.encoder.embed_tokens is ours.model.shared
+    assert ours.lm_head.weight is ours.model.shared.weight
+    torch.testing.assert_close(ours.final_logits_bias, hf.final_logits_bias, atol=0, rtol=0)
+    assert not any(name == "final_logits_bias" for name, _ in ours.named_parameters())
 
 
 @torch.no_grad()
@@ -110,7 +116,7 @@ def test_bart_model_without_head_equals_hf_bart_model(randomize):
     fields = BART("unscaled_relu_deeper_decoder")
     hf = randomize(transformers.BartModel(transformers.BartConfig(**fields, pad_token_id=PAD)))
     ours = from_hf(hf)
-    assert type(ours) is BartModel and ours.lm_head is None
+    assert type(ours) is BartModel and not hasattr(ours, "lm_head")
     input_ids, attention_mask = padded_sources(hf.config)
     decoder_input_ids = targets(hf.config)
     with torch.no_grad():
@@ -140,8 +146,9 @@ def test_shift_tokens_right_equals_hfs():
 
 
 def test_without_a_start_token_missing_targets_are_refused():
-    config = bart_config(transformers.BartConfig(**BART("scaled_5_and_3_heads"), pad_token_id=PAD))[0]
-    ours = BartModel(config.replace(decoder_start_token_id=None)).eval()
+    config = transformers.BartConfig(**BART("scaled_5_and_3_heads"), pad_token_id=PAD)
+    config.decoder_start_token_id = None
+    ours = BartModel(config).eval()
     with pytest.raises(ValueError, match="decoder_input_ids is None and config.decoder_start_token_id is not set"):
         ours(torch.tensor([[5, 6, 7]]))
 
@@ -151,24 +158,21 @@ def test_without_a_start_token_missing_targets_are_refused():
 # ---------------------------------------------------------------------------
 def test_key_map_names_a_missing_tensor_and_refuses_a_second_embedding_table(models):
     hf, ours = models
-    heads = (hf.config.encoder_attention_heads, hf.config.decoder_attention_heads)
-    state = dict(hf.state_dict())
-    del state["model.decoder.layers.0.encoder_attn_layer_norm.bias"]
-    with pytest.raises(ValueError, match=r"missing tensors: decoder\.layers\.0\.layer_norm_2\.bias"):
-        map_bart_state_dict(state, ours.state_dict(), *heads)
-    state = dict(hf.state_dict())
-    state["model.decoder.embed_tokens.weight"] = state["model.decoder.embed_tokens.weight"] + 1
-    with pytest.raises(ValueError, match="one embedding table"):
-        map_bart_state_dict(state, ours.state_dict(), *heads)
+    state, expected = hf.state_dict(), ours.state_dict()
+    missing = "model.decoder.layers.0.encoder_attn_layer_norm.bias"
+    assert_key_map_names_a_missing_tensor(map_bart_state_dict, state, expected, missing)
+    copy = "model.decoder.embed_tokens.weight"
+    assert_key_map_refuses_a_changed_copy(map_bart_state_dict, state, expected, copy, "one embedding table")
 
 
-def test_bart_config_gives_each_stack_its_own_sizes():
-    encoder, decoder = bart_config(transformers.BartConfig(**BART("scaled_5_and_3_heads")))
-    assert (encoder.num_hidden_layers, encoder.num_attention_heads, encoder.intermediate_size) == (2, 5, 44)
-    assert (decoder.num_hidden_layers, decoder.num_attention_heads, decoder.intermediate_size) == (1, 3, 36)
-    assert encoder.position_offset == 2 and encoder.scale_embedding and encoder.type_vocab_size == 0
+def test_each_stack_gets_its_own_sizes_and_the_config_is_checked():
+    ours = BartForConditionalGeneration(transformers.BartConfig(**BART("scaled_5_and_3_heads")))
+    encoder_layer, decoder_layer = ours.encoder.layers[0], ours.decoder.layers[0]
+    assert (len(ours.encoder.layers), encoder_layer.self_attn.num_heads, encoder_layer.fc1.out_features) == (2, 5, 44)
+    assert (len(ours.decoder.layers), decoder_layer.self_attn.num_heads, decoder_layer.fc1.out_features) == (1, 3, 36)
+    assert ours.encoder.embed_positions.offset == 2 and ours.model.shared.embed_scale == 30**0.5
     with pytest.raises(TypeError, match="BartConfig"):
-        bart_config(transformers.GPT2Config())
+        check_bart_config(transformers.GPT2Config())
 
 
 # ---------------------------------------------------------------------------

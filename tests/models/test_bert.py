@@ -128,11 +128,13 @@ def test_sdpa_falls_back_to_eager_for_output_attentions():
         torch.testing.assert_close(ours_probs, eager_probs, atol=ATOL, rtol=0)
 
 
-def test_no_mask_is_built_without_padding():
+def test_no_mask_is_built_without_an_attention_mask():
     # Neither path then spends a pass over the (B, H, T, S) scores adding zeros.
     model = BertModel(TransformerConfig(**BERT("3_heads_relu"), attn_implementation="sdpa"))
+    assert model.get_extended_attention_mask(None, 5, torch.float32) is None
+    # A mask of ones is kept (finding out that it hides nothing would read it back to the host): all zeros.
     ones = torch.ones(2, 5, dtype=torch.long)
-    assert model.get_extended_attention_mask(ones, 5, torch.float32) is None
+    assert model.get_extended_attention_mask(ones, 5, torch.float32).abs().max() == 0
     padded = ones.clone()
     padded[0, -1] = 0
     mask = model.get_extended_attention_mask(padded, 5, torch.float32)
@@ -140,7 +142,7 @@ def test_no_mask_is_built_without_padding():
     assert mask[0, 0, 0, -1] == torch.finfo(torch.float32).min and mask[1].abs().max() == 0
     # A decoder's mask is causal even without padding.
     decoder = BertModel(TransformerConfig(**BERT("3_heads_relu"), is_decoder=True))
-    causal = decoder.get_extended_attention_mask(ones, 5, torch.float32, causal=True)
+    causal = decoder.get_extended_attention_mask(None, 5, torch.float32, causal=True)
     assert causal.shape == (5, 5) and (causal.triu(1) < 0).sum() == 10 and causal.tril().abs().max() == 0
 
 

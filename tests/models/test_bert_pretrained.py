@@ -14,8 +14,8 @@ from safetensors.torch import save_file
 from literate_transformer import TransformerConfig, load_hf_model
 from literate_transformer.book.attention import MultiHeadAttention
 from literate_transformer.core.masks import padding_mask, to_additive
-from literate_transformer.interop import bert_attention_to_book, map_bert_state_dict
-from literate_transformer.models.bert import BertModel
+from literate_transformer.interop import bert_attention_to_book
+from literate_transformer.models.bert import BertModel, map_bert_state_dict
 
 ATOL = 1e-5
 

@@ -1,4 +1,4 @@
-"""GPT-2 built from the book's decoder equals transformers.GPT2LMHeadModel; its inputs are validated.
+"""GPT-2, built from the package's parts under HuggingFace's names, equals transformers.GPT2LMHeadModel.
 
 Random HuggingFace GPT-2s of unusual shapes (odd head counts, other
 epsilons, activations and vocabularies), every parameter randomised so that
@@ -15,11 +15,11 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from families import assert_key_map_names_a_missing_tensor, assert_key_map_refuses_a_changed_copy
 from shapes import GPT2, padded_batch
 
 from literate_transformer import from_hf
-from literate_transformer.interop import map_gpt2_state_dict
-from literate_transformer.models.gpt2 import GPT2LMHeadModel, GPT2Model, gpt2_config
+from literate_transformer.models.gpt2 import GPT2LMHeadModel, GPT2Model, check_gpt2_config, map_gpt2_state_dict
 
 ATOL = 1e-5
 
@@ -52,14 +52,15 @@ def left_padded_prompts(config):
 # ---------------------------------------------------------------------------
 # Equal to HuggingFace
 # ---------------------------------------------------------------------------
-def test_from_hf_builds_the_book_decoder_with_gpt2s_switches(models):
+def test_from_hf_builds_gpt2_under_hfs_names(models):
     hf, ours = models
     assert isinstance(ours, GPT2LMHeadModel) and not ours.training
     stack = ours.transformer
-    assert stack.norm_first and not stack.add_cross_attention and stack.final_layer_norm is not None
-    assert stack.embeddings.layer_norm is None and stack.embeddings.token_type_embeddings is None
+    # HuggingFace's names, tensor for tensor: pre-LN blocks (ln_1, ln_2), the final ln_f, no norm on the embeddings.
+    assert sorted(ours.state_dict()) == sorted(hf.state_dict())
+    assert all(hasattr(block, "ln_1") and hasattr(block, "ln_2") for block in stack.h) and hasattr(stack, "ln_f")
     # One tensor for the token table and the head, as in the checkpoint.
-    assert ours.lm_head.weight is stack.embeddings.token_embeddings.weight
+    assert ours.lm_head.weight is stack.wte.weight
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in hf.parameters())
 
 
@@ -109,15 +110,32 @@ def test_gpt2_model_without_head_equals_hf_gpt2_model(randomize):
     torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
 
 
-def test_arguments_after_input_ids_are_taken_by_name(models):
-    # HuggingFace's positions after input_ids hold arguments the package does not have, so names are the contract.
+@torch.no_grad()
+def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
+    hf, ours = models
+    input_ids, attention_mask = right_padded(hf.config)
+    labels = input_ids.masked_fill(attention_mask == 0, -100)  # no loss on padding
+    expected = hf(input_ids, attention_mask=attention_mask, labels=labels).loss
+    actual = ours(input_ids, attention_mask=attention_mask, labels=labels).loss
+    torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
+    # Not vacuous: the loss of other labels is another number.
+    assert (ours(input_ids, attention_mask=attention_mask, labels=labels.roll(1, 1)).loss - expected).abs() > 1e-3
+    with pytest.raises(ValueError, match=r"labels must be token ids in \[0, vocab_size"):
+        ours(input_ids, labels=input_ids + hf.config.vocab_size)
+
+
+@torch.no_grad()
+def test_positional_arguments_mean_what_they_mean_in_hf(models):
+    # HuggingFace's forward takes input_ids, past_key_values and attention_mask first; then token_type_ids,
+    # which the package does not have, so from there on the arguments go by name.
     _, ours = models
-    input_ids = torch.tensor([[1, 2, 3]])
+    input_ids, next_ids = torch.tensor([[1, 2, 3]]), torch.tensor([[4]])
     cache = ours(input_ids, use_cache=True).past_key_values
-    with pytest.raises(TypeError, match="takes 2 positional arguments"):
-        ours(input_ids, cache)
-    with pytest.raises(ValueError, match=r"a cache goes in by name, past_key_values="):
-        ours.transformer(input_ids, cache)
+    mask = torch.ones(1, 4, dtype=torch.long)
+    by_position = ours(next_ids, cache, mask).logits
+    torch.testing.assert_close(by_position, ours(next_ids, past_key_values=cache, attention_mask=mask).logits)
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        ours(next_ids, cache, mask, torch.zeros_like(next_ids))
 
 
 # ---------------------------------------------------------------------------
@@ -125,21 +143,34 @@ def test_arguments_after_input_ids_are_taken_by_name(models):
 # ---------------------------------------------------------------------------
 def test_key_map_names_a_missing_tensor_and_refuses_an_untied_head(models):
     hf, ours = models
-    state = dict(hf.state_dict())
-    del state["transformer.h.0.mlp.c_fc.bias"]
-    with pytest.raises(ValueError, match=r"missing tensors: transformer\.layers\.0\.feed_forward\.linear_1\.bias"):
-        map_gpt2_state_dict(state, ours.state_dict(), ours.config.num_attention_heads)
-    state = dict(hf.state_dict())
-    state["lm_head.weight"] = state["lm_head.weight"] + 1
-    with pytest.raises(ValueError, match="not tied"):
-        map_gpt2_state_dict(state, ours.state_dict(), ours.config.num_attention_heads)
+    state, expected = hf.state_dict(), ours.state_dict()
+    assert_key_map_names_a_missing_tensor(map_gpt2_state_dict, state, expected, "transformer.h.0.mlp.c_fc.bias")
+    assert_key_map_refuses_a_changed_copy(map_gpt2_state_dict, state, expected, "lm_head.weight", "not tied")
+
+
+def test_key_map_drops_the_causal_mask_buffers_of_older_checkpoints(models):
+    hf, ours = models
+    state = dict(hf.state_dict(), **{"transformer.h.0.attn.bias": torch.ones(1, 1, 4, 4)})
+    assert sorted(map_gpt2_state_dict(state, ours.state_dict())) == sorted(ours.state_dict())
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("option", ["scale_attn_by_inverse_layer_idx", "unscaled"])
+def test_gpt2s_attention_scaling_options_equal_hf(option, randomize):
+    options = {"scale_attn_by_inverse_layer_idx": True} if option != "unscaled" else {"scale_attn_weights": False}
+    hf = random_hf_gpt2(randomize, **GPT2("5_heads_gelu_new"), **options)
+    input_ids, attention_mask = right_padded(hf.config)
+    expected = hf(input_ids, attention_mask=attention_mask).logits
+    torch.testing.assert_close(
+        from_hf(hf)(input_ids, attention_mask=attention_mask).logits, expected, atol=ATOL, rtol=0
+    )
 
 
 def test_unsupported_gpt2_options_are_refused():
-    with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx"):
-        gpt2_config(transformers.GPT2Config(scale_attn_by_inverse_layer_idx=True))
+    with pytest.raises(ValueError, match="add_cross_attention"):
+        check_gpt2_config(transformers.GPT2Config(add_cross_attention=True))
     with pytest.raises(TypeError, match="GPT2Config"):
-        gpt2_config(transformers.BertConfig())
+        check_gpt2_config(transformers.BertConfig())
 
 
 # ---------------------------------------------------------------------------

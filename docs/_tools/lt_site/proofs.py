@@ -11,7 +11,7 @@ Each :class:`Proof` names the object it is about, the reference, the
 tolerance, the test that proves it in general, and a function that runs both
 sides on the example.  :func:`run_all` runs them all.
 
-The examples are those of :mod:`~literate_transformer.trace`: the BERT
+The examples are those of :mod:`lt_site.examples`: the BERT
 modules read "time flies like an arrow" through the pretrained checkpoint;
 the book's modules a small random batch through a small random model,
 loaded into PyTorch's modules with :mod:`~literate_transformer.interop`.
@@ -22,67 +22,39 @@ loaded into PyTorch's modules with :mod:`~literate_transformer.interop`.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+import torch.nn.functional as F
+import transformers
+from transformers.models.t5.modeling_t5 import T5Attention
 
-__all__ = ["Proof", "PROOFS", "Measurement", "run_all"]
+from literate_transformer.book.attention import MultiHeadAttention
+from literate_transformer.book.decoder import EncoderDecoderTransformer, TransformerDecoderLayer
+from literate_transformer.book.embeddings import Embeddings
+from literate_transformer.book.encoder import TransformerEncoder, TransformerEncoderLayer
+from literate_transformer.book.generation import greedy_generate
+from literate_transformer.core.checkpoints import load_hf_model, load_tokenizer
+from literate_transformer.core.kernels import scaled_dot_product_attention
+from literate_transformer.core.masks import causal_mask, padding_mask
+from literate_transformer.interop import (
+    bert_layer_to_book,
+    book_attention_to_torch,
+    book_decoder_layer_to_torch,
+    book_encoder_layer_to_torch,
+    book_encoder_to_torch,
+    book_transformer_to_torch,
+)
+from literate_transformer.models.bert import BertModel
+from literate_transformer.parts.positions import RelativePositionBias
 
-#: The tolerance of the float32 comparisons (the tests' absolute tolerance).
-ATOL = 1e-5
+from . import families
+from .base import Measurement, Proof, book_example, first, max_diff, randomized
 
-
-@dataclass(frozen=True)
-class Proof:
-    """One equality, measured on the running example.
-
-    Attributes:
-        subject: The object it is about, relative to the package (``"models.bert.BertSelfAttention"``).
-        reference: What it equals, as the badge names it.
-        test: The test that proves it in general (``path::function``).
-        run: Runs both sides and returns the largest absolute difference.
-        tolerance: The largest difference allowed.
-        example: The running example it ran on (a name of :data:`~literate_transformer.trace.RUNNING_EXAMPLES`).
-    """
-
-    subject: str
-    reference: str
-    test: str
-    run: Callable[[], float] = field(repr=False)
-    tolerance: float = ATOL
-    example: str = "bert"
-
-
-@dataclass
-class Measurement:
-    """A proof's result on this machine: the difference measured, and whether it is within tolerance."""
-
-    subject: str
-    reference: str
-    test: str
-    max_abs_diff: float
-    tolerance: float
-    example: str
-    dtype: str = "float32"
-
-    @property
-    def passed(self) -> bool:
-        return self.max_abs_diff <= self.tolerance
-
-
-def _max_diff(ours: Tensor, theirs: Tensor, where: Tensor | None = None) -> float:
-    if where is not None:
-        ours, theirs = ours[where], theirs[where]
-    return (ours.float() - theirs.float()).abs().max().item()
-
-
-def _first(output: Any) -> Tensor:
-    """A HuggingFace module's main output, whether it returns a tensor or a tuple (releases differ)."""
-    return output[0] if isinstance(output, tuple) else output
+__all__ = ["CORE_PROOFS", "PROOFS", "run_all"]
 
 
 # ---------------------------------------------------------------------------
@@ -90,8 +62,6 @@ def _first(output: Any) -> Tensor:
 # ---------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _bert_example() -> dict[str, Any]:
-    from .checkpoints import load_hf_model, load_tokenizer
-    from .models.bert import BertModel
 
     encoded = load_tokenizer()("time flies like an arrow", return_tensors="pt")
     hf = load_hf_model()
@@ -104,7 +74,7 @@ def _bert_embeddings() -> float:
     example = _bert_example()
     ours = example["ours"].embeddings(example["input_ids"], example["token_type_ids"])
     theirs = example["hf"].embeddings(input_ids=example["input_ids"], token_type_ids=example["token_type_ids"])
-    return _max_diff(ours, theirs)
+    return max_diff(ours, theirs)
 
 
 @torch.no_grad()
@@ -112,8 +82,8 @@ def _bert_self_attention() -> float:
     example = _bert_example()
     hidden = example["hf"].embeddings(input_ids=example["input_ids"], token_type_ids=example["token_type_ids"])
     ours, _ = example["ours"].encoder.layer[0].attention.self(hidden)
-    theirs = _first(example["hf"].encoder.layer[0].attention.self(hidden))
-    return _max_diff(ours, theirs)
+    theirs = first(example["hf"].encoder.layer[0].attention.self(hidden))
+    return max_diff(ours, theirs)
 
 
 @torch.no_grad()
@@ -121,8 +91,8 @@ def _bert_layer() -> float:
     example = _bert_example()
     hidden = example["hf"].embeddings(input_ids=example["input_ids"], token_type_ids=example["token_type_ids"])
     ours = example["ours"].encoder.layer[0](hidden).hidden_states
-    theirs = _first(example["hf"].encoder.layer[0](hidden))
-    return _max_diff(ours, theirs)
+    theirs = first(example["hf"].encoder.layer[0](hidden))
+    return max_diff(ours, theirs)
 
 
 @torch.no_grad()
@@ -131,26 +101,24 @@ def _bert_model() -> float:
     ours = example["ours"](example["input_ids"], token_type_ids=example["token_type_ids"])
     theirs = example["hf"](input_ids=example["input_ids"], token_type_ids=example["token_type_ids"])
     return max(
-        _max_diff(ours.last_hidden_state, theirs.last_hidden_state),
-        _max_diff(ours.pooler_output, theirs.pooler_output),
+        max_diff(ours.last_hidden_state, theirs.last_hidden_state),
+        max_diff(ours.pooler_output, theirs.pooler_output),
     )
 
 
 @torch.no_grad()
 def _book_feed_forward_with_bert_weights() -> float:
-    from .interop import bert_layer_to_book
 
     example = _bert_example()
     hidden = torch.randn(1, example["input_ids"].shape[1], example["ours"].config.hidden_size)
     book = bert_layer_to_book(example["ours"].encoder.layer[0]).eval().feed_forward
     hf_layer = example["hf"].encoder.layer[0]
     theirs = hf_layer.output.dense(hf_layer.intermediate(hidden))
-    return _max_diff(book(hidden), theirs)
+    return max_diff(book(hidden), theirs)
 
 
 @torch.no_grad()
 def _book_embeddings_with_bert_weights() -> float:
-    from .book.embeddings import Embeddings
 
     example = _bert_example()
     book = Embeddings(example["ours"].config).eval()
@@ -163,149 +131,94 @@ def _book_embeddings_with_bert_weights() -> float:
     ):
         ours.load_state_dict(theirs.state_dict())
     theirs = source(input_ids=example["input_ids"], token_type_ids=example["token_type_ids"])
-    return _max_diff(book(example["input_ids"], example["token_type_ids"]), theirs)
+    return max_diff(book(example["input_ids"], example["token_type_ids"]), theirs)
 
 
 # ---------------------------------------------------------------------------
 # The book's modules, on a small random batch, against PyTorch's
 # ---------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _book_example() -> dict[str, Any]:
-    from .core.config import TransformerConfig
-    from .trace import BOOK_EXAMPLE_SIZES
-
-    generator = torch.Generator().manual_seed(0)
-    config = TransformerConfig(
-        **BOOK_EXAMPLE_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-5
-    )
-    batch, target_length, source_length = 2, 5, 7
-    source_mask = torch.ones(batch, source_length, dtype=torch.long)
-    source_mask[1, -2:] = 0
-    return {
-        "config": config,
-        "hidden": torch.randn(batch, target_length, config.hidden_size, generator=generator),
-        "memory": torch.randn(batch, source_length, config.hidden_size, generator=generator),
-        "source_ids": torch.randint(3, config.vocab_size, (batch, source_length), generator=generator),
-        "source_mask": source_mask,
-    }
-
-
-def _randomized(module: nn.Module, seed: int = 0) -> nn.Module:
-    """Random weights, layer norms included (fresh ones are the identity and would hide a misplaced norm)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for sub in module.modules():
-            for name, parameter in sub.named_parameters(recurse=False):
-                noise = torch.randn(parameter.shape, generator=generator)
-                if isinstance(sub, nn.LayerNorm) and name == "weight":
-                    parameter.copy_(1 + 0.2 * noise)
-                else:
-                    parameter.copy_(0.1 * noise)
-    return module.eval()
-
-
 @torch.no_grad()
 def _sdpa_function() -> float:
-    import torch.nn.functional as F
 
-    from .book.attention import scaled_dot_product_attention
-    from .core.masks import padding_mask
-
-    example = _book_example()
+    example = book_example()
     heads, head_size = example["config"].num_attention_heads, example["config"].head_size
     generator = torch.Generator().manual_seed(1)
     query = torch.randn(2, heads, 5, head_size, generator=generator)
     key, value = (torch.randn(2, heads, 7, head_size, generator=generator) for _ in range(2))
     mask = padding_mask(example["source_mask"])
     ours, _ = scaled_dot_product_attention(query, key, value, mask)
-    return _max_diff(ours, F.scaled_dot_product_attention(query, key, value, attn_mask=mask))
+    return max_diff(ours, F.scaled_dot_product_attention(query, key, value, attn_mask=mask))
 
 
 @torch.no_grad()
 def _multi_head_attention() -> float:
-    from .book.attention import MultiHeadAttention
-    from .core.masks import padding_mask
-    from .interop import book_attention_to_torch
 
-    example = _book_example()
-    ours = _randomized(MultiHeadAttention(example["config"]))
+    example = book_example()
+    ours = randomized(MultiHeadAttention(example["config"]))
     hidden, memory = example["hidden"], example["memory"]
     theirs, _ = book_attention_to_torch(ours)(hidden, memory, memory, key_padding_mask=example["source_mask"] == 0)
     mine = ours(hidden, memory, padding_mask(example["source_mask"])).hidden_states
-    return _max_diff(mine, theirs)
+    return max_diff(mine, theirs)
 
 
 def _encoder_layer(norm_first: bool) -> Callable[[], float]:
     @torch.no_grad()
     def run() -> float:
-        from .book.encoder import TransformerEncoderLayer
-        from .core.masks import padding_mask
-        from .interop import book_encoder_layer_to_torch
 
-        example = _book_example()
-        ours = _randomized(TransformerEncoderLayer(example["config"], norm_first=norm_first))
+        example = book_example()
+        ours = randomized(TransformerEncoderLayer(example["config"], norm_first=norm_first))
         memory, mask = example["memory"], example["source_mask"]
         theirs = book_encoder_layer_to_torch(ours)(memory, src_key_padding_mask=mask == 0)
-        return _max_diff(ours(memory, padding_mask(mask)).hidden_states, theirs, mask.bool())
+        return max_diff(ours(memory, padding_mask(mask)).hidden_states, theirs, mask.bool())
 
     return run
 
 
 @torch.no_grad()
 def _encoder_stack() -> float:
-    from .book.encoder import TransformerEncoder
-    from .interop import book_encoder_to_torch
 
-    example = _book_example()
-    ours = _randomized(TransformerEncoder(example["config"]))
+    example = book_example()
+    ours = randomized(TransformerEncoder(example["config"]))
     ids, mask = example["source_ids"], example["source_mask"]
     theirs = book_encoder_to_torch(ours)(ours.embeddings(ids), src_key_padding_mask=mask == 0)
-    return _max_diff(ours(ids, mask).last_hidden_state, theirs, mask.bool())
+    return max_diff(ours(ids, mask).last_hidden_state, theirs, mask.bool())
 
 
 def _decoder_layer(norm_first: bool) -> Callable[[], float]:
     @torch.no_grad()
     def run() -> float:
-        from .book.decoder import TransformerDecoderLayer
-        from .core.masks import causal_mask, padding_mask
-        from .interop import book_decoder_layer_to_torch
 
-        example = _book_example()
-        ours = _randomized(TransformerDecoderLayer(example["config"], norm_first=norm_first))
+        example = book_example()
+        ours = randomized(TransformerDecoderLayer(example["config"], norm_first=norm_first))
         hidden, memory, mask = example["hidden"], example["memory"], example["source_mask"]
         length = hidden.shape[1]
         theirs = book_decoder_layer_to_torch(ours)(
             hidden, memory, tgt_mask=~causal_mask(length), memory_key_padding_mask=mask == 0
         )
         mine = ours(hidden, memory, causal_mask(length), padding_mask(mask)).hidden_states
-        return _max_diff(mine, theirs)
+        return max_diff(mine, theirs)
 
     return run
 
 
 @torch.no_grad()
 def _cached_generation() -> float:
-    from .book.decoder import EncoderDecoderTransformer
-    from .book.generation import greedy_generate
 
-    example = _book_example()
-    model = _randomized(EncoderDecoderTransformer(example["config"]))
+    example = book_example()
+    model = randomized(EncoderDecoderTransformer(example["config"]))
     ids, mask = example["source_ids"], example["source_mask"]
     cached = greedy_generate(model, ids, 6, bos_token_id=1, attention_mask=mask)
     full = greedy_generate(model, ids, 6, bos_token_id=1, attention_mask=mask, use_cache=False)
     if not torch.equal(cached.sequences, full.sequences):
         return float("inf")
-    return _max_diff(cached.logits, full.logits)
+    return max_diff(cached.logits, full.logits)
 
 
 @torch.no_grad()
 def _encoder_decoder_as_torch_transformer() -> float:
-    from .book.decoder import EncoderDecoderTransformer
-    from .core.masks import causal_mask
-    from .interop import book_transformer_to_torch
 
-    example = _book_example()
-    model = _randomized(EncoderDecoderTransformer(example["config"], final_layer_norm=True))
+    example = book_example()
+    model = randomized(EncoderDecoderTransformer(example["config"], final_layer_norm=True))
     ids, mask = example["source_ids"], example["source_mask"]
     target = ids[:, :5]
     transformer = book_transformer_to_torch(model)
@@ -317,61 +230,11 @@ def _encoder_decoder_as_torch_transformer() -> float:
         memory_key_padding_mask=mask == 0,
     )
     ours = model(ids, target, mask).last_hidden_state
-    return _max_diff(ours, theirs)
-
-
-def _hf_and_ours(config_class: str, model_class: str, sizes: dict[str, Any], **ids: int) -> tuple[nn.Module, nn.Module]:
-    """A ``transformers`` model with random weights (layer norms included), and the package's from ``from_hf``."""
-    import transformers
-
-    from .interop import from_hf
-
-    config = getattr(transformers, config_class)(**sizes, **ids, attn_implementation="eager")
-    torch.manual_seed(0)
-    hf = _randomized(getattr(transformers, model_class)(config))
-    return hf, from_hf(hf)
-
-
-@torch.no_grad()
-def _gpt2() -> float:
-    example = _book_example()
-    # The running example's sizes under GPT-2's names.
-    c = example["config"]
-    sizes = dict(vocab_size=c.vocab_size, n_embd=c.hidden_size, n_inner=c.intermediate_size)
-    sizes.update(n_layer=c.num_hidden_layers, n_head=c.num_attention_heads, n_positions=c.max_position_embeddings)
-    hf, ours = _hf_and_ours("GPT2Config", "GPT2LMHeadModel", sizes, bos_token_id=1, eos_token_id=2)
-    ids = example["source_ids"]
-    mask = torch.ones_like(ids)
-    mask[1, -2:] = 0  # right padding: every query row keeps a real key
-    logits = ours(ids, attention_mask=mask).logits
-    return _max_diff(logits, hf(input_ids=ids, attention_mask=mask).logits, mask.bool())
-
-
-@torch.no_grad()
-def _bart() -> float:
-    example = _book_example()
-    # The running example's sizes under BART's names, for encoder and decoder alike.
-    c = example["config"]
-    sizes = dict(vocab_size=c.vocab_size, d_model=c.hidden_size, max_position_embeddings=c.max_position_embeddings)
-    for stack in ("encoder", "decoder"):
-        sizes[f"{stack}_layers"], sizes[f"{stack}_attention_heads"] = c.num_hidden_layers, c.num_attention_heads
-        sizes[f"{stack}_ffn_dim"] = c.intermediate_size
-    special = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
-    hf, ours = _hf_and_ours("BartConfig", "BartForConditionalGeneration", sizes, **special)
-    ids, mask = example["source_ids"], example["source_mask"]
-    target = ids[:, :5]
-    logits = ours(ids, mask, target).logits
-    return _max_diff(logits, hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits)
+    return max_diff(ours, theirs)
 
 
 @torch.no_grad()
 def _t5_relative_bias() -> float:
-    import inspect
-
-    import transformers
-    from transformers.models.t5.modeling_t5 import T5Attention
-
-    from .book.embeddings import RelativePositionBias
 
     config = transformers.T5Config(
         d_model=24, d_kv=6, num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=16
@@ -381,11 +244,11 @@ def _t5_relative_bias() -> float:
     ours = RelativePositionBias(4, num_buckets=8, max_distance=16)
     theirs.relative_attention_bias.weight.normal_(generator=torch.Generator().manual_seed(0))
     ours.relative_attention_bias.weight.copy_(theirs.relative_attention_bias.weight)
-    return _max_diff(ours(5, 7), theirs.compute_bias(5, 7))
+    return max_diff(ours(5, 7), theirs.compute_bias(5, 7))
 
 
-#: Every proof the site shows, in reading order.
-PROOFS: tuple[Proof, ...] = (
+#: The proofs of the core, the parts, the book and BERT, in reading order.
+CORE_PROOFS: tuple[Proof, ...] = (
     Proof(
         "models.bert.BertEmbeddings",
         "transformers BertEmbeddings",
@@ -411,7 +274,7 @@ PROOFS: tuple[Proof, ...] = (
         _bert_model,
     ),
     Proof(
-        "book.attention.scaled_dot_product_attention",
+        "core.kernels.scaled_dot_product_attention",
         "torch.nn.functional.scaled_dot_product_attention",
         "tests/book/test_attention.py::test_sdpa_equals_torch_sdpa_with_boolean_mask",
         _sdpa_function,
@@ -479,25 +342,11 @@ PROOFS: tuple[Proof, ...] = (
         example="book",
     ),
     Proof(
-        "book.embeddings.RelativePositionBias",
+        "parts.positions.RelativePositionBias",
         "transformers T5Attention.compute_bias",
         "tests/book/test_relative_positions.py::test_bias_equals_t5_compute_bias",
         _t5_relative_bias,
-        example="families",
-    ),
-    Proof(
-        "models.gpt2.GPT2LMHeadModel",
-        "transformers GPT2LMHeadModel",
-        "tests/models/test_gpt2.py::test_logits_hidden_states_and_attentions_equal_hf_with_padding",
-        _gpt2,
-        example="families",
-    ),
-    Proof(
-        "models.bart.BartForConditionalGeneration",
-        "transformers BartForConditionalGeneration",
-        "tests/models/test_bart.py::test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources",
-        _bart,
-        example="families",
+        example="parts",
     ),
     Proof(
         "book.generation.greedy_generate",
@@ -507,6 +356,10 @@ PROOFS: tuple[Proof, ...] = (
         example="book",
     ),
 )
+
+
+#: Every proof the site shows: the core's, then each family's (:mod:`lt_site.families`).
+PROOFS: tuple[Proof, ...] = CORE_PROOFS + families.collect("PROOFS")
 
 
 def run_all(proofs: tuple[Proof, ...] = PROOFS) -> list[Measurement]:

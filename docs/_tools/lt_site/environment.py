@@ -33,7 +33,7 @@ def versions() -> dict[str, str]:
     import numpy
     import torch
 
-    from . import __version__
+    from literate_transformer import __version__
 
     return {
         "python": platform.python_version(),

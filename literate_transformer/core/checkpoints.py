@@ -22,9 +22,10 @@ reads its ``config.json`` once (refusing a checkpoint of another model
 type), picks its weights file and, where a SHA-256 is expected, verifies it.
 Everything else takes the resulting :class:`Checkpoint`:
 :func:`load_hf_config`, :func:`load_tokenizer` and :func:`load_hf_model` for
-HuggingFace's objects, :func:`load_pretrained` for this package's
-:class:`~literate_transformer.models.bert.BertModel` (through the key map of
-:mod:`~literate_transformer.interop`).
+HuggingFace's objects, :func:`read_state_dict` for its tensors, which
+:meth:`~literate_transformer.models.bert.BertModel.from_pretrained` loads
+through BERT's key map.  This module is on the ground floor: it imports
+nothing else of the package, so the config (and every model) can use it.
 
 Before the default weights are used, their SHA-256 is compared with
 :data:`DEFAULT_SHA256`; a corrupted or substituted file is refused with
@@ -54,7 +55,7 @@ warnings.  The loaders also silence HuggingFace's advisory logging
 ``attn_implementation="eager"``, so that ``output_attentions=True`` really
 returns the attention probabilities (the fused SDPA path returns none).
 
->>> from literate_transformer.checkpoints import load_tokenizer
+>>> from literate_transformer.core.checkpoints import load_tokenizer
 >>> load_tokenizer()("time flies like an arrow")["input_ids"]
 [101, 2051, 10029, 2066, 2019, 8612, 102]
 
@@ -100,7 +101,6 @@ __all__ = [
     "load_hf_config",
     "load_tokenizer",
     "load_hf_model",
-    "load_pretrained",
 ]
 
 #: The environment of every build, test and example of this project, offline and quiet.
@@ -376,28 +376,4 @@ def load_hf_model(
     checkpoint = resolve_checkpoint(path_or_name)
     quiet_transformers()
     model = BertModel.from_pretrained(checkpoint.folder, attn_implementation=attn_implementation, **kwargs)
-    return model.eval()
-
-
-def load_pretrained(cls: type, path_or_name: str | os.PathLike[str] | None = None, **config_changes: Any) -> Any:
-    """This package's :class:`~literate_transformer.models.bert.BertModel` (or ``cls``) with a checkpoint's weights.
-
-    The config comes from the checkpoint's ``config.json`` (changed by
-    ``config_changes``), the tensors from its weights file through
-    :func:`~literate_transformer.interop.map_bert_state_dict`, which names
-    every tensor that does not fit.
-
-    Returns:
-        The model, in evaluation mode.
-    """
-    from .core.config import TransformerConfig
-    from .interop import map_bert_state_dict
-
-    checkpoint = resolve_checkpoint(path_or_name)
-    config = TransformerConfig.from_dict(checkpoint.config)
-    if config_changes:
-        config = config.replace(**config_changes)
-    model = cls(config)
-    state_dict = map_bert_state_dict(read_state_dict(checkpoint.weights_file), model.state_dict())
-    model.load_state_dict(state_dict, strict=True)
     return model.eval()

@@ -123,6 +123,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
+import literate_transformer
+from literate_transformer.core.checkpoints import load_tokenizer, resolve_checkpoint
+from literate_transformer.models.bert import BertModel
+
+from .digest import source_digest
+
+#: The package's source folder, whose digest is part of the export's.
+PACKAGE_SOURCE = Path(literate_transformer.__file__).resolve().parent
+
 __all__ = [
     "BrowserBert",
     "ExportCheck",
@@ -189,8 +198,6 @@ class BrowserBert(torch.nn.Module):
 
     def __init__(self, bert: torch.nn.Module) -> None:
         super().__init__()
-        from . import BertModel
-
         if not isinstance(bert, BertModel):
             raise TypeError(f"bert must be a literate_transformer.BertModel, got {type(bert).__name__}")
         self.bert = bert
@@ -584,11 +591,6 @@ def compare_with_pytorch(
 # ---------------------------------------------------------------------------
 # The cached export for the site
 # ---------------------------------------------------------------------------
-def _package_sources() -> list[Path]:
-    root = Path(__file__).resolve().parent
-    return sorted(root.rglob("*.py"))
-
-
 def _versions() -> dict[str, str]:
     versions = {}
     for name in _VERSIONED:
@@ -611,12 +613,8 @@ def export_digest(checkpoint_id: str, tokenizer_json: str, settings: dict[str, A
         64 hex digits; the same inputs always give the same digest.
     """
     digest = hashlib.sha256()
-    root = Path(__file__).resolve().parent
-    # The package's source: any change to the model's code is a new model.
-    for path in _package_sources():
-        digest.update(path.relative_to(root).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
+    # The package's source (the site's one digest of it): any change to the model's code is a new model.
+    digest.update(source_digest([PACKAGE_SOURCE]).encode())
     for part in (checkpoint_id, tokenizer_json, json.dumps(settings, sort_keys=True), json.dumps(_versions())):
         digest.update(b"\0")
         digest.update(part.encode())
@@ -672,7 +670,7 @@ def load_browser_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(
             f"{folder} holds no browser export ({METADATA_FILE} is missing): "
-            "make one with literate_transformer.export.export_for_browser(folder)"
+            "make one with lt_site.export.export_for_browser(folder)"
         )
     metadata = json.loads(path.read_text(encoding="utf-8"))
     if metadata.get("format") != FORMAT:
@@ -698,7 +696,7 @@ def export_for_browser(
     Args:
         folder: The output folder (created if missing).
         checkpoint: A checkpoint folder or hub name; by default the offline,
-            SHA-256-verified one (see ``literate_transformer.resolve_checkpoint``).
+            SHA-256-verified one (see ``literate_transformer.core.checkpoints.resolve_checkpoint``).
         block_size: Numbers per scale in the shrunk matrices.
         check_texts: Texts on which the shrunk graph is measured against the model.
         keep_fp32: Also keep the float32 graph as ``model.fp32.onnx`` (and measure it).
@@ -711,8 +709,6 @@ def export_for_browser(
         TypeError: if ``folder`` is not a path or ``block_size`` not an int.
         ValueError: if ``folder`` is a file, ``block_size`` is bad or ``check_texts`` is empty.
     """
-    from . import BertModel, load_tokenizer, resolve_checkpoint
-
     folder = _check_path(folder, "folder")
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"folder must be a directory, but {folder} is a file")

@@ -1,4 +1,4 @@
-"""Tracing and the proofs registry: what the annotated pages and the proof badges are built from."""
+"""The site's tracing and proofs registry (lt_site): what the annotated pages and the proof badges are built from."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from lt_site import examples, trace
+from lt_site.proofs import PROOFS
 
 import literate_transformer
-from literate_transformer import trace
 from literate_transformer.book import encoder as encoder_module
 from literate_transformer.book.encoder import TransformerEncoder
-from literate_transformer.proofs import PROOFS
 
 ROOT = Path(literate_transformer.__file__).resolve().parents[1]
 
@@ -65,8 +65,19 @@ def test_summaries_are_small_whatever_the_tensor():
         trace.summarize([1, 2])
 
 
+def test_statistics_of_masked_scores_do_not_overflow():
+    # Masked scores are finfo(float32).min: their float32 mean is -inf, their float64 mean is what it is.
+    lowest = torch.finfo(torch.float32).min
+    scores = torch.full((1, 4, 4), lowest)
+    scores[..., 0] = 1.0
+    assert scores.mean().item() == float("-inf")  # the overflow the float64 statistics avoid
+    stats = trace.summarize(scores).stats
+    assert all(isinstance(stats[key], float) for key in ("mean", "std", "min", "max")), stats
+    assert stats["min"] == float(f"{lowest:.4g}") and stats["mean"] == float(f"{0.75 * lowest:.4g}")
+
+
 def test_the_book_example_traces_every_book_module():
-    example = next(example for example in trace.RUNNING_EXAMPLES if example.name == "book")
+    example = next(example for example in examples.RUNNING_EXAMPLES if example.name == "book")
     paths = sorted((ROOT / "literate_transformer" / "book").glob("*.py"))
     records = trace.record(example.run, paths, example.name)
     traced = {Path(path).stem for path, _ in records}
@@ -79,4 +90,4 @@ def test_every_proof_names_an_object_of_the_package_and_an_existing_test(proof):
     assert hasattr(importlib.import_module(f"literate_transformer.{module}"), name), proof.subject
     path, _, function = proof.test.partition("::")
     assert f"def {function}(" in (ROOT / path).read_text(encoding="utf-8"), proof.test
-    assert proof.example in {example.name for example in trace.RUNNING_EXAMPLES}
+    assert proof.example in {example.name for example in examples.RUNNING_EXAMPLES}

@@ -11,7 +11,7 @@ it:
   commented line's tensor against the comment's letters), and
 * the annotated-source pages of the site, which show next to each line the
   shape, dtype and a small preview of what it computed on a running example
-  (:func:`record` and :data:`RUNNING_EXAMPLES`).
+  (:func:`record`, run on the examples of :mod:`lt_site.examples`).
 
 Both see exactly the same statements: :func:`assignments` lists, for a
 file, every statement inside a function that assigns to one name or to a
@@ -34,7 +34,7 @@ import itertools
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +50,6 @@ __all__ = [
     "LineRecord",
     "summarize",
     "record",
-    "RunningExample",
-    "RUNNING_EXAMPLES",
-    "site_trace",
 ]
 
 
@@ -230,8 +227,10 @@ class TensorSummary:
         shape: The shape.
         dtype: The dtype, e.g. ``"float32"``.
         values: The first :data:`PREVIEW_VALUES` values, flattened.
-        stats: ``mean``, ``std``, ``min`` and ``max`` (floating point; for booleans the
-            fraction ``True`` as ``mean``).
+        stats: ``mean``, ``std``, ``min`` and ``max``, computed in float64 whatever the
+            tensor's dtype (for booleans the fraction ``True`` as ``mean``), so that they
+            cannot overflow: a masked score is ``finfo(float32).min``, and a float32 mean of
+            a row of them is ``-inf``.
         heatmap: For a tensor with at least two dimensions: the last two
             dimensions of its first matrix (index 0 of the others), at most
             :data:`HEATMAP_SIZE` squared, as rows of values; else ``None``.
@@ -255,8 +254,8 @@ def summarize(tensor: torch.Tensor) -> TensorSummary:
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
     data = tensor.detach().to("cpu")
-    # Statistics and heatmaps in float32, whatever the dtype (booleans become 0 and 1).
-    numeric = data.float()
+    # Statistics and heatmaps in float64, whatever the dtype (booleans become 0 and 1): no overflow.
+    numeric = data.double()
     flat = numeric.flatten()
     stats: dict[str, float] = {}
     if flat.numel():
@@ -343,181 +342,3 @@ def record(run: Callable[[], object], paths: Sequence[Path], example: str = "") 
     with torch.no_grad(), LineTracer(watched, on_assignment):
         run()
     return dict(sorted(records.items()))
-
-
-# ---------------------------------------------------------------------------
-# The running examples of the site
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunningExample:
-    """An input run through some modules so that their pages can show what each line computed.
-
-    Attributes:
-        name: A short name.
-        description: One sentence for the page: what ran, on what input.
-        dims: The sizes of the legend's letters in this example (``{"B": 1, "T": 7, ...}``).
-        run: What to run.
-    """
-
-    name: str
-    description: str
-    dims: dict[str, int]
-    run: Callable[[], object] = field(repr=False)
-
-
-def _bert_on_the_sentence() -> None:
-    from .checkpoints import load_tokenizer
-    from .diagrams import head_split_diagram
-    from .export import BrowserBert
-    from .models.bert import BertModel, sentence_embeddings
-
-    encoded = load_tokenizer()("time flies like an arrow", return_tensors="pt")
-    inputs = (encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
-    eager = BertModel.from_pretrained()
-    # The eager path, with the attention probabilities (as the attention views show them) ...
-    outputs = eager(*inputs, output_attentions=True)
-    # ... the sentence vector the checkpoint was trained for ...
-    sentence_embeddings(outputs.last_hidden_state, encoded["attention_mask"])
-    # ... a mask that keeps every head (one row, for all layers) ...
-    eager(*inputs, head_mask=torch.ones(eager.config.num_attention_heads))
-    # ... the model the try page runs, and the head-split diagram on its first layer ...
-    BrowserBert(eager)(encoded["input_ids"], encoded["token_type_ids"])
-    head_split_diagram(eager.encoder.layer[0].attention.self, length=encoded["input_ids"].shape[1])
-    # ... and the fused kernel on the same weights.
-    fused = BertModel(eager.config.replace(attn_implementation="sdpa")).eval()
-    fused.load_state_dict(eager.state_dict())
-    fused(*inputs)
-
-
-#: The small configuration of the book's running example (sizes all distinct, to tell the letters apart).
-BOOK_EXAMPLE_SIZES = dict(
-    vocab_size=50,
-    hidden_size=24,
-    num_attention_heads=4,
-    intermediate_size=40,
-    num_hidden_layers=2,
-    max_position_embeddings=16,
-    num_labels=3,
-)
-
-
-def _the_book_on_a_small_batch() -> None:
-    from . import interop
-    from .book.attention import AttentionHead, MultiHeadAttention, scaled_dot_product_attention
-    from .book.classification import TransformerForSequenceClassification
-    from .book.decoder import EncoderDecoderTransformer
-    from .book.embeddings import SinusoidalPositionalEncoding
-    from .book.generation import greedy_generate
-    from .book.training import make_reversal_batch
-    from .core import masks
-    from .core.config import TransformerConfig
-    from .core.kernels import fused_attention
-
-    torch.manual_seed(0)
-    config = TransformerConfig(**BOOK_EXAMPLE_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    batch, target_length, source_length = 2, 5, 7
-    heads, head_size = config.num_attention_heads, config.head_size
-    source = torch.randint(3, config.vocab_size, (batch, source_length))
-    target = torch.randint(3, config.vocab_size, (batch, target_length))
-    source_mask = torch.ones(batch, source_length, dtype=torch.long)
-    source_mask[1, -2:] = 0
-    hidden = torch.randn(batch, target_length, config.hidden_size)
-    query = torch.randn(batch, heads, target_length, head_size)
-    key, value = (torch.randn(batch, heads, source_length, head_size) for _ in range(2))
-
-    masks.build_attention_mask(source_mask, query_length=target_length, causal=False)
-    masks.build_attention_mask(None, query_length=target_length, causal=True)
-    scaled_dot_product_attention(query, key, value, masks.padding_mask(source_mask))
-    fused_attention(query, key, value, masks.padding_mask(source_mask))
-    AttentionHead(config.hidden_size, head_size)(hidden)
-    MultiHeadAttention(config).eval()(hidden, output_attentions=True)
-    SinusoidalPositionalEncoding(config.hidden_size, config.max_position_embeddings)(hidden)
-    for norm_first in (True, False):
-        model = EncoderDecoderTransformer(config, norm_first=norm_first).eval()
-        model(source, target, source_mask, output_attentions=True)
-        greedy_generate(model, source, max_new_tokens=3, bos_token_id=1, attention_mask=source_mask)
-        interop.book_encoder_to_torch(model.encoder)
-    TransformerForSequenceClassification(config).eval()(source, source_mask)
-    make_reversal_batch(batch, 3, 6, torch.Generator().manual_seed(0))
-
-
-def _the_families_on_a_small_batch() -> None:
-    from .book.embeddings import RelativePositionBias
-    from .core.config import TransformerConfig
-    from .models.bart import BartForConditionalGeneration
-    from .models.gpt2 import GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    base = TransformerConfig(**BOOK_EXAMPLE_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    batch, target_length, source_length = 2, 5, 7
-    prompt = torch.randint(3, base.vocab_size, (batch, target_length))
-    prompt_mask = torch.ones(batch, target_length, dtype=torch.long)
-    prompt_mask[1, :2] = 0  # the second prompt is left-padded, as for generation
-    gpt2 = GPT2LMHeadModel(base.replace(type_vocab_size=0, embedding_layer_norm=False, eos_token_id=2)).eval()
-    gpt2(prompt, attention_mask=prompt_mask, output_attentions=True)
-    gpt2.generate(prompt, prompt_mask, max_new_tokens=3)
-    bart_config = base.replace(type_vocab_size=0, position_offset=2, scale_embedding=True, decoder_start_token_id=2)
-    bart = BartForConditionalGeneration(bart_config, bart_config).eval()
-    source = torch.randint(3, base.vocab_size, (batch, source_length))
-    source_mask = torch.ones(batch, source_length, dtype=torch.long)
-    source_mask[1, -2:] = 0
-    bart(source, source_mask, prompt, output_attentions=True)
-    bart(source, source_mask)  # no targets: the source shifted right, as HuggingFace's BART does
-    bart.generate(source, source_mask, max_new_tokens=3)
-    RelativePositionBias(base.num_attention_heads, num_buckets=8, max_distance=16)(target_length, source_length)
-
-
-#: The running examples, in the order their records are taken (a line keeps the first example's values).
-RUNNING_EXAMPLES: tuple[RunningExample, ...] = (
-    RunningExample(
-        "bert",
-        '"time flies like an arrow" ([CLS] and [SEP] included: 7 tokens) through the pretrained checkpoint, '
-        "with eager and with SDPA attention",
-        {"B": 1, "T": 7, "S": 7, "H": 12, "D": 32, "E": 384, "F": 1536, "L": 6},
-        _bert_on_the_sentence,
-    ),
-    RunningExample(
-        "book",
-        "a batch of 2 random token sequences (5 target and 7 source tokens, the second source padded by 2) "
-        "through a small model: hidden size 24, 4 heads of 6, feed-forward width 40, vocabulary 50, 2 layers",
-        {"B": 2, "T": 5, "S": 7, "H": 4, "D": 6, "E": 24, "F": 40, "V": 50, "L": 2, "C": 3},
-        _the_book_on_a_small_batch,
-    ),
-    RunningExample(
-        "families",
-        "a small random GPT-2 (2 prompts of 5 tokens, the second left-padded by 2, then 3 new tokens) and "
-        "a small random BART (2 sources of 7 tokens, the second padded by 2, targets of 5), both with the book "
-        "example's sizes, and T5's relative bias for 5 queries and 7 keys",
-        {"B": 2, "T": 5, "S": 7, "H": 4, "D": 6, "E": 24, "F": 40, "V": 50, "L": 2},
-        _the_families_on_a_small_batch,
-    ),
-)
-
-
-def site_trace(package_root: str | Path | None = None) -> dict[str, Any]:
-    """Run every running example and return the records as JSON-ready data, by file and line.
-
-    Args:
-        package_root: The package's folder (default: this package's); paths in the result are relative to it.
-
-    Returns:
-        ``{"examples": {name: {"description", "dims"}}, "lines": {relative path: {line: record}}}``.
-    """
-    root = Path(package_root) if package_root is not None else Path(__file__).resolve().parent
-    # The examples' own code (in this file) is not traced.
-    paths = sorted(path for path in root.rglob("*.py") if path.resolve() != Path(__file__).resolve())
-    merged: dict[tuple[str, int], LineRecord] = {}
-    for example in RUNNING_EXAMPLES:
-        for key, line_record in record(example.run, paths, example.name).items():
-            # A line keeps the first example that ran it, with that example's count of calls.
-            merged.setdefault(key, line_record)
-    lines: dict[str, dict[str, Any]] = {}
-    for (path, line), line_record in merged.items():
-        relative = Path(path).resolve().relative_to(root.resolve()).as_posix()
-        data = line_record.as_dict()
-        data["path"] = relative
-        lines.setdefault(relative, {})[str(line)] = data
-    examples = {
-        example.name: {"description": example.description, "dims": example.dims} for example in RUNNING_EXAMPLES
-    }
-    return {"examples": examples, "lines": lines}

@@ -1,0 +1,164 @@
+"""What the site's proofs and running examples are made of, for the package's parts and every family alike.
+
+A :class:`Proof` measures one equality on a running example (a badge on the
+site); a :class:`RunningExample` runs some of the package's code so that the
+annotated source can show what each line computed.  The core's are in
+:mod:`lt_site.proofs` and :mod:`lt_site.examples`; each model family adds
+its own in a module of :mod:`lt_site.families` (``PROOFS`` and ``EXAMPLES``),
+found there by name, so that a new family edits nothing here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import torch
+import transformers
+from torch import Tensor, nn
+
+from literate_transformer.core.config import TransformerConfig
+from literate_transformer.models.registry import from_hf
+
+__all__ = [
+    "ATOL",
+    "Proof",
+    "Measurement",
+    "RunningExample",
+    "BOOK_EXAMPLE_SIZES",
+    "BOOK_DIMS",
+    "max_diff",
+    "first",
+    "book_example",
+    "randomized",
+    "hf_and_ours",
+]
+
+#: The tolerance of the float32 comparisons (the tests' absolute tolerance).
+ATOL = 1e-5
+
+
+@dataclass(frozen=True)
+class Proof:
+    """One equality, measured on the running example.
+
+    Attributes:
+        subject: The object it is about, relative to the package (``"models.bert.BertSelfAttention"``).
+        reference: What it equals, as the badge names it.
+        test: The test that proves it in general (``path::function``).
+        run: Runs both sides and returns the largest absolute difference.
+        tolerance: The largest difference allowed.
+        example: The running example it ran on (a name of :func:`lt_site.examples.running_examples`).
+    """
+
+    subject: str
+    reference: str
+    test: str
+    run: Callable[[], float] = field(repr=False)
+    tolerance: float = ATOL
+    example: str = "bert"
+
+
+@dataclass
+class Measurement:
+    """A proof's result on this machine: the difference measured, and whether it is within tolerance."""
+
+    subject: str
+    reference: str
+    test: str
+    max_abs_diff: float
+    tolerance: float
+    example: str
+    dtype: str = "float32"
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_diff <= self.tolerance
+
+
+@dataclass(frozen=True)
+class RunningExample:
+    """An input run through some modules so that their pages can show what each line computed.
+
+    Attributes:
+        name: A short name.
+        description: One sentence for the page: what ran, on what input.
+        dims: The sizes of the legend's letters in this example (``{"B": 1, "T": 7, ...}``).
+        run: What to run.
+    """
+
+    name: str
+    description: str
+    dims: dict[str, int]
+    run: Callable[[], object] = field(repr=False)
+
+
+#: The small configuration of the book's running example (sizes all distinct, to tell the letters apart).
+BOOK_EXAMPLE_SIZES = dict(
+    vocab_size=50,
+    hidden_size=24,
+    num_attention_heads=4,
+    intermediate_size=40,
+    num_hidden_layers=2,
+    max_position_embeddings=16,
+    num_labels=3,
+)
+
+
+#: The sizes of the legend's letters in an example run on the book example's sizes (B = 2, T = 5, S = 7).
+BOOK_DIMS = {"B": 2, "T": 5, "S": 7, "H": 4, "K": 4, "D": 6, "E": 24, "F": 40, "V": 50, "L": 2, "C": 3}
+
+
+def max_diff(ours: Tensor, theirs: Tensor, where: Tensor | None = None) -> float:
+    if where is not None:
+        ours, theirs = ours[where], theirs[where]
+    return (ours.float() - theirs.float()).abs().max().item()
+
+
+def first(output: Any) -> Tensor:
+    """A HuggingFace module's main output, whether it returns a tensor or a tuple (releases differ)."""
+    return output[0] if isinstance(output, tuple) else output
+
+
+@lru_cache(maxsize=1)
+def book_example() -> dict[str, Any]:
+
+    generator = torch.Generator().manual_seed(0)
+    config = TransformerConfig(
+        **BOOK_EXAMPLE_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-5
+    )
+    batch, target_length, source_length = 2, 5, 7
+    source_mask = torch.ones(batch, source_length, dtype=torch.long)
+    source_mask[1, -2:] = 0
+    return {
+        "config": config,
+        "hidden": torch.randn(batch, target_length, config.hidden_size, generator=generator),
+        "memory": torch.randn(batch, source_length, config.hidden_size, generator=generator),
+        "source_ids": torch.randint(3, config.vocab_size, (batch, source_length), generator=generator),
+        "source_mask": source_mask,
+    }
+
+
+def randomized(module: nn.Module, seed: int = 0) -> nn.Module:
+    """Random weights, layer norms included (fresh ones are the identity and would hide a misplaced norm)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for sub in module.modules():
+            for name, parameter in sub.named_parameters(recurse=False):
+                noise = torch.randn(parameter.shape, generator=generator)
+                if isinstance(sub, nn.LayerNorm) and name == "weight":
+                    parameter.copy_(1 + 0.2 * noise)
+                else:
+                    parameter.copy_(0.1 * noise)
+    return module.eval()
+
+
+def hf_and_ours(config_class: str, model_class: str, sizes: dict[str, Any], **ids: int) -> tuple[nn.Module, nn.Module]:
+    """A ``transformers`` model with random weights (layer norms included), and the package's from ``from_hf``."""
+
+    config = getattr(transformers, config_class)(**sizes, **ids, attn_implementation="eager")
+    torch.manual_seed(0)
+    hf = randomized(getattr(transformers, model_class)(config))
+    return hf, from_hf(hf)

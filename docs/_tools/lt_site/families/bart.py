@@ -1,0 +1,69 @@
+"""BART on the site: its running example (the annotated source's values) and its proof (the badge)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import BartConfig
+
+from literate_transformer.models.bart import BartForConditionalGeneration
+
+from ..base import BOOK_DIMS, BOOK_EXAMPLE_SIZES, Proof, RunningExample, book_example, hf_and_ours, max_diff
+
+#: The book example's sizes under BART's names, for encoder and decoder alike.
+SIZES = dict(
+    vocab_size=BOOK_EXAMPLE_SIZES["vocab_size"],
+    d_model=BOOK_EXAMPLE_SIZES["hidden_size"],
+    max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"],
+    **{
+        f"{stack}_{name}": BOOK_EXAMPLE_SIZES[ours]
+        for stack in ("encoder", "decoder")
+        for name, ours in (("layers", "num_hidden_layers"), ("attention_heads", "num_attention_heads"))
+    },
+    encoder_ffn_dim=BOOK_EXAMPLE_SIZES["intermediate_size"],
+    decoder_ffn_dim=BOOK_EXAMPLE_SIZES["intermediate_size"],
+)
+
+
+def _bart_on_two_sources() -> None:
+    torch.manual_seed(0)
+    bart = BartForConditionalGeneration(BartConfig(**SIZES, scale_embedding=True)).eval()
+    source = torch.randint(3, SIZES["vocab_size"], (2, 7))
+    source_mask = torch.ones(2, 7, dtype=torch.long)
+    source_mask[1, -2:] = 0
+    target = torch.randint(3, SIZES["vocab_size"], (2, 5))
+    bart(source, source_mask, target, output_attentions=True)
+    bart(source, source_mask)  # no targets: the source shifted right, as HuggingFace's BART does
+    bart.generate(source, source_mask, max_new_tokens=3)
+
+
+EXAMPLES = (
+    RunningExample(
+        "bart",
+        "a small random BART with the book example's sizes: 2 sources of 7 tokens, the second padded by 2, "
+        "targets of 5, then greedy decoding",
+        BOOK_DIMS,
+        _bart_on_two_sources,
+    ),
+)
+
+
+@torch.no_grad()
+def _bart() -> float:
+    example = book_example()
+    special = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+    hf, ours = hf_and_ours("BartConfig", "BartForConditionalGeneration", SIZES, **special)
+    ids, mask = example["source_ids"], example["source_mask"]
+    target = ids[:, :5]
+    logits = ours(ids, mask, target).logits
+    return max_diff(logits, hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits)
+
+
+PROOFS = (
+    Proof(
+        "models.bart.BartForConditionalGeneration",
+        "transformers BartForConditionalGeneration",
+        "tests/models/test_bart.py::test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources",
+        _bart,
+        example="bart",
+    ),
+)

@@ -1,0 +1,96 @@
+"""from_hf: one registry, filled by the families, turns a transformers model into the package's equivalent."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from shapes import BART
+
+ATOL = 1e-5
+
+
+def _tiny_hf_models():
+    import transformers
+
+    bert = transformers.BertConfig(
+        vocab_size=40, hidden_size=12, num_hidden_layers=1, num_attention_heads=3, intermediate_size=20
+    )
+    gpt2 = transformers.GPT2Config(
+        vocab_size=40, n_embd=12, n_layer=1, n_head=3, n_positions=16, bos_token_id=1, eos_token_id=2
+    )
+    bart = transformers.BartConfig(**BART("one_layer_each"))
+    return {
+        "BertModel": transformers.BertModel(bert),
+        "GPT2Model": transformers.GPT2Model(gpt2),
+        "GPT2LMHeadModel": transformers.GPT2LMHeadModel(gpt2),
+        "BartModel": transformers.BartModel(bart),
+        "BartForConditionalGeneration": transformers.BartForConditionalGeneration(bart),
+    }
+
+
+def test_from_hf_returns_the_packages_equivalent_in_eval_mode_with_the_same_weights():
+    import literate_transformer as lt
+
+    expected = {
+        "BertModel": lt.BertModel,
+        "GPT2Model": lt.GPT2Model,
+        "GPT2LMHeadModel": lt.GPT2LMHeadModel,
+        "BartModel": lt.BartModel,
+        "BartForConditionalGeneration": lt.BartForConditionalGeneration,
+    }
+    input_ids = torch.tensor([[5, 6, 7, 8]])
+    for name, hf_model in _tiny_hf_models().items():
+        ours = lt.from_hf(hf_model.train())
+        assert type(ours) is expected[name], name
+        assert not ours.training, name
+        # Same weights: the same number of trained parameters (BART's final_logits_bias is a buffer in both),
+        # and the same output.
+        count = sum(parameter.numel() for parameter in hf_model.parameters())
+        assert sum(parameter.numel() for parameter in ours.parameters() if parameter.requires_grad) == count, name
+        hf_model.eval()
+        with torch.no_grad():
+            if name.startswith("Bart"):
+                decoder_input_ids = torch.tensor([[2, 9]])
+                theirs = hf_model(input_ids=input_ids, decoder_input_ids=decoder_input_ids)
+                output = ours(input_ids, decoder_input_ids=decoder_input_ids)
+            else:
+                theirs, output = hf_model(input_ids), ours(input_ids)
+        field = "logits" if hasattr(hf_model, "lm_head") else "last_hidden_state"
+        torch.testing.assert_close(getattr(output, field), getattr(theirs, field), atol=ATOL, rtol=0, msg=name)
+
+
+def test_from_hf_refuses_other_models_and_lists_what_it_supports():
+    import transformers
+
+    import literate_transformer as lt
+
+    masked_lm = transformers.BertForMaskedLM(
+        transformers.BertConfig(vocab_size=40, hidden_size=12, num_hidden_layers=1, num_attention_heads=3)
+    )
+    for model in (masked_lm, torch.nn.Linear(2, 2)):
+        with pytest.raises(
+            TypeError, match="from_hf supports the transformers models .*BertModel, GPT2LMHeadModel"
+        ) as error:
+            lt.from_hf(model)
+        assert "BartForConditionalGeneration" in str(error.value) and type(model).__name__ in str(error.value)
+
+
+def test_a_family_registers_itself_and_no_name_twice():
+    from literate_transformer.models import registry
+
+    names = registry.supported()
+    assert {"BertModel", "GPT2Model", "GPT2LMHeadModel", "BartModel", "BartForConditionalGeneration"} <= set(names)
+    with pytest.raises(ValueError, match="GPT2Model is registered twice"):
+        registry.register("GPT2Model")(lambda model: model)
+
+
+def test_importing_the_package_loads_no_family():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, literate_transformer as lt; "
+        "print(sorted(m for m in sys.modules if m.startswith('literate_transformer.')), 'torch' in sys.modules)"
+    )
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert output.strip() == "['literate_transformer.manifest'] False"

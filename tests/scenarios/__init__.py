@@ -1,0 +1,80 @@
+"""The scenarios of the shape-comment check: small forward passes that run every shape-commented line.
+
+``tests/core/test_shape_comments.py`` runs every ``scenario_*`` function of
+every module in this folder under the site's line recorder and compares each
+commented line's tensor with its comment.  A new model family adds a module
+here (``scenarios/<family>.py``) with a scenario that runs its code; nothing
+else changes.  The helpers below give every scenario the legend's fixed sizes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from literate_transformer.core.config import TransformerConfig
+
+#: Fixed sizes of the legend letters in every scenario (all distinct; K, the key/value heads, is H unless a
+#: scenario of grouped-query attention says otherwise with ``with_dims``).
+DIMS = {"B": 2, "H": 4, "K": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3}
+#: Query and key lengths the scenarios use (any values work; distinct ones catch swaps).
+T, S = 3, 5
+
+
+def with_dims(**dims: int) -> Callable[[Callable[[], object]], Callable[[], object]]:
+    """Declare fixed sizes other than :data:`DIMS` for one scenario."""
+
+    def decorate(scenario):
+        scenario.dims = dims
+        return scenario
+
+    return decorate
+
+
+def tiny_config(**changes) -> TransformerConfig:
+    """A config whose sizes are the legend's: E=24, H=4 (D=6), F=40, V=50, C=7, L=3, no dropout."""
+    fields = dict(
+        standard_sizes(),
+        intermediate_size=DIMS["F"],
+        num_labels=DIMS["C"],
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    fields.update(changes)
+    return TransformerConfig(**fields)
+
+
+def standard_sizes() -> dict[str, int]:
+    """The legend's sizes under the standard names every ``transformers`` config answers to.
+
+    ``GPT2Config(**standard_sizes())`` maps them onto GPT-2's own names
+    (``n_embd``, ``n_head``, ``n_layer``) through its ``attribute_map``.
+    """
+    return dict(
+        vocab_size=DIMS["V"],
+        hidden_size=DIMS["E"],
+        num_attention_heads=DIMS["H"],
+        num_hidden_layers=DIMS["L"],
+        max_position_embeddings=16,
+    )
+
+
+def token_ids(length: int = T) -> torch.Tensor:
+    return torch.randint(1, DIMS["V"], (DIMS["B"], length))
+
+
+def hidden(length: int = T) -> torch.Tensor:
+    return torch.randn(DIMS["B"], length, DIMS["E"])
+
+
+def collect() -> list[Callable[[], object]]:
+    """Every ``scenario_*`` function of every module of this folder, module by module, in the order written."""
+    found = []
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        loaded = importlib.import_module(f"{__name__}.{module.name}")
+        found += [value for name, value in vars(loaded).items() if name.startswith("scenario_") and callable(value)]
+    return found

@@ -207,7 +207,8 @@ reading_order_chapters = [(chapter.docname, f"{chapter.number}. {chapter.title}"
 reading_order_api = [
     (
         _dotted(part),
-        _dotted(part) if any(module.startswith(part + ".") for module in manifest.MODULES) else None,
+        # A sub-package's docstring introduces its section (a single module's is its own entry).
+        _dotted(part) if (ROOT / _PACKAGE / part / "__init__.py").is_file() else None,
         [_dotted(module) for module in manifest.MODULES if module == part or module.startswith(part + ".")],
     )
     for part, _ in manifest.LAYOUT

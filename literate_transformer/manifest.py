@@ -104,6 +104,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "the book's from-scratch path: attention, feed-forward, embeddings, encoder, classifier, decoder, "
         "generation, training",
     ),
+    ("pretraining", "how each branch is pretrained: masked, causal and denoising objectives, one module each"),
     (
         "models",
         "the model families under HuggingFace's names, one file a family (its modules, key map and "

@@ -25,6 +25,7 @@ FLOORS = {
     "core": 0,
     "parts": 1,
     "book": 2,
+    "pretraining": 2,
     "models": 3,
     "interop": 4,
     "visualize": 4,

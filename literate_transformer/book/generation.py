@@ -132,18 +132,20 @@ def _check_generate_inputs(args: Arguments) -> None:
         raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-    input_ids = check_input_ids(args.input_ids, config.vocab_size, config.max_position_embeddings, name="input_ids")
+    # A model with relative positions only (T5) has no table of positions to run past.
+    max_positions = getattr(config, "max_position_embeddings", None)
+    input_ids = check_input_ids(args.input_ids, config.vocab_size, max_positions, name="input_ids")
     if args.attention_mask is not None:
         check_attention_mask(args.attention_mask, *input_ids.shape, name="attention_mask")
     # The decoder reads positions 0 .. P + N - 2, where P is what it starts from (the start token, or the
     # prompt): the last token is written, never read.
     start_length = 1 if encoder_decoder else input_ids.shape[1]
-    if start_length + max_new_tokens - 1 > config.max_position_embeddings:
+    if max_positions is not None and start_length + max_new_tokens - 1 > max_positions:
         raise ValueError(
             f"max_new_tokens={max_new_tokens} would feed the decoder positions up to "
             f"{start_length + max_new_tokens - 2}"
             + ("" if encoder_decoder else f" (after a prompt of {start_length} tokens)")
-            + f", beyond max_position_embeddings={config.max_position_embeddings}"
+            + f", beyond max_position_embeddings={max_positions}"
         )
     if encoder_decoder:
         if args.bos_token_id is None:
@@ -151,8 +153,9 @@ def _check_generate_inputs(args: Arguments) -> None:
         check_token_id(args.bos_token_id, "bos_token_id", config.vocab_size)
     elif args.bos_token_id is not None:
         raise ValueError("bos_token_id must be None for a decoder-only model: its prompt is where it starts")
-    if args.eos_token_id is not None:
-        check_token_id(args.eos_token_id, "eos_token_id", config.vocab_size)
+    for name in ("eos_token_id", "forced_bos_token_id"):
+        if getattr(args, name) is not None:
+            check_token_id(getattr(args, name), name, config.vocab_size)
 
 
 @torch.no_grad()
@@ -165,6 +168,7 @@ def greedy_generate(
     eos_token_id: int | None = None,
     attention_mask: Tensor | None = None,
     use_cache: bool = True,
+    forced_bos_token_id: int | None = None,
 ) -> GenerationOutput:
     """Greedy decoding with an encoder-decoder or a decoder-only model.
 
@@ -188,6 +192,9 @@ def greedy_generate(
         attention_mask: The ``(B, S)`` or ``(B, P)`` padding mask of ``input_ids``.
         use_cache: Feed one token per step and reuse cached keys/values
             (``True``), or recompute the whole sequence every step (``False``).
+        forced_bos_token_id: The first token to write, whatever the model
+            scores (HuggingFace's name: a multilingual model's target
+            language); ``None`` for none.
 
     Returns:
         A :class:`GenerationOutput`: the sequences (start token or prompt
@@ -240,8 +247,10 @@ def greedy_generate(
             # 3) Scores for the token after the last position.
             next_logits = output.logits[:, -1, :]
             step_logits.append(next_logits)
-            # 4) Greedy choice: the most likely token.
+            # 4) Greedy choice: the most likely token (or, first, the token the caller forces).
             next_tokens = next_logits.argmax(dim=-1)
+            if forced_bos_token_id is not None and len(step_logits) == 1:
+                next_tokens = torch.full_like(next_tokens, forced_bos_token_id)
             if eos_token_id is not None:
                 # A finished sequence only pads; a sequence finishes on EOS.
                 next_tokens = next_tokens.masked_fill(finished, pad_token_id)

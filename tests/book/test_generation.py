@@ -207,3 +207,15 @@ def test_cache_with_a_mismatched_batch_is_a_clear_error(model):
     cache = model.decode(torch.tensor([[BOS], [BOS]]), encoded, use_cache=True).past_key_values
     with pytest.raises(ValueError, match="past_key_value"):
         model.decode(torch.tensor([[BOS]]), encoded[:1], past_key_values=cache)
+
+
+def test_a_forced_first_token_is_written_first_and_the_rest_follows_the_model(model):
+    # HuggingFace's forced_bos_token_id: the first token is the caller's, then greedy decoding from there.
+    forced = 7
+    output = greedy_generate(model, SOURCE, 4, BOS, attention_mask=SOURCE_MASK, forced_bos_token_id=forced)
+    assert output.sequences[:, 1].tolist() == [forced, forced]
+    prefix = torch.cat([torch.full((2, 1), BOS), output.sequences[:, 1:-1]], dim=1)
+    again = model(SOURCE, prefix, attention_mask=SOURCE_MASK).logits
+    assert torch.equal(output.sequences[:, 2:], again[:, 1:].argmax(-1))
+    with pytest.raises(ValueError, match="forced_bos_token_id must be a token id"):
+        greedy_generate(model, SOURCE, 4, BOS, forced_bos_token_id=-1)

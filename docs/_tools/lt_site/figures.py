@@ -1,0 +1,151 @@
+"""The family tree of a branch, drawn from the family modules themselves.
+
+Each model family of the package is one module of
+:mod:`literate_transformer.models` that imports its parent's classes and
+writes only what it changes.  :func:`family_tree` reads that off the
+modules: a family's parent is the family whose classes its classes subclass,
+and what it changes is the list of classes it defines (each named without
+the family's prefix: ``RobertaEmbeddings`` changes the ``Embeddings``).  A
+family whose classes subclass no other family's hangs from the parts it
+assembles.  Nothing is typed: rename a class or change a parent, and the
+tree changes with it.
+
+>>> tree = family_tree(["models.bert", "models.gpt2"])
+>>> [(node.name, node.parent) for node in tree.nodes]
+[('BERT', None), ('GPT-2', None)]
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import inspect
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from torch import nn
+
+PACKAGE = "literate_transformer"
+
+__all__ = ["Family", "FamilyTree", "family_tree"]
+
+
+@dataclass
+class Family:
+    """One node: a family module, its display name, its parent family and what it writes of its own."""
+
+    module: str
+    name: str
+    parent: str | None
+    changes: list[str] = field(default_factory=list)
+
+
+def _display_name(module) -> str:
+    """The family's name as its module's docstring gives it: the words before the first colon or comma."""
+    first_line = (module.__doc__ or module.__name__).strip().splitlines()[0]
+    return re.split(r"[:,]", first_line)[0].strip()
+
+
+def _classes(module) -> list[type]:
+    return [
+        value
+        for value in vars(module).values()
+        if inspect.isclass(value) and issubclass(value, nn.Module) and value.__module__ == module.__name__
+    ]
+
+
+#: A class name's first word: ``GPT2`` of ``GPT2Attention``, ``Roberta`` of ``RobertaEmbeddings``.
+_FIRST_WORD = re.compile(r"^[A-Z0-9]+(?=[A-Z][a-z])|^[A-Z][a-z0-9]+")
+
+
+def _family_prefix(names: Sequence[str]) -> str:
+    """The family's class prefix: the first word most of its class names share."""
+    words = [match.group(0) for match in map(_FIRST_WORD.match, names) if match]
+    return max(set(words), key=words.count) if words else ""
+
+
+def _analyse(relative: str) -> Family:
+    module = importlib.import_module(f"{PACKAGE}.{relative}")
+    classes = _classes(module)
+    parents: dict[str, int] = {}
+    for cls in classes:
+        for base in cls.__mro__[1:]:
+            owner = base.__module__
+            if owner.startswith(f"{PACKAGE}.models.") and owner != module.__name__ and owner.count(".") == 2:
+                parents[owner] = parents.get(owner, 0) + 1
+    parent = max(parents, key=parents.get).removeprefix(f"{PACKAGE}.") if parents else None
+    prefix = _family_prefix([cls.__name__ for cls in classes])
+    changes = [cls.__name__.removeprefix(prefix) or cls.__name__ for cls in classes]
+    return Family(relative, _display_name(module), parent, changes)
+
+
+@dataclass
+class FamilyTree:
+    """The families of a branch, as nodes with their parents; shown as an SVG in a notebook or a page."""
+
+    nodes: list[Family]
+
+    def _depth(self, family: Family) -> int:
+        by_module = {node.module: node for node in self.nodes}
+        depth = 0
+        while family.parent in by_module:
+            family, depth = by_module[family.parent], depth + 1
+        return depth
+
+    def svg(self, box_width: int = 190, line_height: int = 14, gap: int = 36) -> str:
+        """The tree, top to bottom by generation; lines and text in ``currentColor`` (light and dark pages)."""
+        rows: dict[int, list[Family]] = {}
+        for node in self.nodes:
+            rows.setdefault(self._depth(node), []).append(node)
+        height_of = {node.module: (2 + len(node.changes)) * line_height + 8 for node in self.nodes}
+        row_heights = {depth: max(height_of[node.module] for node in row) for depth, row in rows.items()}
+        width = max(len(row) for row in rows.values()) * (box_width + gap) + gap
+        position, y = {}, gap
+        for depth in sorted(rows):
+            for index, node in enumerate(rows[depth]):
+                position[node.module] = (gap + index * (box_width + gap), y)
+            y += row_heights[depth] + gap
+        parts = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {y}" width="100%" '
+            f'style="max-width:{width}px;color:inherit" role="img" aria-label="family tree: '
+            + html.escape(", ".join(f"{node.name} from {node.parent or 'the parts'}" for node in self.nodes))
+            + '">'
+        ]
+        for node in self.nodes:
+            x, top = position[node.module]
+            if node.parent in position:
+                px, ptop = position[node.parent]
+                parts.append(
+                    f'<line x1="{px + box_width / 2}" y1="{ptop + height_of[node.parent]}" '
+                    f'x2="{x + box_width / 2}" y2="{top}" stroke="currentColor" stroke-opacity="0.5"/>'
+                )
+            parts.append(
+                f'<rect x="{x}" y="{top}" width="{box_width}" height="{height_of[node.module]}" rx="6" '
+                'fill="currentColor" fill-opacity="0.06" stroke="currentColor"/>'
+            )
+            parts.append(
+                f'<text x="{x + 8}" y="{top + line_height + 2}" font-size="13" font-weight="bold" '
+                f'fill="currentColor">{html.escape(node.name)}</text>'
+            )
+            for index, change in enumerate(node.changes, start=1):
+                parts.append(
+                    f'<text x="{x + 8}" y="{top + (index + 1) * line_height + 2}" font-size="11" '
+                    f'font-family="monospace" fill="currentColor">{html.escape(change)}</text>'
+                )
+        return "\n".join([*parts, "</svg>"])
+
+    def _repr_html_(self) -> str:
+        return self.svg()
+
+
+def family_tree(modules: Sequence[str]) -> FamilyTree:
+    """The tree of the given family modules (names relative to the package, ``"models.roberta"``).
+
+    Args:
+        modules: The families to draw, parents first where it matters for the order within a row.
+
+    Returns:
+        A :class:`FamilyTree`: its nodes, and an SVG drawing when displayed.
+    """
+    return FamilyTree([_analyse(module) for module in modules])

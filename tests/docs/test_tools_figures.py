@@ -1,0 +1,43 @@
+"""The family tree is read off the family modules: parents from the classes they subclass, changes from theirs."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+from lt_site.figures import family_tree
+from torch import nn
+
+from literate_transformer.models import bert
+
+
+@pytest.fixture
+def child_family(monkeypatch):
+    """A family module that subclasses BERT's embeddings and writes one new class, as a real family would."""
+    module = types.ModuleType("literate_transformer.models.child", "Child: BERT with other embeddings.")
+
+    class ChildEmbeddings(bert.BertEmbeddings):
+        pass
+
+    class ChildPooler(nn.Module):
+        pass
+
+    for cls in (ChildEmbeddings, ChildPooler):
+        cls.__module__ = module.__name__
+        setattr(module, cls.__name__, cls)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return "models.child"
+
+
+def test_a_family_hangs_from_the_family_whose_classes_it_subclasses(child_family):
+    tree = family_tree(["models.bert", child_family])
+    bert_node, child = tree.nodes
+    assert (bert_node.name, bert_node.parent) == ("BERT", None)
+    assert (child.name, child.parent, child.changes) == ("Child", "models.bert", ["Embeddings", "Pooler"])
+
+
+def test_the_drawing_shows_every_family_and_what_it_changes(child_family):
+    svg = family_tree(["models.bert", child_family]).svg()
+    assert svg.startswith("<svg") and svg.count("<rect") == 2 and svg.count("<line") == 1
+    assert ">Child<" in svg and ">Embeddings<" in svg and "Child from models.bert" in svg

@@ -41,3 +41,20 @@ def test_the_drawing_shows_every_family_and_what_it_changes(child_family):
     svg = family_tree(["models.bert", child_family]).svg()
     assert svg.startswith("<svg") and svg.count("<rect") == 2 and svg.count("<line") == 1
     assert ">Child<" in svg and ">Embeddings<" in svg and "Child from models.bert" in svg
+
+
+def test_beside_marks_the_lines_a_family_changes_and_only_those():
+    from lt_site.figures import beside
+
+    def parent(x):
+        y = x + 1
+        return y * 2
+
+    def child(x):
+        y = x + 1
+        return y * 3
+
+    shown = beside(parent, child)
+    assert shown.changed == {2} and shown.child[2].strip() == "return y * 3"
+    html = shown._repr_html_()
+    assert html.count('class="lt-changed"') == 2  # the parent's line that went, the family's that came

@@ -1,4 +1,4 @@
-"""The family tree of a branch, drawn from the family modules themselves.
+"""The family tree of a branch, drawn from the family modules themselves; a family's lines beside its parent's.
 
 Each model family of the package is one module of
 :mod:`literate_transformer.models` that imports its parent's classes and
@@ -10,6 +10,10 @@ family whose classes subclass no other family's hangs from the parts it
 assembles.  Nothing is typed: rename a class or change a parent, and the
 tree changes with it.
 
+What a family changes is best read as code: :func:`beside` shows a
+method or class of the family next to its parent's, the lines that differ
+marked, as the site's annotated source shows every module.
+
 >>> tree = family_tree(["models.bert", "models.gpt2"])
 >>> [(node.name, node.parent) for node in tree.nodes]
 [('BERT', None), ('GPT-2', None)]
@@ -17,10 +21,12 @@ tree changes with it.
 
 from __future__ import annotations
 
+import difflib
 import html
 import importlib
 import inspect
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,7 +34,7 @@ from torch import nn
 
 PACKAGE = "literate_transformer"
 
-__all__ = ["Family", "FamilyTree", "family_tree"]
+__all__ = ["Family", "FamilyTree", "family_tree", "Beside", "beside"]
 
 
 @dataclass
@@ -149,3 +155,69 @@ def family_tree(modules: Sequence[str]) -> FamilyTree:
         A :class:`FamilyTree`: its nodes, and an SVG drawing when displayed.
     """
     return FamilyTree([_analyse(module) for module in modules])
+
+
+@dataclass
+class Beside:
+    """Two pieces of source side by side, the lines that differ marked; shown as HTML in a notebook or a page.
+
+    Attributes:
+        parent: The parent's lines.
+        child: The family's lines.
+        titles: The two columns' titles.
+        changed: The indices of the family's lines that are not the parent's (added or changed).
+    """
+
+    parent: list[str]
+    child: list[str]
+    titles: tuple[str, str]
+    changed: set[int]
+
+    def _column(self, lines: list[str], title: str, marked: set[int]) -> str:
+        rows = "".join(
+            f'<span class="{"lt-changed" if index in marked else "lt-same"}">{html.escape(line) or " "}</span>\n'
+            for index, line in enumerate(lines)
+        )
+        return (
+            f'<div class="lt-beside-column"><p class="lt-beside-title">{html.escape(title)}</p><pre>{rows}</pre></div>'
+        )
+
+    def _repr_html_(self) -> str:
+        parent_marked = {index for index in range(len(self.parent)) if self.parent[index] not in self.child}
+        return (
+            '<div class="lt-beside" style="display:flex;gap:1em;overflow-x:auto">'
+            + self._column(self.parent, self.titles[0], parent_marked)
+            + self._column(self.child, self.titles[1], self.changed)
+            + "</div>"
+        )
+
+
+def _source(obj: object) -> list[str]:
+    return textwrap.dedent(inspect.getsource(obj)).rstrip("\n").split("\n")
+
+
+def _qualified(obj: object) -> str:
+    module = getattr(obj, "__module__", "").removeprefix(f"{PACKAGE}.")
+    return f"{module}.{getattr(obj, '__qualname__', '')}"
+
+
+def beside(parent: object, child: object) -> Beside:
+    """The source of ``child`` (a family's class or method) beside ``parent``'s, the changed lines marked.
+
+    Args:
+        parent: The parent family's class, function or method.
+        child: The family's own.
+
+    Returns:
+        A :class:`Beside` (HTML in a notebook or a page; ``changed`` lists the family's changed lines).
+
+    >>> from literate_transformer.models import bart, gpt2
+    >>> shown = beside(bart.BartAttention.output, gpt2.GPT2Attention.output)
+    >>> [shown.child[index].strip() for index in sorted(shown.changed)][-1]
+    'return self.resid_dropout(self.c_proj(context))'
+    """
+    parent_lines, child_lines = _source(parent), _source(child)
+    matcher = difflib.SequenceMatcher(a=parent_lines, b=child_lines, autojunk=False)
+    same = {index for block in matcher.get_matching_blocks() for index in range(block.b, block.b + block.size)}
+    changed = set(range(len(child_lines))) - same
+    return Beside(parent_lines, child_lines, (_qualified(parent), _qualified(child)), changed)

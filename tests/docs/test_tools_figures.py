@@ -55,6 +55,7 @@ def test_beside_marks_the_lines_a_family_changes_and_only_those():
         return y * 3
 
     shown = beside(parent, child)
-    assert shown.changed == {2} and shown.child[2].strip() == "return y * 3"
+    # The name line and the last line differ; the line they share is not marked.
+    assert shown.changed == {0, 2} and shown.child[2].strip() == "return y * 3"
     html = shown._repr_html_()
-    assert html.count('class="lt-changed"') == 2  # the parent's line that went, the family's that came
+    assert html.count('class="lt-changed"') == 4  # two lines that went from the parent, two that came

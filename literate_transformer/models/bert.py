@@ -1145,7 +1145,8 @@ class BertForMaskedLM(nn.Module):
             output_hidden_states=output_hidden_states,
         )
         # Every position scored against every token of the vocabulary.
-        output.logits = self.cls(output.last_hidden_state)  # (B, T, V)
+        logits = self.cls(output.last_hidden_state)  # (B, T, V)
+        output.logits = logits
         if labels is not None:
             # Only the chosen positions count; nothing is shifted (position t predicts the token at t).
             output.loss = masked_lm_loss(output.logits, labels)

@@ -119,7 +119,9 @@ def check_deberta_v2_config(config: Any) -> Any:
         )
     head_size = config.hidden_size // config.num_attention_heads
     if getattr(config, "attention_head_size", head_size) != head_size:
-        raise ValueError(f"DebertaV2Config.attention_head_size must be hidden_size // num_attention_heads = {head_size}")
+        raise ValueError(
+            f"DebertaV2Config.attention_head_size must be hidden_size // num_attention_heads = {head_size}"
+        )
     if config.hidden_act not in ACTIVATIONS:
         raise ValueError(f"DebertaV2Config.hidden_act must be one of {sorted(ACTIVATIONS)}, got {config.hidden_act!r}")
     return config
@@ -348,28 +350,28 @@ class DisentangledSelfAttention(nn.Module):
         batch_size, heads, length, _ = query_layer.shape
         att_span = self.pos_ebd_size
         # The 2k rows of P as a batch of one sequence: distances -k .. k - 1.
-        rel_embeddings = rel_embeddings[: att_span * 2][None]  # (1, 2k, E)
+        rel_embeddings = rel_embeddings[: att_span * 2][None]  # (1, R, E)
         # Queries and keys *of the positions*: with share_att_key the tokens' own projections, else their own.
         if self.share_att_key:
-            pos_query_layer = split_heads(self.query_proj(rel_embeddings), heads)  # (1, H, 2k, D)
-            pos_key_layer = split_heads(self.key_proj(rel_embeddings), heads)  # (1, H, 2k, D)
+            pos_query_layer = split_heads(self.query_proj(rel_embeddings), heads)  # (1, H, R, D)
+            pos_key_layer = split_heads(self.key_proj(rel_embeddings), heads)  # (1, H, R, D)
         else:
             if "c2p" in self.pos_att_type:
-                pos_key_layer = split_heads(self.pos_key_proj(rel_embeddings), heads)  # (1, H, 2k, D)
+                pos_key_layer = split_heads(self.pos_key_proj(rel_embeddings), heads)  # (1, H, R, D)
             if "p2c" in self.pos_att_type:
-                pos_query_layer = split_heads(self.pos_query_proj(rel_embeddings), heads)  # (1, H, 2k, D)
+                pos_query_layer = split_heads(self.pos_query_proj(rel_embeddings), heads)  # (1, H, R, D)
         # The row of P each pair (i, j) reads: k + bucket(i - j), clamped into the table.
         c2p_pos = torch.clamp(relative_pos + att_span, 0, att_span * 2 - 1)  # (T, T)
         score = torch.zeros((), dtype=query_layer.dtype, device=query_layer.device)
         if "c2p" in self.pos_att_type:
             # Content to position: each query Q^c_i against the key of every distance ...
-            c2p_att = query_layer @ pos_key_layer.transpose(-1, -2)  # (B, H, T, 2k)
+            c2p_att = query_layer @ pos_key_layer.transpose(-1, -2)  # (B, H, T, R)
             # ... and for each key j, the one of the pair's distance: Q^c_i . K^r_{delta(i,j)}.
             index = c2p_pos.expand(batch_size, heads, length, length)  # (B, H, T, T)
             score = score + torch.gather(c2p_att, dim=-1, index=index) / scale
         if "p2c" in self.pos_att_type:
             # Position to content: each key K^c_j against the query of every distance ...
-            p2c_att = key_layer @ pos_query_layer.transpose(-1, -2)  # (B, H, T, 2k)
+            p2c_att = key_layer @ pos_query_layer.transpose(-1, -2)  # (B, H, T, R)
             # ... key j's row for query i is k - bucket(j - i) = k + bucket(i - j) (buckets keep their sign):
             # gathered per key (rows j, columns i), then turned to (query, key) like every score.
             p2c_pos = torch.clamp(-relative_pos + att_span, 0, att_span * 2 - 1)  # (T, T)

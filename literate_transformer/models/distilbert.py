@@ -90,7 +90,9 @@ def check_distilbert_config(config: Any) -> Any:
     if config.dim % config.n_heads:
         raise ValueError(f"DistilBertConfig.dim ({config.dim}) must be divisible by n_heads ({config.n_heads})")
     if config.sinusoidal_pos_embds and config.dim % 2:
-        raise ValueError(f"DistilBertConfig.sinusoidal_pos_embds needs an even dim (sin and cos pairs), got {config.dim}")
+        raise ValueError(
+            f"DistilBertConfig.sinusoidal_pos_embds needs an even dim (sin and cos pairs), got {config.dim}"
+        )
     if config.activation not in ACTIVATIONS:
         raise ValueError(f"DistilBertConfig.activation must be one of {sorted(ACTIVATIONS)}, got {config.activation!r}")
     return config

@@ -70,7 +70,9 @@ def check_roberta_config(config: Any, model_types: tuple[str, ...] = ("roberta",
         raise TypeError(f"config must be a transformers {' or '.join(model_types)} config, got {type(config).__name__}")
     for name, supported in _UNSUPPORTED.items():
         if getattr(config, name, supported) != supported:
-            raise ValueError(f"{type(config).__name__}.{name}={getattr(config, name)!r} is not supported ({supported!r})")
+            raise ValueError(
+                f"{type(config).__name__}.{name}={getattr(config, name)!r} is not supported ({supported!r})"
+            )
     if not isinstance(config.pad_token_id, int) or config.max_position_embeddings <= config.pad_token_id + 1:
         raise ValueError(
             f"{type(config).__name__}: positions start after pad_token_id ({config.pad_token_id!r}), so "
@@ -199,4 +201,3 @@ def roberta_from_hf(hf_model: nn.Module, cls: type[RobertaModel] = RobertaModel)
     model = cls(hf_model.config, add_pooling_layer=has_pooler)
     model.load_state_dict(map_state_dict(state, model.state_dict(), lambda key: key, cls.__name__), strict=True)
     return model.eval()
-

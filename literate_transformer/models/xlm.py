@@ -127,7 +127,11 @@ class XLMTransformerFFN(nn.Module):
 
 def _check_model_inputs(model: XLMModel, args: Arguments) -> None:
     config = model.config
-    input_ids = check_token_inputs(args, config)
+    # The ids, the mask and the positions as every model checks them (XLM's token types are its own).
+    token_inputs = Arguments(
+        input_ids=args.input_ids, attention_mask=args.attention_mask, position_ids=args.position_ids
+    )
+    input_ids = check_token_inputs(token_inputs, config)
     batch_size, length = input_ids.shape
     if args.token_type_ids is not None:
         ids = check_tensor(args.token_type_ids, "token_type_ids", dtypes=("int",), shape=(batch_size, length))

@@ -22,16 +22,15 @@ release's code, whose modules are named ``q_lin``/``k_lin``/``v_lin``/``out_lin`
 layer from the package's parts under those names, so the weights load by
 name:
 
-=========================================  ==============================================================
-DistilBERT                                 here
-=========================================  ==============================================================
-``q_lin``, ``k_lin``, ``v_lin``, ``out_lin``  :class:`~literate_transformer.parts.attention.Attention`'s
-                                           projections and :math:`W^O`
-``sa_layer_norm``, ``output_layer_norm``   :func:`~literate_transformer.core.residual.add_and_norm`, post-LN
-``ffn.lin1``, ``ffn.lin2``                 :func:`~literate_transformer.parts.feed_forward.feed_forward`
-layer norms of epsilon ``1e-12``           fixed in HuggingFace's code, whatever the config says
-``sinusoidal_pos_embds``                   the position table filled with the 2017 sinusoids (and frozen)
-=========================================  ==============================================================
+============================================  ======================================================================================
+DistilBERT                                    here
+============================================  ======================================================================================
+``q_lin``, ``k_lin``, ``v_lin``, ``out_lin``  :class:`~literate_transformer.parts.attention.Attention`'s projections and :math:`W^O`
+``sa_layer_norm``, ``output_layer_norm``      :func:`~literate_transformer.core.residual.add_and_norm`, post-LN
+``ffn.lin1``, ``ffn.lin2``                    :func:`~literate_transformer.parts.feed_forward.feed_forward`
+layer norms of epsilon ``1e-12``              fixed in HuggingFace's code, whatever the config says
+``sinusoidal_pos_embds``                      the position table filled with the 2017 sinusoids (and frozen)
+============================================  ======================================================================================
 
 The config keeps DistilBERT's own field names (``dim``, ``n_heads``,
 ``n_layers``, ``hidden_dim``, ``activation``, ``dropout``,

@@ -20,9 +20,9 @@ BERT's layer and cuts its parameters twice:
     h^{(0)} = \operatorname{LayerNorm}(\text{tables}(x))\, P + b, \qquad
     h^{(\ell)} = \operatorname{Layer}_{\lfloor \ell G / L \rfloor}\big(h^{(\ell - 1)}\big).
 
-ALBERT-base has 12 layers of BERT-base's width and about a ninth of its
-parameters, and computes as much as BERT-base: sharing saves memory, not
-time.  Its layer is BERT's post-LN layer under other names
+ALBERT-base has 12 layers of BERT-base's width and far fewer parameters
+(chapter 13 counts them), and computes as much as BERT-base: sharing saves
+memory, not time.  Its layer is BERT's post-LN layer under other names
 (``attention.query``, ..., ``attention.dense``, ``attention.LayerNorm``,
 ``ffn``, ``ffn_output``, ``full_layer_layer_norm``) with ``gelu_new``, the
 tanh approximation of GELU.  ALBERT also replaces next-sentence prediction

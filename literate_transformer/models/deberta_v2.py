@@ -22,8 +22,8 @@ queries and keys made from the relative-position table :math:`P`, and
 :math:`\delta(i, j)` is the row of :math:`P` for the distance :math:`i - j`.
 The first term asks "does this word fit that word", the second "does this
 word look for something at that distance", the third "is that word the kind
-that is looked for from this distance".  With three terms the scores have
-three times the variance of one, so they are scaled by :math:`\sqrt{3D}`
+that is looked for from this distance".  Three terms of similar size add
+up to about three times the variance of one, so the scores are scaled by :math:`\sqrt{3D}`
 instead of :math:`\sqrt{D}`: in general by :math:`\sqrt{(1 + n)D}` for the
 :math:`n` position terms a config turns on (``pos_att_type``).
 

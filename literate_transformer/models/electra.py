@@ -8,7 +8,7 @@ it samples; the *discriminator*, the model that is kept, reads the result
 and predicts, for **every** token, whether it is the original or a
 replacement (*replaced-token detection*).  Every position teaches the
 discriminator something, where masked language modelling learns from the
-15% it masked, which is why ELECTRA learns more per example (section 3.5).
+15% it masked.
 
 The discriminator is BERT's encoder, name for name
 (:mod:`~literate_transformer.models.bert`), with one change in the model:

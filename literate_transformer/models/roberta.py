@@ -6,8 +6,7 @@ in how it is trained: *dynamic* masking, a new mask drawn every time a
 sequence is seen rather than once when the data is prepared (section 4.1),
 no next-sentence prediction, with inputs of full sentences packed up to 512
 tokens (section 4.2), much larger batches (section 4.3), a byte-level BPE
-vocabulary of 50K entries (section 4.4), and ten times more data, for longer
-(section 5).  Its layers are BERT's, name for name
+vocabulary of 50K entries (section 4.4), and more data, for longer (section 5).  Its layers are BERT's, name for name
 (:mod:`~literate_transformer.models.bert`); the checkpoints use one token
 type (``type_vocab_size=1``), so the segment table is a single vector added
 to every token.

@@ -22,13 +22,21 @@ SIZES = dict(
     position_biased_input=False,
 )
 
+
+def _deberta_on_two_sequences() -> None:
+    # With the position projections shared with the tokens' (v3), and with their own (v2's default).
+    for share_att_key in (True, False):
+        config = DebertaV2Config(**dict(SIZES, share_att_key=share_att_key))
+        example(lambda config=config: DebertaV2Model(config))()
+
+
 EXAMPLES = (
     RunningExample(
         "deberta_v2",
         "a small random DeBERTa-v3-style model with the book example's sizes: 2 sequences of 7 tokens, "
-        "the second padded by 2",
+        "the second padded by 2; with the position keys shared, then with their own projections",
         ENCODER_DIMS,
-        example(lambda: DebertaV2Model(DebertaV2Config(**SIZES))),
+        _deberta_on_two_sequences,
     ),
 )
 

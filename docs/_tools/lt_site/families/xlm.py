@@ -8,7 +8,7 @@ from transformers import XLMConfig
 from literate_transformer.models.xlm import XLMModel
 
 from ..base import BOOK_EXAMPLE_SIZES, Proof, RunningExample
-from ._encoder_branch import ENCODER_DIMS, example, proof
+from ._encoder_branch import ENCODER_DIMS, example, padded_batch, proof
 
 #: The book example's sizes under XLM's names, with two languages (XLM's feed-forward width is 4E).
 SIZES = dict(
@@ -22,13 +22,22 @@ SIZES = dict(
 #: The first sequence in language 0, the second in language 1.
 LANGS = torch.tensor([[0] * 7, [1] * 7])
 
+
+def _xlm_on_two_sequences() -> None:
+    example(lambda: XLMModel(XLMConfig(**SIZES)), langs=LANGS)()
+    # Without a mask: XLM counts the padding ids to find each row's length.
+    torch.manual_seed(0)
+    ids, _ = padded_batch(pad_token_id=XLMConfig(**SIZES).pad_index)
+    XLMModel(XLMConfig(**SIZES)).eval()(ids, langs=LANGS)
+
+
 EXAMPLES = (
     RunningExample(
         "xlm",
         "a small random XLM with the book example's sizes and two languages: 2 sequences of 7 tokens in "
-        "languages 0 and 1, the second padded by 2",
+        "languages 0 and 1, the second padded by 2 (with a mask, then without one)",
         dict(ENCODER_DIMS, F=4 * ENCODER_DIMS["E"]),
-        example(lambda: XLMModel(XLMConfig(**SIZES)), langs=LANGS),
+        _xlm_on_two_sequences,
     ),
 )
 

@@ -194,12 +194,15 @@ from ..core.validation import (
     Arguments,
     check_attention_mask,
     check_hidden_states,
+    check_labels,
     check_mask,
     check_tensor,
     check_token_inputs,
     validate_with,
 )
+from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
+from ..pretraining.masked_lm import masked_lm_loss
 from .registry import map_state_dict, register
 
 __all__ = [
@@ -217,6 +220,11 @@ __all__ = [
     "sentence_embeddings",
     "map_bert_state_dict",
     "bert_from_hf",
+    "BertPredictionHeadTransform",
+    "BertLMPredictionHead",
+    "BertOnlyMLMHead",
+    "BertForMaskedLM",
+    "bert_for_masked_lm_from_hf",
 ]
 
 
@@ -1019,3 +1027,152 @@ def bert_from_hf(hf_model: nn.Module, cls: type[BertModel] = BertModel, **config
     model.load_state_dict(map_bert_state_dict(state, model.state_dict()), strict=True)
     # Same mode as the source (a live model may be training).
     return model.train(hf_model.training)
+
+
+# ---------------------------------------------------------------------------
+# The masked-language-model head: BERT's pretraining objective
+# ---------------------------------------------------------------------------
+class BertPredictionHeadTransform(nn.Module):
+    r"""One more dense layer, activation and layer norm on every token vector before it is scored.
+
+    .. math:: u_t = \operatorname{LayerNorm}\big(\operatorname{act}(W h_t + b)\big)
+    """
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = get_activation(config.hidden_act)
+        self.LayerNorm = make_norm(config.hidden_size, config.layer_norm_eps)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, E)``."""
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class BertLMPredictionHead(nn.Module):
+    r"""Scores over the vocabulary: the transformed vector against every token's embedding, plus a bias.
+
+    .. math:: \text{logits}_t = u_t\, (W^{\text{word}})^\top + b
+
+    ``decoder`` is tied to the word embeddings (:func:`~literate_transformer.parts.heads.tie_weights`), as
+    in every BERT checkpoint, and its bias *is* ``bias`` (HuggingFace lists the tensor under both names).
+    """
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        #: One score offset per vocabulary entry (``V``): the same tensor as ``decoder.bias``.
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder.bias = self.bias
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, V)``."""
+        return self.decoder(self.transform(hidden_states))
+
+
+class BertOnlyMLMHead(nn.Module):
+    """The pretraining heads of ``BertForMaskedLM``: only the masked-LM one (``predictions``)."""
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+
+    def forward(self, sequence_output: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, V)``."""
+        return self.predictions(sequence_output)
+
+
+def _check_masked_lm_inputs(model: BertForMaskedLM, args: Arguments) -> None:
+    check_token_inputs(args, model.config)
+    if args.labels is not None:
+        check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+
+
+class BertForMaskedLM(nn.Module):
+    """BERT with its masked-language-model head: a score for every vocabulary entry at every position.
+
+    The encoder is ``bert`` (a :class:`BertModel` without pooler, as
+    HuggingFace builds it), the head ``cls`` (:class:`BertOnlyMLMHead`);
+    the head's ``decoder`` is the word-embedding table, so a token's score is
+    the dot product of the transformed vector with that token's own
+    embedding.  The data it learns from is made by
+    :func:`~literate_transformer.pretraining.masked_lm.mask_tokens`.
+
+    Args:
+        config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
+            :class:`transformers.BertConfig`.
+    """
+
+    def __init__(self, config: TransformerConfig | Any) -> None:
+        super().__init__()
+        config = as_config(config)
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.cls = BertOnlyMLMHead(config)
+        tie_weights(self.cls.predictions.decoder, self.bert.embeddings.word_embeddings)
+
+    @validate_with(_check_masked_lm_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """Scores over the vocabulary at every position; the arguments as in :meth:`BertModel.forward`.
+
+        Args:
+            labels: ``(B, T)`` the original token at the chosen positions, ``-100`` elsewhere
+                (what :func:`~literate_transformer.pretraining.masked_lm.mask_tokens` returns).
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T, V)``,
+            and ``loss`` with ``labels``
+            (:func:`~literate_transformer.pretraining.masked_lm.masked_lm_loss`).
+        """
+        output = self.bert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        # Every position scored against every token of the vocabulary.
+        logits = self.cls(output.last_hidden_state)  # (B, T, V)
+        output.logits = logits
+        if labels is not None:
+            # Only the chosen positions count; nothing is shifted (position t predicts the token at t).
+            output.loss = masked_lm_loss(output.logits, labels)
+        return output
+
+
+@register("BertForMaskedLM")
+def bert_for_masked_lm_from_hf(hf_model: nn.Module) -> BertForMaskedLM:
+    """:class:`BertForMaskedLM` with the config and weights of a ``transformers`` ``BertForMaskedLM``.
+
+    The names are HuggingFace's, so the key map is the identity; the tied
+    tensors (``cls.predictions.decoder.weight`` is the word table,
+    ``cls.predictions.decoder.bias`` is ``cls.predictions.bias``) must hold
+    the same values in the checkpoint.
+
+    Raises:
+        ValueError: for a checkpoint whose tensors do not fit, or whose head is not tied.
+    """
+    model = BertForMaskedLM(hf_model.config)
+    state = hf_model.state_dict()
+    ties = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+    for copy, original in ties.items():
+        if copy in state and not torch.equal(state[copy], state[original]):
+            raise ValueError(f"{copy} differs from {original}: this BertForMaskedLM's head is not tied")
+    model.load_state_dict(map_state_dict(state, model.state_dict(), lambda key: key, "BertForMaskedLM"), strict=True)
+    return model.eval()

@@ -25,6 +25,7 @@ import difflib
 import html
 import importlib
 import inspect
+import os
 import re
 import textwrap
 from collections.abc import Sequence
@@ -66,9 +67,23 @@ _FIRST_WORD = re.compile(r"^[A-Z0-9]+(?=[A-Z][a-z])|^[A-Z][a-z0-9]+")
 
 
 def _family_prefix(names: Sequence[str]) -> str:
-    """The family's class prefix: the first word most of its class names share."""
+    """The family's class prefix: the first word most of its class names share, with the words all of those share.
+
+    ``Roberta`` of ``RobertaEmbeddings`` and ``RobertaModel``; ``DistilBert`` of ``DistilBertEmbeddings`` and
+    ``DistilBertModel`` (whose first word is ``Distil``), ending where a word ends.
+    """
     words = [match.group(0) for match in map(_FIRST_WORD.match, names) if match]
-    return max(set(words), key=words.count) if words else ""
+    if not words:
+        return ""
+    word = max(sorted(set(words)), key=words.count)
+    sharing = [name for name in names if name.startswith(word)]
+    if len(sharing) == 1:
+        return ""  # one class: its whole name says what it changes
+    common = os.path.commonprefix(sharing)
+    # Back to the end of a word: the next letter of every name starts a new one (or the name ends).
+    while len(common) > len(word) and not all(len(n) == len(common) or n[len(common)].isupper() for n in sharing):
+        common = common[:-1]
+    return common
 
 
 def _analyse(relative: str) -> Family:

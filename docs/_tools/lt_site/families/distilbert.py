@@ -1,0 +1,39 @@
+"""DistilBERT on the site: its running example and its proof (the badge)."""
+
+from __future__ import annotations
+
+from transformers import DistilBertConfig
+
+from literate_transformer.models.distilbert import DistilBertModel
+
+from ..base import BOOK_EXAMPLE_SIZES, Proof, RunningExample
+from ._encoder_branch import ENCODER_DIMS, example, proof
+
+#: The book example's sizes under DistilBERT's names.
+SIZES = dict(
+    vocab_size=BOOK_EXAMPLE_SIZES["vocab_size"],
+    dim=BOOK_EXAMPLE_SIZES["hidden_size"],
+    n_heads=BOOK_EXAMPLE_SIZES["num_attention_heads"],
+    n_layers=BOOK_EXAMPLE_SIZES["num_hidden_layers"],
+    hidden_dim=BOOK_EXAMPLE_SIZES["intermediate_size"],
+    max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"],
+)
+
+EXAMPLES = (
+    RunningExample(
+        "distilbert",
+        "a small random DistilBERT with the book example's sizes: 2 sequences of 7 tokens, the second padded by 2",
+        ENCODER_DIMS,
+        example(lambda: DistilBertModel(DistilBertConfig(**SIZES))),
+    ),
+)
+
+PROOFS = (
+    Proof(
+        "models.distilbert.DistilBertModel",
+        "transformers DistilBertModel",
+        "tests/models/test_distilbert.py::test_hidden_states_and_attentions_equal_hf_on_a_padded_batch",
+        proof("DistilBertConfig", "DistilBertModel", SIZES),
+        example="distilbert",
+    ),
+)

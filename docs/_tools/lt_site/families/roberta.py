@@ -1,0 +1,41 @@
+"""RoBERTa and XLM-RoBERTa on the site: their running example and their proofs (the badges)."""
+
+from __future__ import annotations
+
+from transformers import RobertaConfig
+
+from literate_transformer.models.roberta import RobertaModel
+
+from ..base import Proof, RunningExample
+from ._encoder_branch import BERT_SIZES, ENCODER_DIMS, example, proof
+
+#: The book example's sizes, one token type and the padding id of RoBERTa's checkpoints (positions start after it).
+SIZES = dict(BERT_SIZES, type_vocab_size=1, max_position_embeddings=BERT_SIZES["max_position_embeddings"] + 2)
+TEST = "tests/models/test_roberta.py::test_hidden_states_pooler_and_attentions_equal_hf_on_a_padded_batch"
+
+EXAMPLES = (
+    RunningExample(
+        "roberta",
+        "a small random RoBERTa with the book example's sizes: 2 sequences of 7 tokens, the second padded by 2 "
+        "with pad_token_id 1 (its positions are counted from the ids)",
+        ENCODER_DIMS,
+        example(lambda: RobertaModel(RobertaConfig(**SIZES, pad_token_id=1)), pad_token_id=1),
+    ),
+)
+
+PROOFS = (
+    Proof(
+        "models.roberta.RobertaModel",
+        "transformers RobertaModel",
+        TEST,
+        proof("RobertaConfig", "RobertaModel", SIZES, pad_token_id=1),
+        example="roberta",
+    ),
+    Proof(
+        "models.xlm_roberta.XLMRobertaModel",
+        "transformers XLMRobertaModel",
+        TEST,
+        proof("XLMRobertaConfig", "XLMRobertaModel", SIZES, pad_token_id=1),
+        example="roberta",
+    ),
+)

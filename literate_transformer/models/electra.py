@@ -1,0 +1,250 @@
+r"""ELECTRA: BERT's layers with narrower embeddings, trained to spot replaced tokens.
+
+ELECTRA (Clark et al., 2020, "ELECTRA: Pre-training Text Encoders as
+Discriminators Rather Than Generators", ICLR, arXiv:2003.10555, section 2)
+trains two BERT-style encoders together.  A small *generator* is trained
+with masked language modelling and fills the masked positions with tokens
+it samples; the *discriminator*, the model that is kept, reads the result
+and predicts, for **every** token, whether it is the original or a
+replacement (*replaced-token detection*).  Every position teaches the
+discriminator something, where masked language modelling learns from the
+15% it masked.
+
+The discriminator is BERT's encoder, name for name
+(:mod:`~literate_transformer.models.bert`), with one change in the model:
+its token vectors may be narrower than its layers.  ``embedding_size``
+(:math:`W`) is the width of the three tables and their layer norm
+(the generator and the discriminator share them, section 3.2); when it
+differs from ``hidden_size`` (:math:`E`) a linear layer,
+``embeddings_project``, maps :math:`W \to E` before the first layer:
+
+.. math::
+
+    h^{(0)} = \operatorname{LayerNorm}\big(W^{\text{word}}_{x} + W^{\text{pos}}_{t}
+    + W^{\text{type}}_{s}\big)\, P + b, \qquad P \in \mathbb{R}^{W \times E}.
+
+ELECTRA-small has :math:`W = 128`, :math:`E = 256`.  It has no pooler.
+:class:`ElectraForPreTraining` adds the discriminator's head: a dense layer,
+the activation, and one score per token, :math:`\sigma(\text{score}) =
+P(\text{replaced})`, trained with a binary cross-entropy over the real tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..core.activations import get_activation
+from ..core.config import as_config
+from ..core.outputs import ModelOutput
+from ..core.validation import Arguments, check_tensor, check_token_inputs, validate_with
+from .bert import BertEmbeddings, BertModel
+from .registry import map_state_dict, register
+
+__all__ = [
+    "check_electra_config",
+    "ElectraEmbeddings",
+    "ElectraModel",
+    "ElectraDiscriminatorPredictions",
+    "ElectraForPreTraining",
+    "electra_from_hf",
+]
+
+#: Options of ELECTRA's config that this package does not build, and the only value each accepts.
+_UNSUPPORTED = {"is_decoder": False, "add_cross_attention": False, "position_embedding_type": "absolute"}
+
+
+def check_electra_config(config: Any) -> Any:
+    """A ``transformers`` :class:`~transformers.ElectraConfig`, checked before anything is built.
+
+    Raises:
+        TypeError: for a config of another family.
+        ValueError: for an option this package does not build (a decoder, cross-attention, relative positions).
+    """
+    if getattr(config, "model_type", None) != "electra":
+        raise TypeError(f"config must be a transformers ElectraConfig, got {type(config).__name__}")
+    for name, supported in _UNSUPPORTED.items():
+        if getattr(config, name, supported) != supported:
+            raise ValueError(f"ElectraConfig.{name}={getattr(config, name)!r} is not supported ({supported!r})")
+    return config
+
+
+def _check_embeddings_inputs(embeddings: ElectraEmbeddings, args: Arguments) -> None:
+    check_token_inputs(args, embeddings.config)
+
+
+class ElectraEmbeddings(BertEmbeddings):
+    """BERT's embeddings at ELECTRA's ``embedding_size``: the same three tables and norm, narrower.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.ElectraConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        # BERT's tables and norm, built at the embedding width W (one head: no attention is built here).
+        super().__init__(as_config(config).replace(hidden_size=config.embedding_size, num_attention_heads=1))
+
+    @validate_with(_check_embeddings_inputs)
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor | None = None, position_ids: Tensor | None = None
+    ) -> Tensor:
+        """BERT's embeddings (:meth:`~literate_transformer.models.bert.BertEmbeddings.forward`), ``W`` wide."""
+        if position_ids is None:
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        # BERT's three lookups, summed in BERT's order; the vectors are W wide, not E.
+        embeddings = (
+            self.word_embeddings(input_ids)
+            + self.token_type_embeddings(token_type_ids)
+            + self.position_embeddings(position_ids)
+        )  # (B, T, W)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+def _check_model_inputs(model: ElectraModel, args: Arguments) -> None:
+    check_token_inputs(args, model.config)
+
+
+class ElectraModel(BertModel):
+    """ELECTRA's encoder: :class:`ElectraEmbeddings`, ``embeddings_project`` (when :math:`W \\ne E`), BERT's layers.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.ElectraConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        check_electra_config(config)
+        super().__init__(config, add_pooling_layer=False)
+        self.embeddings = ElectraEmbeddings(config)
+        if config.embedding_size != config.hidden_size:
+            #: :math:`W \to E`, from the embedding width to the layers'.
+            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+
+    @validate_with(_check_model_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        *,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """Encode a batch; the arguments as in :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`.
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput` (no ``pooler_output``: no pooler).
+        """
+        # 1) Token ids -> vectors of the embedding width W.
+        embedding_output = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, W)
+        # 2) ... projected to the layers' width E, where the two differ.
+        if hasattr(self, "embeddings_project"):
+            embedding_output = self.embeddings_project(embedding_output)  # (B, T, E)
+        # 3) The additive padding mask, built once.
+        mask = self.get_extended_attention_mask(attention_mask, input_ids.shape[1], embedding_output.dtype)
+        # 4) BERT's layers.
+        return self.encoder(
+            embedding_output,
+            attention_mask=mask,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+
+
+class ElectraDiscriminatorPredictions(nn.Module):
+    """Replaced-token detection: a dense layer, the activation, then one score per token (``dense_prediction``).
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.ElectraConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = get_activation(config.hidden_act)
+        self.dense_prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, discriminator_hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T)``: the logit of "this token was replaced"."""
+        hidden_states = self.activation(self.dense(discriminator_hidden_states))  # (B, T, E)
+        # One score per token; the last dimension, of size 1, dropped.
+        return self.dense_prediction(hidden_states).squeeze(-1)
+
+
+def _check_pretraining_inputs(model: ElectraForPreTraining, args: Arguments) -> None:
+    input_ids = check_token_inputs(args, model.config)
+    if args.labels is not None:
+        labels = check_tensor(args.labels, "labels", dtypes=("int", "bool"), shape=tuple(input_ids.shape))
+        if labels.numel() and not bool(((labels == 0) | (labels == 1)).all()):
+            raise ValueError("labels must be 1 where a token was replaced and 0 where it is the original")
+
+
+class ElectraForPreTraining(nn.Module):
+    """ELECTRA's discriminator with its head: is each token the original (0) or a replacement (1)?
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.ElectraConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.electra = ElectraModel(config)
+        self.config = self.electra.config
+        self.discriminator_predictions = ElectraDiscriminatorPredictions(config)
+
+    @validate_with(_check_pretraining_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        labels: Tensor | None = None,
+        *,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """A replaced-token score for every token; the other arguments as in :meth:`ElectraModel.forward`.
+
+        Args:
+            labels: ``(B, T)``, 1 where a token was replaced, 0 where it is the original.
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T)``, and with
+            ``labels`` the ``loss``: the mean binary cross-entropy over the real tokens (all tokens without
+            ``attention_mask``), as ``transformers`` computes it.
+        """
+        output = self.electra(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.discriminator_predictions(output.last_hidden_state)  # (B, T)
+        output.logits = logits
+        if labels is not None:
+            # Replaced-token detection: a yes/no question at every real token, padding left out.
+            real = slice(None) if attention_mask is None else attention_mask.bool()
+            output.loss = F.binary_cross_entropy_with_logits(output.logits[real], labels[real].float())
+        return output
+
+
+@register("ElectraModel", "ElectraForPreTraining")
+def electra_from_hf(hf_model: nn.Module) -> ElectraModel | ElectraForPreTraining:
+    """The package's ELECTRA with the config and weights of a ``transformers`` ``ElectraModel`` or ``ElectraForPreTraining``.
+
+    The names are HuggingFace's (``electra.`` before the encoder's in the
+    model with the head), so the key map is the identity.
+    """
+    cls = ElectraForPreTraining if hasattr(hf_model, "discriminator_predictions") else ElectraModel
+    model = cls(hf_model.config)
+    state = map_state_dict(hf_model.state_dict(), model.state_dict(), lambda key: key, cls.__name__)
+    model.load_state_dict(state, strict=True)
+    return model.eval()

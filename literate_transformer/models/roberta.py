@@ -1,0 +1,202 @@
+r"""RoBERTa: BERT's architecture, trained longer and differently, with positions counted after the padding.
+
+RoBERTa (Liu et al., 2019, "RoBERTa: A Robustly Optimized BERT Pretraining
+Approach", arXiv:1907.11692) changes almost nothing in the model and a lot
+in how it is trained: *dynamic* masking, a new mask drawn every time a
+sequence is seen rather than once when the data is prepared (section 4.1),
+no next-sentence prediction, with inputs of full sentences packed up to 512
+tokens (section 4.2), much larger batches (section 4.3), a byte-level BPE
+vocabulary of 50K entries (section 4.4), and more data, for longer (section 5).  Its layers are BERT's, name for name
+(:mod:`~literate_transformer.models.bert`); the checkpoints use one token
+type (``type_vocab_size=1``), so the segment table is a single vector added
+to every token.
+
+What the model does differently is where a token's position comes from.
+RoBERTa inherits fairseq's rule: positions are counted from the token ids,
+**after the padding index**, and a padding token gets the padding index
+itself,
+
+.. math::
+
+    p_t = \begin{cases} \text{pad} + \#\{s \le t : x_s \ne \text{pad}\} & x_t \ne \text{pad} \\
+    \text{pad} & x_t = \text{pad} \end{cases}
+
+(HuggingFace's ``create_position_ids_from_input_ids``).  With
+``pad_token_id=1`` the first token reads row 2 of the position table, and a
+table of ``max_position_embeddings=514`` rows holds 512 positions: the first
+two rows are never read by a real token.  So a sequence may have at most
+``max_position_embeddings - pad_token_id - 1`` tokens, and the model refuses
+longer ones by name.
+
+>>> import torch
+>>> create_position_ids_from_input_ids(torch.tensor([[0, 31, 47, 2, 1, 1]]), padding_idx=1)
+tensor([[2, 3, 4, 5, 1, 1]])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..core.outputs import ModelOutput
+from ..core.validation import Arguments, check_input_ids, check_token_inputs, validate_with
+from .bert import BertEmbeddings, BertModel
+from .registry import map_state_dict, register
+
+__all__ = [
+    "check_roberta_config",
+    "create_position_ids_from_input_ids",
+    "RobertaEmbeddings",
+    "RobertaModel",
+    "roberta_from_hf",
+]
+
+#: Options of BERT's config that this branch's families do not build, and the only value each accepts.
+_UNSUPPORTED = {"is_decoder": False, "add_cross_attention": False, "position_embedding_type": "absolute"}
+
+
+def check_roberta_config(config: Any, model_types: tuple[str, ...] = ("roberta",)) -> Any:
+    """A ``transformers`` RoBERTa config (or a descendant's), checked before anything is built.
+
+    Raises:
+        TypeError: for a config of another family.
+        ValueError: for an option this package does not build (a decoder, cross-attention, relative
+            position embeddings), a missing ``pad_token_id``, or a position table too short for one token.
+    """
+    if getattr(config, "model_type", None) not in model_types:
+        raise TypeError(f"config must be a transformers {' or '.join(model_types)} config, got {type(config).__name__}")
+    for name, supported in _UNSUPPORTED.items():
+        if getattr(config, name, supported) != supported:
+            raise ValueError(
+                f"{type(config).__name__}.{name}={getattr(config, name)!r} is not supported ({supported!r})"
+            )
+    if not isinstance(config.pad_token_id, int) or config.max_position_embeddings <= config.pad_token_id + 1:
+        raise ValueError(
+            f"{type(config).__name__}: positions start after pad_token_id ({config.pad_token_id!r}), so "
+            f"max_position_embeddings ({config.max_position_embeddings}) must exceed pad_token_id + 1"
+        )
+    return config
+
+
+def create_position_ids_from_input_ids(input_ids: Tensor, padding_idx: int, past_key_values_length: int = 0) -> Tensor:
+    """RoBERTa's positions: real tokens counted from ``padding_idx + 1``, padding at ``padding_idx``.
+
+    Args:
+        input_ids: ``(B, T)`` token ids.
+        padding_idx: The padding token's id, which is also the position the padding reads.
+        past_key_values_length: Real positions before these (HuggingFace's argument; 0 for an encoder).
+
+    Returns:
+        ``(B, T)`` positions.
+    """
+    # 1 for a real token, 0 for padding.
+    mask = input_ids.ne(padding_idx).int()  # (B, T)
+    # Each real token's count of real tokens up to itself; padding stays 0.
+    incremental_indices = (torch.cumsum(mask, dim=1).type_as(mask) + past_key_values_length) * mask  # (B, T)
+    # Shifted past the padding index: the first real token sits at padding_idx + 1.
+    return incremental_indices.long() + padding_idx
+
+
+def _check_embeddings_inputs(embeddings: RobertaEmbeddings, args: Arguments) -> None:
+    config = embeddings.config
+    # Positions run up to T + pad_token_id: the table must hold them.
+    check_input_ids(args.input_ids, config.vocab_size, config.max_position_embeddings - embeddings.padding_idx - 1)
+    check_token_inputs(args, config)
+
+
+class RobertaEmbeddings(BertEmbeddings):
+    """BERT's embeddings, whose default positions are counted from the ids, after the padding index.
+
+    The tables are BERT's (``word_embeddings``, ``position_embeddings``,
+    ``token_type_embeddings``, ``LayerNorm``); only the positions a call
+    reads change.
+
+    Args:
+        config: A ``transformers`` RoBERTa config.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.padding_idx = config.pad_token_id
+
+    @validate_with(_check_embeddings_inputs)
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor | None = None, position_ids: Tensor | None = None
+    ) -> Tensor:
+        """Embed token ids; as :meth:`BertEmbeddings.forward <literate_transformer.models.bert.BertEmbeddings.forward>`.
+
+        Args:
+            input_ids: ``(B, T)`` token ids.
+            token_type_ids: ``(B, T)`` segment ids; all zeros when omitted.
+            position_ids: ``(B, T)``; by default counted from the ids after ``pad_token_id``.
+
+        Returns:
+            The embeddings, ``(B, T, E)``.
+        """
+        if position_ids is None:
+            # fairseq's positions: counted over the real tokens, after the padding index.
+            position_ids = create_position_ids_from_input_ids(input_ids, self.padding_idx)  # (B, T)
+        return super().forward(input_ids, token_type_ids, position_ids)
+
+
+def _check_model_inputs(model: RobertaModel, args: Arguments) -> None:
+    _check_embeddings_inputs(model.embeddings, args)
+
+
+class RobertaModel(BertModel):
+    """RoBERTa: :class:`RobertaEmbeddings`, then BERT's encoder and pooler.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.RobertaConfig`.
+        add_pooling_layer: Build the ``pooler`` (as HuggingFace does by default).
+    """
+
+    #: The ``model_type`` of the configs this class reads.
+    model_types: tuple[str, ...] = ("roberta",)
+
+    def __init__(self, config: Any, add_pooling_layer: bool = True) -> None:
+        check_roberta_config(config, self.model_types)
+        super().__init__(config, add_pooling_layer)
+        # The one module RoBERTa changes: its embeddings count positions after the padding.
+        self.embeddings = RobertaEmbeddings(config)
+
+    @validate_with(_check_model_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        *,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """Encode a batch; as :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`.
+
+        Raises:
+            ValueError: for ids outside the vocabulary, sequences longer than
+                ``max_position_embeddings - pad_token_id - 1``, or masks of the wrong shape.
+        """
+        return super().forward(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+
+
+@register("RobertaModel")
+def roberta_from_hf(hf_model: nn.Module, cls: type[RobertaModel] = RobertaModel) -> RobertaModel:
+    """A :class:`RobertaModel` (or ``cls``) with the config and weights of a ``transformers`` one.
+
+    The names are HuggingFace's, so the key map is the identity.
+    """
+    state = hf_model.state_dict()
+    has_pooler = any(key.startswith("pooler.") for key in state)
+    model = cls(hf_model.config, add_pooling_layer=has_pooler)
+    model.load_state_dict(map_state_dict(state, model.state_dict(), lambda key: key, cls.__name__), strict=True)
+    return model.eval()

@@ -92,7 +92,7 @@ class HFApi:
         return layer_output[0] if isinstance(layer_output, tuple) else layer_output
 
     @staticmethod
-    def greedy_generate(hf_model, input_ids, attention_mask, max_new_tokens: int):
+    def greedy_generate(hf_model, input_ids, attention_mask, max_new_tokens: int, forced_bos_token_id=None):
         """Plain greedy decoding with ``generate()``: the most likely token at every step, nothing else.
 
         ``do_sample=False`` and ``num_beams=1`` select greedy search.  A
@@ -101,15 +101,23 @@ class HFApi:
         checkpoints ``forced_bos_token_id``) or ban repeats
         (``no_repeat_ngram_size``): those are switched off, and ``min_length``
         set to 0, so that only ``eos_token_id`` (stop, then pad with
-        ``pad_token_id``) and ``max_new_tokens`` shape the output.
+        ``pad_token_id``) and ``max_new_tokens`` shape the output.  A first
+        token the caller forces (``forced_bos_token_id``: M2M-100's target
+        language) is passed on.
         """
         generation_config = hf_model.generation_config
         generation_config.forced_bos_token_id = None
         generation_config.forced_eos_token_id = None
         generation_config.no_repeat_ngram_size = 0
         generation_config.min_length = 0
+        forced = {} if forced_bos_token_id is None else {"forced_bos_token_id": forced_bos_token_id}
         return hf_model.generate(
-            input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1
+            input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            **forced,
         )
 
     @staticmethod

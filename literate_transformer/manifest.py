@@ -76,7 +76,12 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(12, "chapters/12_meet_the_transformers", "Meet the transformers", ("models.registry",)),
     Chapter(13, "chapters/13_encoder_branch", "The encoder branch", ()),
     Chapter(14, "chapters/14_decoder_branch", "The decoder branch", ("models.gpt2",)),
-    Chapter(15, "chapters/15_encoder_decoder_branch", "The encoder-decoder branch", ("models.bart",)),
+    Chapter(
+        15,
+        "chapters/15_encoder_decoder_branch",
+        "The encoder-decoder branch",
+        ("models.bart", "models.t5"),
+    ),
     Chapter(16, "chapters/16_making_attention_fast", "Making attention fast", ()),
     Chapter(17, "chapters/17_errata", "Errata", ()),
 )

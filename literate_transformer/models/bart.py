@@ -57,7 +57,7 @@ tensor([2])
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -598,7 +598,12 @@ BART_DROPPED_KEYS = ("encoder.version", "decoder.version")
 BART_SHARED_NAMES = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
 
 
-def map_bart_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor]) -> dict[str, Tensor]:
+def map_bart_state_dict(
+    state_dict: Mapping[str, Tensor],
+    expected: Mapping[str, Tensor],
+    model: str = "BART",
+    dropped: Sequence[str] = BART_DROPPED_KEYS,
+) -> dict[str, Tensor]:
     """A BART checkpoint's tensors for this file's modules: the same names, but for what older ones saved.
 
     * Fairseq-era checkpoints have ``encoder.version`` and ``decoder.version``
@@ -606,6 +611,12 @@ def map_bart_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str,
     * ``shared``, ``encoder.embed_tokens``, ``decoder.embed_tokens`` and
       ``lm_head`` are one tensor in BART: a checkpoint may list any of them,
       and every copy must hold the same values.
+
+    Args:
+        state_dict: The checkpoint's tensors.
+        expected: The model's ``state_dict()``.
+        model: The family's name, for the messages (a descendant's key map calls this one).
+        dropped: Keys (without ``model.``) that hold no tensor of the model.
 
     Raises:
         ValueError: listing every missing, unexpected and mis-shaped key, or
@@ -615,12 +626,14 @@ def map_bart_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str,
     copies = [key for key in state_dict if key.removeprefix("model.") in BART_SHARED_NAMES]
     for key in copies[1:]:
         if not torch.equal(state_dict[key], state_dict[copies[0]]):
-            raise ValueError(f"{key} differs from {copies[0]}: BART has one embedding table, shared by all four names")
+            raise ValueError(
+                f"{key} differs from {copies[0]}: {model} has one embedding table, shared by all four names"
+            )
 
     def key_map(key: str) -> str | None:
-        return None if key.removeprefix("model.") in BART_DROPPED_KEYS else key
+        return None if key.removeprefix("model.") in dropped else key
 
-    return map_state_dict(state_dict, expected, key_map, "BART")
+    return map_state_dict(state_dict, expected, key_map, model)
 
 
 @register("BartModel", "BartForConditionalGeneration")

@@ -7,7 +7,9 @@ tensor's shape wherever the shape changes, with one legend for the whole
 package: ``B`` batch, ``T`` query (target) length, ``S`` key (source)
 length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``E`` hidden
 size, ``F`` intermediate size, ``V`` vocabulary size, ``C`` labels, ``L``
-layers.  Tests execute every shape comment and prove each module equal to
+layers; block-sparse attention (BigBird) cuts a sequence into ``N`` blocks
+of ``W`` tokens, and each of the ``M = N - 2`` blocks between the first and
+the last reads ``G`` blocks of keys.  Tests execute every shape comment and prove each module equal to
 what HuggingFace's ``transformers`` or PyTorch's own modules compute.
 
 The modules sit in floors, each importing only the floors below it: the

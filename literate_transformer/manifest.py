@@ -80,7 +80,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         15,
         "chapters/15_encoder_decoder_branch",
         "The encoder-decoder branch",
-        ("models.bart", "models.t5", "models.m2m_100", "models.bigbird_pegasus"),
+        ("models.bart", "models.t5", "models.m2m_100", "models.bigbird_pegasus", "pretraining.denoising"),
     ),
     Chapter(16, "chapters/16_making_attention_fast", "Making attention fast", ()),
     Chapter(17, "chapters/17_errata", "Errata", ()),

@@ -189,19 +189,17 @@ class BlockSparseMask(NamedTuple):
     """What the block-sparse encoder hands each layer in place of a ``(B, 1, S, S)`` mask: built once per call.
 
     ``M = N - 2`` middle query blocks each read ``G`` key blocks of ``W`` tokens.
-
-    Attributes:
-        key_padding: ``(B, 1, 1, S)`` additive: 0 for a real key, the dtype's minimum for padding.
-        blocks: ``(M, G)`` the key blocks each middle query block reads (:func:`block_sparse_layout`).
-        read: ``(M, G)``, ``False`` where a window block repeats a global one.
-        block_mask: ``(B, 1, M, 1, G, W)`` additive, over the gathered keys: padding, and the repeats not read.
-        block_size: ``W``.
     """
 
+    #: The padding of the keys, ``(B, 1, 1, S)``, additive (0 for a real key, the dtype's minimum for padding).
     key_padding: Tensor
+    #: The key blocks each middle query block reads, ``(M, G)`` (:func:`block_sparse_layout`).
     blocks: Tensor
+    #: Which of them it reads, ``(M, G)`` (``False`` where a window block repeats a global one).
     read: Tensor
+    #: The mask over the gathered keys, ``(B, 1, M, 1, G, W)``, additive (padding, and the repeats not read).
     block_mask: Tensor
+    #: The tokens per block, ``W``.
     block_size: int
 
     def to_dense(self) -> Tensor:

@@ -264,7 +264,7 @@ class M2M100ForConditionalGeneration(BartForConditionalGeneration):
 # ---------------------------------------------------------------------------
 # M2M-100's key map, and from_hf
 # ---------------------------------------------------------------------------
-#: Keys that hold no tensor of the model: BART's, and the sinusoid tables, which are computed, never loaded.
+#: Keys that hold no tensor of the model (BART's, and the sinusoid tables, which are computed, never loaded).
 M2M100_DROPPED_KEYS = BART_DROPPED_KEYS + ("encoder.embed_positions.weights", "decoder.embed_positions.weights")
 
 

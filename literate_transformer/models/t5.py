@@ -248,7 +248,7 @@ class T5Attention(Attention):
         self.o = nn.Linear(inner_dim, config.d_model, bias=False)
         if has_relative_attention_bias:
             self.relative_attention_max_distance = config.relative_attention_max_distance
-            #: The bias table: one number per distance bucket and head, shared by the whole stack.
+            #: The relative bias table, one number per distance bucket and head, for the whole stack.
             self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_heads)
 
     def project_query(self, hidden_states: Tensor) -> Tensor:
@@ -539,7 +539,8 @@ class T5PreTrainedModel(EncoderDecoderModel):
 
     @property
     def decoder_start_token_id(self) -> int:
-        """Where every target starts: ``config.decoder_start_token_id`` (0 in the hub's configs), else the pad token."""
+        """The token every target starts with, ``config.decoder_start_token_id`` (0 in the hub's configs), else the
+        padding token."""
         start = getattr(self.config, "decoder_start_token_id", None)
         return self.config.pad_token_id if start is None else start
 
@@ -571,7 +572,7 @@ class T5PreTrainedModel(EncoderDecoderModel):
             input_ids: Source ids ``(B, S)``.
             attention_mask: The source's ``(B, S)`` padding mask.
             decoder_input_ids: Target ids ``(B, T)``, starting with the start
-                token (:meth:`_shift_right` of the labels); required.
+                token (``model._shift_right(labels)``); required.
             decoder_attention_mask: The target's ``(B, T)`` padding mask.
             output_attentions: Also return ``encoder_attentions``,
                 ``decoder_attentions`` and ``cross_attentions``.

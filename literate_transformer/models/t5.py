@@ -133,10 +133,21 @@ def check_t5_config(config: Any) -> Any:
 
     Raises:
         TypeError: for a config that is not T5's.
-        ValueError: for a ``feed_forward_proj`` whose activation the package does not have.
+        ValueError: for a ``feed_forward_proj`` whose activation the package does not have, or
+            relative-position buckets whose logarithmic bins are undefined (fewer than 4 buckets, or a
+            ``relative_attention_max_distance`` not beyond the decoder's exact buckets).
     """
     if getattr(config, "model_type", None) != "t5":
         raise TypeError(f"config must be a transformers T5Config, got {type(config).__name__}")
+    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+    # The decoder gives distances below buckets // 2 a bucket each, and bins the rest logarithmically up to
+    # max_distance: with max_distance <= buckets // 2 the bins divide by log(1) or less (transformers then
+    # computes negative buckets, or garbage).  An encoder halves the buckets again, so 4 is the fewest.
+    if buckets < 4 or distance <= buckets // 2:
+        raise ValueError(
+            f"T5Config.relative_attention_num_buckets={buckets} and relative_attention_max_distance={distance}: "
+            "need at least 4 buckets and a max_distance above num_buckets // 2"
+        )
     if config.dense_act_fn not in ACTIVATIONS:
         raise ValueError(
             f"T5Config.feed_forward_proj={config.feed_forward_proj!r} asks for the activation "

@@ -223,3 +223,6 @@ def test_configs_the_package_cannot_build_are_refused():
         check_t5_config(transformers.BartConfig())
     with pytest.raises(ValueError, match="feed_forward_proj='gated-quick_gelu'"):
         T5Model(transformers.T5Config(d_model=8, d_kv=4, num_heads=2, feed_forward_proj="gated-quick_gelu"))
+    # transformers' own buckets would be negative here: log(max_distance / 16) = 0 divides them.
+    with pytest.raises(ValueError, match="relative_attention_max_distance=16: need at least 4 buckets"):
+        T5Model(transformers.T5Config(d_model=8, d_kv=4, num_heads=2, relative_attention_max_distance=16))

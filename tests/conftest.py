@@ -121,6 +121,32 @@ class HFApi:
         )
 
     @staticmethod
+    def m2m_100_position_ids(input_ids, padding_idx: int, past_key_values_length: int = 0):
+        """M2M-100's position rows from the ids: 5.x has the function on its embedding class, 4.x in the module."""
+        from transformers.models.m2m_100 import modeling_m2m_100
+
+        function = getattr(
+            modeling_m2m_100.M2M100SinusoidalPositionalEmbedding, "create_position_ids_from_input_ids", None
+        )
+        function = function or modeling_m2m_100.create_position_ids_from_input_ids
+        return function(input_ids, padding_idx, past_key_values_length)
+
+    @staticmethod
+    def bigbird_fallback_masks_padding() -> bool:
+        """Whether transformers' BigBird-Pegasus hides padding after falling back to full attention on a short input.
+
+        4.x's ``BigBirdPegasusEncoderAttention.forward`` reads ``config.attention_type`` (still
+        ``"block_sparse"``) where the module has switched itself to full attention, and passes its full
+        attention no mask: padding is attended to.  5.x reads the module's own ``attention_type``.
+        """
+        import inspect
+
+        from transformers.models.bigbird_pegasus import modeling_bigbird_pegasus
+
+        source = inspect.getsource(modeling_bigbird_pegasus.BigBirdPegasusEncoderAttention.forward)
+        return "self.config.attention_type" not in source
+
+    @staticmethod
     def t5_attention_with_bias(config):
         """A ``T5Attention`` that owns the relative attention bias: 5.x (and late 4.x) also take its ``layer_idx``."""
         import inspect

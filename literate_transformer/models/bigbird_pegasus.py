@@ -60,7 +60,9 @@ Block-sparse attention needs enough blocks for its pattern:
 :meth:`BigBirdPegasusEncoder.uses_block_sparse`, per call.
 (``transformers`` switches its encoder's modules to full attention for
 good, ``set_attention_type("original_full")``, so a long input after a
-short one is read in full there; the package decides for each call.)
+short one is read in full there; the package decides for each call.  In
+``transformers`` 4.x that full attention is also handed no padding mask:
+it reads a config field the switch does not change.)
 A long input whose length is not a multiple of ``block_size`` is padded
 with padding tokens (masked) to the next multiple, and cut back after the
 encoder, as ``transformers`` does; the attention layer itself refuses

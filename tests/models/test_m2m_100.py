@@ -141,7 +141,7 @@ def test_m2m_100_model_without_head_equals_hf_m2m_100_model(randomize):
 
 
 @torch.no_grad()
-def test_positions_are_fairseqs_rows_and_the_sinusoids_hfs(models):
+def test_positions_are_fairseqs_rows_and_the_sinusoids_hfs(models, hf_api):
     from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding as HFSinusoids
 
     hf, ours = models
@@ -150,7 +150,7 @@ def test_positions_are_fairseqs_rows_and_the_sinusoids_hfs(models):
     theirs = HFSinusoids(config.max_position_embeddings, config.d_model, config.pad_token_id)
     for past in (0, 3):
         rows = ours.decoder.position_ids(input_ids, None, past)
-        assert torch.equal(rows, theirs.create_position_ids_from_input_ids(input_ids, config.pad_token_id, past))
+        assert torch.equal(rows, hf_api.m2m_100_position_ids(input_ids, config.pad_token_id, past))
         torch.testing.assert_close(ours.decoder.embed_positions(rows), theirs(input_ids, None, past), atol=1e-6, rtol=0)
     # A padding token reads the zero row; an odd width ends with a zero feature.
     embeddings = M2M100SinusoidalPositionalEmbedding(7, padding_idx=1)(torch.tensor([[1, 2, 3]]))

@@ -32,6 +32,18 @@ targets start at ``decoder_start_token_id``   BART's is its ``eos_token_id``, 2
 
 BART's configs allow encoder and decoder of different depths, head counts
 and feed-forward widths (``encoder_layers``, ``decoder_layers``, ...).
+
+BART is also a parent: M2M-100 (:mod:`~literate_transformer.models.m2m_100`)
+and BigBird-Pegasus (:mod:`~literate_transformer.models.bigbird_pegasus`)
+subclass its modules and change only what differs.  So each choice above is
+made in one place they can override: a layer's ``norm_first`` (each
+sub-layer reads :meth:`BartEncoderLayer.sublayer_input`, :math:`x` itself
+in post-LN, :math:`\operatorname{LN}(x)` in pre-LN) and its
+:meth:`~BartEncoderLayer.new_attention`; a stack's
+:meth:`~BartStack.position_embedding`, :meth:`~BartStack.position_ids`,
+:meth:`~BartStack.embed` and :meth:`~BartStack.final` (what follows the
+last layer); the model's ``check_config``, ``encoder_class`` and
+``decoder_class``, and the head's ``model_class``.
 Tests build random BARTs of unusual shapes with ``transformers`` and require
 their logits, encoder output and decoder self- and cross-attention
 probabilities to within ``1e-5`` in float32, with padded sources, and the

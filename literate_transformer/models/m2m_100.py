@@ -57,6 +57,10 @@ its table ``max_position_embeddings + 2``), and a padding token reads row
 ``pad_token_id``, which is zeros.  A token counts as padding when it is the
 padding token; the attention mask is not read for positions.  In a cached
 decoding step the new token's row continues after all the cached positions.
+HuggingFace's table grows on demand past ``max_position_embeddings``; the
+package computes the rows it is asked for, and refuses inputs longer than
+``max_position_embeddings``, as it does for every family with a position
+table.
 
 Tests build random M2M-100s of unusual shapes (odd ``d_model`` included)
 and require their logits, encoder output and attention probabilities to

@@ -8,7 +8,9 @@ package: ``B`` batch, ``T`` query (target) length, ``S`` key (source)
 length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``E`` hidden
 size, ``F`` intermediate size, ``V`` vocabulary size, ``C`` labels, ``L``
 layers, ``W`` embedding width (where it is not ``E``), ``R`` rows of a
-relative-position table.  Tests execute every shape comment and prove each module equal to
+relative-position table; block-sparse attention (BigBird) cuts a sequence into
+``N`` blocks of ``Z`` tokens, and each of the ``M = N - 2`` blocks between the
+first and the last reads ``G`` blocks of keys.  Tests execute every shape comment and prove each module equal to
 what HuggingFace's ``transformers`` or PyTorch's own modules compute.
 
 The modules sit in floors, each importing only the floors below it: the

@@ -90,7 +90,12 @@ CHAPTERS: tuple[Chapter, ...] = (
         ),
     ),
     Chapter(14, "chapters/14_decoder_branch", "The decoder branch", ("models.gpt2",)),
-    Chapter(15, "chapters/15_encoder_decoder_branch", "The encoder-decoder branch", ("models.bart",)),
+    Chapter(
+        15,
+        "chapters/15_encoder_decoder_branch",
+        "The encoder-decoder branch",
+        ("models.bart", "models.t5", "models.m2m_100", "models.bigbird_pegasus", "pretraining.denoising"),
+    ),
     Chapter(16, "chapters/16_making_attention_fast", "Making attention fast", ()),
     Chapter(17, "chapters/17_errata", "Errata", ()),
 )

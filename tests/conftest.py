@@ -92,7 +92,7 @@ class HFApi:
         return layer_output[0] if isinstance(layer_output, tuple) else layer_output
 
     @staticmethod
-    def greedy_generate(hf_model, input_ids, attention_mask, max_new_tokens: int):
+    def greedy_generate(hf_model, input_ids, attention_mask, max_new_tokens: int, forced_bos_token_id=None):
         """Plain greedy decoding with ``generate()``: the most likely token at every step, nothing else.
 
         ``do_sample=False`` and ``num_beams=1`` select greedy search.  A
@@ -101,16 +101,50 @@ class HFApi:
         checkpoints ``forced_bos_token_id``) or ban repeats
         (``no_repeat_ngram_size``): those are switched off, and ``min_length``
         set to 0, so that only ``eos_token_id`` (stop, then pad with
-        ``pad_token_id``) and ``max_new_tokens`` shape the output.
+        ``pad_token_id``) and ``max_new_tokens`` shape the output.  A first
+        token the caller forces (``forced_bos_token_id``: M2M-100's target
+        language) is passed on.
         """
         generation_config = hf_model.generation_config
         generation_config.forced_bos_token_id = None
         generation_config.forced_eos_token_id = None
         generation_config.no_repeat_ngram_size = 0
         generation_config.min_length = 0
+        forced = {} if forced_bos_token_id is None else {"forced_bos_token_id": forced_bos_token_id}
         return hf_model.generate(
-            input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1
+            input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            **forced,
         )
+
+    @staticmethod
+    def m2m_100_position_ids(input_ids, padding_idx: int, past_key_values_length: int = 0):
+        """M2M-100's position rows from the ids: 5.x has the function on its embedding class, 4.x in the module."""
+        from transformers.models.m2m_100 import modeling_m2m_100
+
+        function = getattr(
+            modeling_m2m_100.M2M100SinusoidalPositionalEmbedding, "create_position_ids_from_input_ids", None
+        )
+        function = function or modeling_m2m_100.create_position_ids_from_input_ids
+        return function(input_ids, padding_idx, past_key_values_length)
+
+    @staticmethod
+    def bigbird_fallback_masks_padding() -> bool:
+        """Whether transformers' BigBird-Pegasus hides padding after falling back to full attention on a short input.
+
+        4.x's ``BigBirdPegasusEncoderAttention.forward`` reads ``config.attention_type`` (still
+        ``"block_sparse"``) where the module has switched itself to full attention, and passes its full
+        attention no mask: padding is attended to.  5.x reads the module's own ``attention_type``.
+        """
+        import inspect
+
+        from transformers.models.bigbird_pegasus import modeling_bigbird_pegasus
+
+        source = inspect.getsource(modeling_bigbird_pegasus.BigBirdPegasusEncoderAttention.forward)
+        return "self.config.attention_type" not in source
 
     @staticmethod
     def t5_attention_with_bias(config):

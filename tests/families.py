@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
 
 def assert_key_map_names_a_missing_tensor(
@@ -57,8 +59,6 @@ def assert_encoder_equals_hf(
     ``transformers`` disagree there; its test says how).  Also checks that the comparison is not vacuous:
     the mask hides the padded keys from the real queries.
     """
-    import torch
-
     kwargs = dict(attention_mask=attention_mask, output_attentions=True, output_hidden_states=hidden_states, **inputs)
     with torch.no_grad():
         expected = hf_model(input_ids=input_ids, **kwargs)
@@ -87,8 +87,6 @@ def assert_refuses_bad_input(model, input_ids, config_name: str, vocab_size: int
     ``max_length`` is the longest sequence the model accepts; one token more must be refused by naming
     ``config_name`` (the config field that limits it).
     """
-    import torch
-
     too_big = input_ids.clone()
     too_big[0, 0] = vocab_size
     with pytest.raises(ValueError, match=rf"input_ids must be token ids in \[0, vocab_size={vocab_size}\)"):
@@ -100,3 +98,26 @@ def assert_refuses_bad_input(model, input_ids, config_name: str, vocab_size: int
     with pytest.raises(ValueError, match=config_name):
         model(too_long, **long_inputs)
     model(too_long[:, :max_length], **{name: value[:, :max_length] for name, value in long_inputs.items()})
+
+
+def assert_close_at_real_positions(
+    actual: Tensor, expected: Tensor, attention_mask: Tensor, atol: float = 1e-5, name: str = "output"
+) -> None:
+    """``(B, T, ...)`` tensors agree to ``atol`` at the positions whose ``attention_mask`` is 1 (padding aside)."""
+    real = attention_mask.bool()
+    assert real.any() and not real.all(), f"{name}: the batch must mix real and padded positions"
+    torch.testing.assert_close(actual[real], expected[real], atol=atol, rtol=0, msg=name)
+
+
+def assert_cached_decoding_equals_uncached(
+    model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, max_new_tokens: int, **generate_kwargs: Any
+) -> None:
+    """Greedy decoding with the key/value cache writes what decoding without it writes, with the same scores."""
+    from literate_transformer.book.generation import greedy_generate
+
+    arguments = dict(attention_mask=attention_mask, **generate_kwargs)
+    cached = greedy_generate(model, input_ids, max_new_tokens, use_cache=True, **arguments)
+    recomputed = greedy_generate(model, input_ids, max_new_tokens, use_cache=False, **arguments)
+    assert cached.logits.shape[1] > 1, "decoding stopped after one step: nothing cached was reused"
+    assert torch.equal(cached.sequences, recomputed.sequences)
+    torch.testing.assert_close(cached.logits, recomputed.logits, atol=1e-5, rtol=0)

@@ -595,11 +595,12 @@ class EncoderDecoderModel(nn.Module):
             A :class:`~literate_transformer.core.outputs.Seq2SeqOutput`
             (without encoder attentions).
         """
+        # By name: a family's decoder may order its arguments as HuggingFace's does (T5's stack: the mask second).
         decoded = self.decoder(
             decoder_input_ids,
-            encoder_hidden_states,
-            decoder_attention_mask,
-            encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+            attention_mask=decoder_attention_mask,
+            encoder_attention_mask=encoder_attention_mask,
             output_attentions=output_attentions,
             past_key_values=past_key_values,
             use_cache=use_cache,

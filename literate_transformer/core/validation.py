@@ -231,9 +231,9 @@ def check_token_inputs(args: Arguments, config: Any, past_length: int = 0) -> Te
     they are given, an ``attention_mask`` over the cached and the new
     positions, ``token_type_ids`` and ``position_ids`` of the ids' shape.
     """
-    input_ids = check_input_ids(
-        args.input_ids, config.vocab_size, config.max_position_embeddings, past_length=past_length
-    )
+    # A model with relative positions only (T5) has no table of positions to run past.
+    max_positions = getattr(config, "max_position_embeddings", None)
+    input_ids = check_input_ids(args.input_ids, config.vocab_size, max_positions, past_length=past_length)
     batch_size, length = input_ids.shape
     if getattr(args, "attention_mask", None) is not None:
         check_attention_mask(args.attention_mask, batch_size, past_length + length)
@@ -256,7 +256,7 @@ def check_source_and_target(args: Arguments, config: Any) -> None:
     if args.decoder_input_ids is None:
         return
     decoder_input_ids = check_input_ids(
-        args.decoder_input_ids, config.vocab_size, config.max_position_embeddings, "decoder_input_ids"
+        args.decoder_input_ids, config.vocab_size, getattr(config, "max_position_embeddings", None), "decoder_input_ids"
     )
     if decoder_input_ids.shape[0] != input_ids.shape[0]:
         raise ValueError(

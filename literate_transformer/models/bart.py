@@ -32,6 +32,18 @@ targets start at ``decoder_start_token_id``   BART's is its ``eos_token_id``, 2
 
 BART's configs allow encoder and decoder of different depths, head counts
 and feed-forward widths (``encoder_layers``, ``decoder_layers``, ...).
+
+BART is also a parent: M2M-100 (:mod:`~literate_transformer.models.m2m_100`)
+and BigBird-Pegasus (:mod:`~literate_transformer.models.bigbird_pegasus`)
+subclass its modules and change only what differs.  So each choice above is
+made in one place they can override: a layer's ``norm_first`` (each
+sub-layer reads :meth:`BartEncoderLayer.sublayer_input`, :math:`x` itself
+in post-LN, :math:`\operatorname{LN}(x)` in pre-LN) and its
+:meth:`~BartEncoderLayer.new_attention`; a stack's
+:meth:`~BartStack.position_embedding`, :meth:`~BartStack.position_ids`,
+:meth:`~BartStack.embed` and :meth:`~BartStack.final` (what follows the
+last layer); the model's ``check_config``, ``encoder_class`` and
+``decoder_class``, and the head's ``model_class``.
 Tests build random BARTs of unusual shapes with ``transformers`` and require
 their logits, encoder output and decoder self- and cross-attention
 probabilities to within ``1e-5`` in float32, with padded sources, and the
@@ -57,7 +69,7 @@ tensor([2])
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -68,7 +80,7 @@ from ..book.generation import greedy_generate
 from ..core.activations import get_activation
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
-from ..core.residual import add_and_norm
+from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import (
     Arguments,
     check_attention_mask,
@@ -150,14 +162,15 @@ class BartAttention(Attention):
         embed_dim: ``E``.
         num_heads: ``H``.
         dropout: Dropout on the probabilities (``attention_dropout``).
+        bias: Biases on the four projections (BART's have them; some of its descendants drop them).
     """
 
-    def __init__(self, config: Any, embed_dim: int, num_heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, config: Any, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__(config, num_heads, embed_dim // num_heads, dropout=dropout)
-        self.k_proj = nn.Linear(embed_dim, embed_dim)
-        self.v_proj = nn.Linear(embed_dim, embed_dim)
-        self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
 
     def project_query(self, hidden_states: Tensor) -> Tensor:
         """Every head's queries, ``q_proj``."""
@@ -175,6 +188,10 @@ class BartAttention(Attention):
 class BartEncoderLayer(nn.Module):
     r"""A post-LN encoder layer: :math:`\operatorname{LN}(x + \operatorname{Attn}(x))`, then :math:`\operatorname{LN}(x + \operatorname{FFN}(x))`.
 
+    The arrangement is the class's ``norm_first`` (the descendants that
+    normalise first, M2M-100 and BigBird-Pegasus, set it to ``True`` and
+    change nothing else here).
+
     Args:
         config: The BART config.
         num_heads: The heads of its self-attention (``encoder_attention_heads`` by default).
@@ -189,7 +206,7 @@ class BartEncoderLayer(nn.Module):
         embed_dim = config.d_model
         num_heads = num_heads or config.encoder_attention_heads
         ffn_dim = ffn_dim or config.encoder_ffn_dim
-        self.self_attn = BartAttention(config, embed_dim, num_heads, config.attention_dropout)
+        self.self_attn = self.new_attention(config, num_heads)
         self.self_attn_layer_norm = make_norm(embed_dim, BART_LAYER_NORM_EPS)
         self.activation_fn = get_activation(config.activation_function)
         self.fc1 = nn.Linear(embed_dim, ffn_dim)
@@ -199,12 +216,24 @@ class BartEncoderLayer(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.activation_dropout = nn.Dropout(config.activation_dropout)
 
+    def new_attention(self, config: Any, num_heads: int) -> nn.Module:
+        """An attention sub-layer of this layer (:class:`BartAttention`; a descendant may build its own)."""
+        return BartAttention(config, config.d_model, num_heads, config.attention_dropout)
+
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, output_attentions: bool = False):
         """``(B, S, E) -> (B, S, E)``; returns a :class:`~literate_transformer.core.outputs.LayerOutput`."""
-        attention = self.self_attn(hidden_states, attention_mask=attention_mask, output_attentions=output_attentions)
+        attention = self.self_attn(
+            self.sublayer_input(hidden_states, self.self_attn_layer_norm),
+            attention_mask=attention_mask,
+            output_attentions=output_attentions,
+        )
         # Post-LN: the residual sum first, then the norm.
         hidden_states = self.residual(hidden_states, attention.hidden_states, self.self_attn_layer_norm)
         return LayerOutput(self.feed_forward_sublayer(hidden_states), attention.attention_probs)
+
+    def sublayer_input(self, hidden_states: Tensor, layer_norm: nn.Module) -> Tensor:
+        """What a sub-layer reads: ``x`` itself (post-LN), or ``LN(x)`` in a layer that normalises first."""
+        return sublayer_input(hidden_states, layer_norm, self.norm_first)
 
     def residual(self, hidden_states: Tensor, sublayer_output: Tensor, layer_norm: nn.Module) -> Tensor:
         """The residual sum of a sub-layer's (dropped-out) output, then its layer norm (post-LN)."""
@@ -213,7 +242,12 @@ class BartEncoderLayer(nn.Module):
     def feed_forward_sublayer(self, hidden_states: Tensor) -> Tensor:
         """``fc1``, the activation, ``fc2``, then the residual sum and ``final_layer_norm`` (post-LN)."""
         feed_forward_output = feed_forward(
-            hidden_states, self.fc1, self.fc2, self.activation_fn, self.dropout, self.activation_dropout
+            self.sublayer_input(hidden_states, self.final_layer_norm),
+            self.fc1,
+            self.fc2,
+            self.activation_fn,
+            self.dropout,
+            self.activation_dropout,
         )
         return add_and_norm(hidden_states, feed_forward_output, self.final_layer_norm, norm_first=self.norm_first)
 
@@ -226,9 +260,7 @@ class BartDecoderLayer(BartEncoderLayer):
 
     def __init__(self, config: Any) -> None:
         super().__init__(config, config.decoder_attention_heads, config.decoder_ffn_dim)
-        self.encoder_attn = BartAttention(
-            config, config.d_model, config.decoder_attention_heads, config.attention_dropout
-        )
+        self.encoder_attn = self.new_attention(config, config.decoder_attention_heads)
         self.encoder_attn_layer_norm = make_norm(config.d_model, BART_LAYER_NORM_EPS)
 
     def forward(  # type: ignore[override]
@@ -246,7 +278,7 @@ class BartDecoderLayer(BartEncoderLayer):
         past_self, past_cross = past_key_value if past_key_value is not None else (None, None)
         # 1) Causal self-attention over the target, then the residual and the norm.
         attention = self.self_attn(
-            hidden_states,
+            self.sublayer_input(hidden_states, self.self_attn_layer_norm),
             attention_mask=attention_mask,
             past_key_value=past_self,
             use_cache=use_cache,
@@ -255,7 +287,7 @@ class BartDecoderLayer(BartEncoderLayer):
         hidden_states = self.residual(hidden_states, attention.hidden_states, self.self_attn_layer_norm)
         # 2) Cross-attention: queries from the target, keys and values from the encoder's output.
         cross = self.encoder_attn(
-            hidden_states,
+            self.sublayer_input(hidden_states, self.encoder_attn_layer_norm),
             encoder_hidden_states,
             encoder_attention_mask,
             past_key_value=past_cross,
@@ -286,19 +318,28 @@ class BartStack(nn.Module):
         super().__init__()
         self.config = config
         self.embed_tokens = embed_tokens
-        #: Learned positions, position p in row p + 2.
-        self.embed_positions = LearnedPositionalEmbedding(
-            config.max_position_embeddings, config.d_model, BART_POSITION_OFFSET
-        )
+        self.embed_positions = self.position_embedding(config)
         self.layers = nn.ModuleList(self.layer_class(config) for _ in range(getattr(config, self.num_layers)))
         #: BART's layer norm on the summed embeddings.
         self.layernorm_embedding = make_norm(config.d_model, BART_LAYER_NORM_EPS)
         self.dropout = nn.Dropout(config.dropout)
 
+    def position_embedding(self, config: Any) -> nn.Module:
+        """BART's learned positions: position :math:`p` in row :math:`p + 2` of the table."""
+        return LearnedPositionalEmbedding(config.max_position_embeddings, config.d_model, BART_POSITION_OFFSET)
+
+    def position_ids(self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int = 0) -> Tensor:
+        """The positions of ``input_ids``: the package's one rule (:func:`~literate_transformer.parts.positions.position_ids`)."""
+        return positions_of(attention_mask, input_ids.shape[1], past_length, device=input_ids.device)
+
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """Token vectors (scaled) plus positions, then the layer norm on the sum and dropout: ``(B, T, E)``."""
         embeddings = self.embed_tokens(input_ids) + self.embed_positions(position_ids)  # (B, T, E)
         return self.dropout(self.layernorm_embedding(embeddings))
+
+    def final(self, hidden_states: Tensor) -> Tensor:
+        """What follows the last layer: nothing in BART (a post-LN layer's output is normalised already)."""
+        return hidden_states
 
 
 def _check_encoder_inputs(encoder: BartEncoder, args: Arguments) -> None:
@@ -316,13 +357,15 @@ class BartEncoder(BartStack):
     ) -> ModelOutput:
         """Encode the source ``(B, S)``: contextual vectors ``(B, S, E)``."""
         length = input_ids.shape[1]
-        embedding_output = self.embed(input_ids, positions_of(None, length, device=input_ids.device))
+        # The source's positions are 0 .. S-1, padding or not (as HuggingFace's BartEncoder numbers them).
+        embedding_output = self.embed(input_ids, self.position_ids(input_ids, None))
         mask = build_attention_mask(
             attention_mask, query_length=length, device=input_ids.device, dtype=embedding_output.dtype
         )
         hidden_states, layer_outputs = run_layers(
             self.layers, embedding_output, mask, output_attentions=output_attentions
         )
+        hidden_states = self.final(hidden_states)
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
 
 
@@ -368,8 +411,7 @@ class BartDecoder(BartStack):
         :meth:`~literate_transformer.book.decoder.TransformerDecoder.forward`."""
         past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
         length = input_ids.shape[1]
-        positions = positions_of(attention_mask, length, past_length, device=input_ids.device)
-        embedding_output = self.embed(input_ids, positions)
+        embedding_output = self.embed(input_ids, self.position_ids(input_ids, attention_mask, past_length))
         # The causal mask (with the target's padding) and the source's padding, built once, additive.
         masks = dict(device=input_ids.device, dtype=embedding_output.dtype)
         self_mask = build_attention_mask(
@@ -386,18 +428,24 @@ class BartDecoder(BartStack):
             use_cache=use_cache,
             output_attentions=output_attentions,
         )
+        hidden_states = self.final(hidden_states)
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
 
 
-def check_bart_config(config: Any) -> Any:
+def check_bart_config(config: Any, model_type: str = "bart", name: str = "BartConfig") -> Any:
     """A ``transformers`` :class:`~transformers.BartConfig`, checked once, before anything is built.
+
+    Args:
+        config: The config.
+        model_type: The ``model_type`` it must have (a descendant's file checks its own config with this).
+        name: Its class's name, for the message.
 
     Raises:
         TypeError: for a config that is not BART's.
         ValueError: for a ``d_model`` that a stack's heads do not divide.
     """
-    if getattr(config, "model_type", None) != "bart":
-        raise TypeError(f"config must be a transformers BartConfig, got {type(config).__name__}")
+    if getattr(config, "model_type", None) != model_type:
+        raise TypeError(f"config must be a transformers {name}, got {type(config).__name__}")
     for name in ("encoder_attention_heads", "decoder_attention_heads"):
         if config.d_model % getattr(config, name):
             raise ValueError(f"d_model ({config.d_model}) must be divisible by {name} ({getattr(config, name)})")
@@ -414,6 +462,9 @@ class BartPreTrainedModel(EncoderDecoderModel):
     Each class has ``config``, ``encoder``, ``decoder`` and a ``head``
     (next-token scores, or ``None`` without a language-model head).
     """
+
+    #: How the class checks its config before building anything (a descendant names its own).
+    check_config = staticmethod(check_bart_config)
 
     @validate_with(_check_seq2seq_inputs)
     def forward(
@@ -462,14 +513,18 @@ class BartModel(BartPreTrainedModel):
         config: A ``transformers`` :class:`~transformers.BartConfig`.
     """
 
+    #: The stacks' classes (a descendant names its own).
+    encoder_class: type[BartEncoder] = BartEncoder
+    decoder_class: type[BartDecoder] = BartDecoder
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.config = check_bart_config(config)
+        self.config = self.check_config(config)
         embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         #: One token table for the encoder, the decoder (and the head of :class:`BartForConditionalGeneration`).
         self.shared = BartScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale)
-        self.encoder = BartEncoder(config, self.shared)
-        self.decoder = BartDecoder(config, self.shared)
+        self.encoder = self.encoder_class(config, self.shared)
+        self.decoder = self.decoder_class(config, self.shared)
 
 
 class BartForConditionalGeneration(BartPreTrainedModel):
@@ -487,9 +542,12 @@ class BartForConditionalGeneration(BartPreTrainedModel):
         final_logits_bias: ``(1, V)``, added to the logits (a buffer: zeros, never trained).
     """
 
+    #: The encoder-decoder it puts a head on (a descendant names its own).
+    model_class: type[BartModel] = BartModel
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.model = BartModel(config)
+        self.model = self.model_class(config)
         self.config = self.model.config
         self.lm_head = tie_weights(nn.Linear(config.d_model, config.vocab_size, bias=False), self.model.shared)
         self.register_buffer("final_logits_bias", torch.zeros(1, config.vocab_size))
@@ -509,7 +567,12 @@ class BartForConditionalGeneration(BartPreTrainedModel):
         return self.lm_head(hidden_states) + self.final_logits_bias
 
     def generate(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, max_new_tokens: int = 20, use_cache: bool = True
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        max_new_tokens: int = 20,
+        use_cache: bool = True,
+        forced_bos_token_id: int | None = None,
     ) -> Tensor:
         """Greedy decoding with the key/value cache, as ``generate(do_sample=False, num_beams=1)``.
 
@@ -519,6 +582,9 @@ class BartForConditionalGeneration(BartPreTrainedModel):
             max_new_tokens: How many tokens to write at most; a target stops
                 at ``config.eos_token_id`` (and is padded after it).
             use_cache: Reuse the keys and values of earlier positions.
+            forced_bos_token_id: The first token to write, whatever the
+                scores (a multilingual model's target language), as
+                ``generate(forced_bos_token_id=...)``; ``None`` for none.
 
         Returns:
             ``(B, 1 + N)``: ``decoder_start_token_id``, then the new token ids.
@@ -531,6 +597,7 @@ class BartForConditionalGeneration(BartPreTrainedModel):
             eos_token_id=self.config.eos_token_id,
             attention_mask=attention_mask,
             use_cache=use_cache,
+            forced_bos_token_id=forced_bos_token_id,
         ).sequences
 
 
@@ -543,7 +610,12 @@ BART_DROPPED_KEYS = ("encoder.version", "decoder.version")
 BART_SHARED_NAMES = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
 
 
-def map_bart_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor]) -> dict[str, Tensor]:
+def map_bart_state_dict(
+    state_dict: Mapping[str, Tensor],
+    expected: Mapping[str, Tensor],
+    model: str = "BART",
+    dropped: Sequence[str] = BART_DROPPED_KEYS,
+) -> dict[str, Tensor]:
     """A BART checkpoint's tensors for this file's modules: the same names, but for what older ones saved.
 
     * Fairseq-era checkpoints have ``encoder.version`` and ``decoder.version``
@@ -551,6 +623,12 @@ def map_bart_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str,
     * ``shared``, ``encoder.embed_tokens``, ``decoder.embed_tokens`` and
       ``lm_head`` are one tensor in BART: a checkpoint may list any of them,
       and every copy must hold the same values.
+
+    Args:
+        state_dict: The checkpoint's tensors.
+        expected: The model's ``state_dict()``.
+        model: The family's name, for the messages (a descendant's key map calls this one).
+        dropped: Keys (without ``model.``) that hold no tensor of the model.
 
     Raises:
         ValueError: listing every missing, unexpected and mis-shaped key, or
@@ -560,12 +638,14 @@ def map_bart_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str,
     copies = [key for key in state_dict if key.removeprefix("model.") in BART_SHARED_NAMES]
     for key in copies[1:]:
         if not torch.equal(state_dict[key], state_dict[copies[0]]):
-            raise ValueError(f"{key} differs from {copies[0]}: BART has one embedding table, shared by all four names")
+            raise ValueError(
+                f"{key} differs from {copies[0]}: {model} has one embedding table, shared by all four names"
+            )
 
     def key_map(key: str) -> str | None:
-        return None if key.removeprefix("model.") in BART_DROPPED_KEYS else key
+        return None if key.removeprefix("model.") in dropped else key
 
-    return map_state_dict(state_dict, expected, key_map, "BART")
+    return map_state_dict(state_dict, expected, key_map, model)
 
 
 @register("BartModel", "BartForConditionalGeneration")

@@ -82,6 +82,7 @@ def gated_feed_forward(
     up: Callable[[Tensor], Tensor],
     down: Callable[[Tensor], Tensor],
     activation: Callable[[Tensor], Tensor],
+    activation_dropout: Callable[[Tensor], Tensor] | None = None,
 ) -> Tensor:
     r"""The gated feed-forward network, :math:`(\operatorname{act}(x W_\text{gate}) \odot x W_\text{up}) W_\text{down}`.
 
@@ -91,6 +92,7 @@ def gated_feed_forward(
         up: The widening layer it gates, element by element (E -> F).
         down: The narrowing layer (F -> E).
         activation: The non-linearity of the gate (SiLU for SwiGLU).
+        activation_dropout: Dropout on the gated product, before the narrowing layer (T5's), or ``None``.
 
     Returns:
         ``(B, T, E)``.
@@ -99,6 +101,8 @@ def gated_feed_forward(
     gated = activation(gate(hidden_states))  # (B, T, F)
     # ... times the other widening, x W_up, element by element.
     intermediate = gated * up(hidden_states)  # (B, T, F)
+    if activation_dropout is not None:
+        intermediate = activation_dropout(intermediate)
     # Back to the model's width.
     return down(intermediate)
 

@@ -53,8 +53,11 @@ farther ones share buckets whose width grows logarithmically up to
 encoder tells left from right (half the buckets for keys before the query,
 half for keys after it); a decoder only ever sees keys before the query, so
 all the buckets go to those.  :func:`relative_position_bucket` computes the
-bucket line by line, :class:`RelativePositionBias` the ``(1, H, T, S)``
-bias, which any attention layer of this package takes as an additive
+bucket line by line, :func:`relative_position_bias` the ``(1, H, T, S)``
+bias from a table of one number per bucket and head (T5 keeps the table in
+its first layer, :mod:`~literate_transformer.models.t5`), and
+:class:`RelativePositionBias` is table and function in one module.  Any
+attention layer of this package takes the bias as an additive
 ``attention_mask``; tests prove both equal to ``transformers``' ``T5Attention``.
 
 >>> position_ids(torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]]), length=4)
@@ -78,6 +81,7 @@ __all__ = [
     "LearnedPositionalEmbedding",
     "SinusoidalPositionalEncoding",
     "relative_position_bucket",
+    "relative_position_bias",
     "RelativePositionBias",
 ]
 
@@ -281,6 +285,48 @@ def relative_position_bucket(
     return bucket + torch.where(is_small, distance, if_large)
 
 
+def relative_position_bias(
+    relative_attention_bias: nn.Embedding,
+    query_length: int,
+    key_length: int,
+    past_length: int = 0,
+    *,
+    bidirectional: bool = True,
+    max_distance: int = 128,
+) -> Tensor:
+    r"""The bias :math:`M_{h,i,j} = b_h(\operatorname{bucket}(j - i))` read from a table of ``num_buckets x H`` numbers.
+
+    The computation of :class:`RelativePositionBias`, on a table a model
+    keeps under its own name (T5's first self-attention layer holds it as
+    ``relative_attention_bias``).
+
+    Args:
+        relative_attention_bias: The table :math:`b`, one row per bucket, one column per head.
+        query_length: ``T``.
+        key_length: ``S`` (cached positions included).
+        past_length: Position of the first query (cached decoding).
+        bidirectional: ``True`` for an encoder, ``False`` for a decoder.
+        max_distance: Distance from which on all keys share the last bucket.
+
+    Returns:
+        The additive bias ``(1, H, T, S)``.
+    """
+    device = relative_attention_bias.weight.device
+    # Query i sits at position past_length + i, key j at position j.
+    query_positions = torch.arange(query_length, device=device)[:, None] + past_length
+    key_positions = torch.arange(key_length, device=device)[None, :]
+    # How far each key is from each query, j - i: negative to the left.
+    relative_position = key_positions - query_positions  # (T, S)
+    buckets = relative_position_bucket(
+        relative_position, bidirectional, relative_attention_bias.num_embeddings, max_distance
+    )  # (T, S)
+    # Each head's learned number for each bucket.
+    values = relative_attention_bias(buckets)  # (T, S, H)
+    # Heads first, and a batch dimension to broadcast over.
+    bias = values.permute(2, 0, 1)[None]  # (1, H, T, S)
+    return bias
+
+
 def _check_relative_bias_inputs(bias: RelativePositionBias, args: Arguments) -> None:
     check_positive_int(args.query_length, "query_length")
     check_positive_int(args.key_length, "key_length")
@@ -339,17 +385,11 @@ class RelativePositionBias(nn.Module):
         Returns:
             The additive bias ``(1, H, T, S)``.
         """
-        device = self.relative_attention_bias.weight.device
-        # Query i sits at position past_length + i, key j at position j.
-        query_positions = torch.arange(query_length, device=device)[:, None] + past_length
-        key_positions = torch.arange(key_length, device=device)[None, :]
-        # How far each key is from each query, j - i: negative to the left.
-        relative_position = key_positions - query_positions  # (T, S)
-        buckets = relative_position_bucket(
-            relative_position, self.bidirectional, self.num_buckets, self.max_distance
-        )  # (T, S)
-        # Each head's learned number for each bucket.
-        values = self.relative_attention_bias(buckets)  # (T, S, H)
-        # Heads first, and a batch dimension to broadcast over.
-        bias = values.permute(2, 0, 1)[None]  # (1, H, T, S)
-        return bias
+        return relative_position_bias(
+            self.relative_attention_bias,
+            query_length,
+            key_length,
+            past_length,
+            bidirectional=self.bidirectional,
+            max_distance=self.max_distance,
+        )

@@ -18,7 +18,11 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from families import assert_key_map_names_a_missing_tensor, assert_key_map_refuses_a_changed_copy
+from families import (
+    assert_cached_decoding_equals_uncached,
+    assert_key_map_names_a_missing_tensor,
+    assert_key_map_refuses_a_changed_copy,
+)
 from shapes import BART, padded_batch
 
 from literate_transformer import from_hf
@@ -110,6 +114,14 @@ def test_greedy_generation_gives_hfs_token_ids(models, hf_api):
     actual = ours.generate(*sources, max_new_tokens=8)
     assert torch.equal(actual, hf_api.greedy_generate(hf, *sources, max_new_tokens=8))
     assert (actual[:, 0] == hf.config.decoder_start_token_id).all()
+
+
+@torch.no_grad()
+def test_cached_decoding_equals_uncached(models):
+    hf, ours = models
+    assert_cached_decoding_equals_uncached(
+        ours, *padded_sources(hf.config), max_new_tokens=6, bos_token_id=hf.config.decoder_start_token_id
+    )
 
 
 def test_bart_model_without_head_equals_hf_bart_model(randomize):

@@ -19,9 +19,14 @@ import torch
 from literate_transformer.core.config import TransformerConfig
 
 #: Fixed sizes of the legend letters in every scenario (all distinct; K, the key/value heads, is H unless a
-#: scenario of grouped-query attention says otherwise with ``with_dims``; W is the embedding width of the
-#: families that factorise their embeddings, R the rows of DeBERTa's relative-position table).
-DIMS = {"B": 2, "H": 4, "K": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3, "W": 10, "R": 12}
+#: scenario of grouped-query attention says otherwise with ``with_dims``).
+DIMS = {"B": 2, "H": 4, "K": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3}
+#: W, the embedding width of the families that factorise their embeddings; R, the rows of DeBERTa's
+#: relative-position table.
+DIMS |= {"W": 10, "R": 12}
+#: Block-sparse attention cuts S into N blocks of Z tokens; each of the M = N - 2 blocks between the two
+#: global ones reads G key blocks.
+DIMS |= {"N": 10, "M": 8, "G": 7, "Z": 5}
 #: Query and key lengths the scenarios use (any values work; distinct ones catch swaps).
 T, S = 3, 5
 

@@ -25,17 +25,17 @@ import difflib
 import html
 import importlib
 import inspect
-import os
 import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
 PACKAGE = "literate_transformer"
 
-__all__ = ["Family", "FamilyTree", "family_tree", "Beside", "beside"]
+__all__ = ["Family", "FamilyTree", "family_tree", "Beside", "beside", "attention_patterns"]
 
 
 @dataclass
@@ -62,28 +62,27 @@ def _classes(module) -> list[type]:
     ]
 
 
-#: A class name's first word: ``GPT2`` of ``GPT2Attention``, ``Roberta`` of ``RobertaEmbeddings``.
-_FIRST_WORD = re.compile(r"^[A-Z0-9]+(?=[A-Z][a-z])|^[A-Z][a-z0-9]+")
+#: Where a word of a class name starts: ``GPT2|Attention``, ``Roberta|Embeddings``, ``Big|Bird|Pegasus|Encoder``.
+_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def _family_prefix(names: Sequence[str]) -> str:
-    """The family's class prefix: the first word most of its class names share, with the words all of those share.
+    """The family's class prefix: the words most of its class names start with (the longest such, on a tie).
 
-    ``Roberta`` of ``RobertaEmbeddings`` and ``RobertaModel``; ``DistilBert`` of ``DistilBertEmbeddings`` and
-    ``DistilBertModel`` (whose first word is ``Distil``), ending where a word ends.
+    ``DistilBert`` of ``DistilBertEmbeddings`` and ``DistilBertModel`` (whose first word is ``Distil``); no
+    prefix where only one class has it, as that class's whole name says what it changes.
+
+    >>> _family_prefix(["GPT2Attention", "GPT2Block", "Conv1D"]), _family_prefix(["BigBirdPegasusEncoder", "BigBirdPegasusModel"])
+    ('GPT2', 'BigBirdPegasus')
+    >>> _family_prefix(["ElectraDiscriminatorPredictions"])
+    ''
     """
-    words = [match.group(0) for match in map(_FIRST_WORD.match, names) if match]
-    if not words:
-        return ""
-    word = max(sorted(set(words)), key=words.count)
-    sharing = [name for name in names if name.startswith(word)]
-    if len(sharing) == 1:
-        return ""  # one class: its whole name says what it changes
-    common = os.path.commonprefix(sharing)
-    # Back to the end of a word: the next letter of every name starts a new one (or the name ends).
-    while len(common) > len(word) and not all(len(n) == len(common) or n[len(common)].isupper() for n in sharing):
-        common = common[:-1]
-    return common
+    counts: dict[str, int] = {}
+    for name in names:
+        for cut in {match.start() for match in _WORD_START.finditer(name)}:
+            counts[name[:cut]] = counts.get(name[:cut], 0) + 1
+    best = max(counts, key=lambda prefix: (counts[prefix], len(prefix)), default="")
+    return best if counts.get(best, 0) > 1 else ""
 
 
 def _analyse(relative: str) -> Family:
@@ -236,3 +235,29 @@ def beside(parent: object, child: object) -> Beside:
     same = {index for block in matcher.get_matching_blocks() for index in range(block.b, block.b + block.size)}
     changed = set(range(len(child_lines))) - same
     return Beside(parent_lines, child_lines, (_qualified(parent), _qualified(child)), changed)
+
+
+def attention_patterns(patterns: dict[str, Tensor], title: str = "Who may attend to whom (darker: read more often)"):
+    """Masks side by side, one panel each, queries down and keys across: the patterns the code builds, drawn.
+
+    Args:
+        patterns: Panel titles and ``(T, S)`` masks: boolean (``True`` = may attend), additive (0 = may
+            attend), or counts (how many times a query reads a key).
+        title: The figure's title.
+
+    Returns:
+        A matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(patterns), figsize=(3.2 * len(patterns), 3.6), layout="constrained", squeeze=False)
+    for ax, (name, pattern) in zip(axes[0], patterns.items(), strict=True):
+        if pattern.is_floating_point():
+            pattern = pattern > torch.finfo(pattern.dtype).min / 2
+        values = pattern.detach().cpu().long()
+        ax.imshow(values, cmap="Blues", vmin=0, vmax=1.3 * max(int(values.max()), 1), interpolation="nearest")
+        ax.set_title(f"{name}\n{tuple(values.shape)}", fontsize=9)
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+    fig.suptitle(title)
+    return fig

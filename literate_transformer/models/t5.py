@@ -1,0 +1,729 @@
+r"""T5: an encoder-decoder whose positions live in the attention scores, with RMS norms and no biases.
+
+T5 (Raffel et al., 2020, *Exploring the Limits of Transfer Learning with a
+Unified Text-to-Text Transformer*) casts every task as text in, text out,
+and trains one encoder-decoder for all of them.  Its §3.1.1 ("Model") says
+how its transformer departs from the 2017 one; the code of Mesh TensorFlow
+and of HuggingFace's ``modeling_t5.py`` says the rest.  Each change is one
+of the package's parts:
+
+======================================  =============================================================
+T5                                      here
+======================================  =============================================================
+RMS norm: rescale only, no mean         :class:`~literate_transformer.parts.norms.RMSNorm`
+subtracted, no bias (§3.1.1)            (``make_norm(kind="rms_norm")``; HuggingFace's ``T5LayerNorm``)
+pre-LN sub-layers, a final norm         :func:`~literate_transformer.core.residual.sublayer_input` with
+after each stack (§3.1.1)               ``norm_first=True``; ``final_layer_norm``
+no bias in any linear layer             ``nn.Linear(..., bias=False)`` throughout (the state dict has no
+                                        ``.bias``)
+scores not divided by :math:`\sqrt{D}`  :func:`~literate_transformer.core.kernels.attend` with ``scale=1.0``;
+                                        the factor is folded into the initialisation of ``q``
+no position vectors: a learned bias     :func:`~literate_transformer.parts.positions.relative_position_bias`
+per head and distance bucket, added     on the first layer's table ``relative_attention_bias``, computed
+to the scores (§3.1.1)                  once per stack and added to every layer's self-attention mask
+cross-attention without the bias        the source's padding mask only
+ReLU feed-forward (T5 v1.0) or          :func:`~literate_transformer.parts.feed_forward.feed_forward`
+gated GELU (v1.1,                       (``wi``, ``wo``) or
+``feed_forward_proj="gated-gelu"``)     :func:`~literate_transformer.parts.feed_forward.gated_feed_forward`
+                                        (``wi_0``, ``wi_1``, ``wo``)
+one table ``shared``, not scaled        the encoder's and decoder's ``embed_tokens`` *are* ``shared``
+LM head tied (v1.0) or not (v1.1)       tied: the decoder's output times :math:`d_\text{model}^{-1/2}`,
+                                        then the table; untied: its own ``lm_head``, no rescale
+targets start with the padding token    ``decoder_start_token_id`` (0, the hub configs' value), else
+                                        ``pad_token_id``
+======================================  =============================================================
+
+The relative bias is the paper's "simplified form of position embeddings":
+one scalar per head and distance bucket, added to the attention logits,
+its parameters "shared across all layers" (§3.1.1).  HuggingFace keeps the
+table in the first block's self-attention
+(``block.0.layer.0.SelfAttention.relative_attention_bias``) and hands the
+bias it computes to the other blocks; so does :class:`T5Stack`, which
+computes it once per call, adds the padding (and causal) mask to it, and
+gives the sum to every layer as its mask.  An encoder's buckets tell left
+from right, a decoder's count only the keys before the query
+(:func:`~literate_transformer.parts.positions.relative_position_bucket`).
+
+Unscaled scores: T5's attention computes :math:`\operatorname{softmax}(Q
+K^\top + M)\,V`.  The :math:`1/\sqrt{D}` of the 2017 paper is not lost, it
+is moved into the initialisation: HuggingFace's ``_init_weights`` draws
+``q`` with standard deviation :math:`(d_\text{model} D)^{-1/2}` and ``k``
+with :math:`d_\text{model}^{-1/2}`, a factor :math:`D^{-1/2}` apart.
+
+T5 v1.0 and v1.1 differ in the feed-forward network and the head.  In
+``transformers`` 4.x ``tie_word_embeddings=False`` (v1.1's configs) unties
+the head and drops the rescale; ``transformers`` 5 always ties the module
+and keeps the switch as ``config.scale_decoder_outputs``.  This file reads
+whichever the config has (:func:`t5_ties_its_head`): tied and rescaled, or
+untied and not.
+
+Tests build random T5s of both feed-forward kinds, tied and untied, with
+encoder and decoder of different depths and a head size that does not
+divide ``d_model``, and require their logits, encoder output and attention
+probabilities to within ``1e-5`` in float32 with padded sources, and the
+exact token ids of HuggingFace's greedy ``generate()``.
+
+>>> import torch
+>>> from transformers import T5Config
+>>> config = T5Config(vocab_size=40, d_model=24, d_kv=5, d_ff=32, num_layers=2, num_decoder_layers=1,
+...                   num_heads=3, decoder_start_token_id=0)
+>>> model = T5ForConditionalGeneration(config).eval()
+>>> model.lm_head.weight is model.shared.weight, model.encoder.block[0].layer[0].SelfAttention.q.bias
+(True, None)
+>>> output = model(torch.tensor([[5, 6, 7, 1]]), decoder_input_ids=torch.tensor([[0, 5]]), output_attentions=True)
+>>> output.logits.shape, output.decoder_attentions[0].shape   # (B, T, V), (B, H, T, S)
+(torch.Size([1, 2, 40]), torch.Size([1, 3, 2, 2]))
+>>> model.generate(torch.tensor([[5, 6, 7, 1]]), max_new_tokens=3)[:, 0]   # every target starts at the pad token
+tensor([0])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..book.decoder import EncoderDecoderModel
+from ..book.generation import greedy_generate
+from ..core.activations import ACTIVATIONS, get_activation
+from ..core.masks import build_attention_mask
+from ..core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
+from ..core.residual import add_and_norm, sublayer_input
+from ..core.validation import (
+    Arguments,
+    check_attention_mask,
+    check_encoder_hidden_states,
+    check_input_ids,
+    check_past_key_values,
+    check_source_and_target,
+    check_tensor,
+    validate_with,
+)
+from ..parts.attention import Attention
+from ..parts.feed_forward import feed_forward, gated_feed_forward
+from ..parts.heads import tie_weights
+from ..parts.norms import make_norm
+from ..parts.positions import relative_position_bias
+from ..parts.stack import run_layers
+from .registry import map_state_dict, register
+
+__all__ = [
+    "check_t5_config",
+    "t5_ties_its_head",
+    "T5DenseActDense",
+    "T5DenseGatedActDense",
+    "T5LayerFF",
+    "T5Attention",
+    "T5LayerSelfAttention",
+    "T5LayerCrossAttention",
+    "T5Block",
+    "T5Stack",
+    "T5PreTrainedModel",
+    "T5Model",
+    "T5ForConditionalGeneration",
+    "map_t5_state_dict",
+    "t5_from_hf",
+]
+
+
+def check_t5_config(config: Any) -> Any:
+    """A ``transformers`` :class:`~transformers.T5Config`, checked once, before anything is built.
+
+    Raises:
+        TypeError: for a config that is not T5's.
+        ValueError: for a ``feed_forward_proj`` whose activation the package does not have, or
+            relative-position buckets whose logarithmic bins are undefined (fewer than 4 buckets, or a
+            ``relative_attention_max_distance`` not beyond the decoder's exact buckets).
+    """
+    if getattr(config, "model_type", None) != "t5":
+        raise TypeError(f"config must be a transformers T5Config, got {type(config).__name__}")
+    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+    # The decoder gives distances below buckets // 2 a bucket each, and bins the rest logarithmically up to
+    # max_distance: with max_distance <= buckets // 2 the bins divide by log(1) or less (transformers then
+    # computes negative buckets, or garbage).  An encoder halves the buckets again, so 4 is the fewest.
+    if buckets < 4 or distance <= buckets // 2:
+        raise ValueError(
+            f"T5Config.relative_attention_num_buckets={buckets} and relative_attention_max_distance={distance}: "
+            "need at least 4 buckets and a max_distance above num_buckets // 2"
+        )
+    if config.dense_act_fn not in ACTIVATIONS:
+        raise ValueError(
+            f"T5Config.feed_forward_proj={config.feed_forward_proj!r} asks for the activation "
+            f"{config.dense_act_fn!r}, which is not one of {sorted(ACTIVATIONS)}"
+        )
+    return config
+
+
+def t5_ties_its_head(config: Any) -> bool:
+    """T5's rule for its head: tied to the token table, with the decoder's output rescaled (v1.0), or neither (v1.1).
+
+    ``transformers`` 5 keeps the rule in ``config.scale_decoder_outputs`` (its
+    ``tie_word_embeddings`` is always ``True``); 4.x in ``tie_word_embeddings``.
+    """
+    return bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
+
+
+class T5DenseActDense(nn.Module):
+    """T5 v1.0's feed-forward network: ``wi`` (E -> F), the activation (ReLU), dropout, ``wo`` (F -> E); no biases.
+
+    Args:
+        config: The T5 config (``d_model``, ``d_ff``, ``dense_act_fn``, ``dropout_rate``).
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.wi = nn.Linear(config.d_model, config.d_ff, bias=False)
+        self.wo = nn.Linear(config.d_ff, config.d_model, bias=False)
+        self.dropout = nn.Dropout(config.dropout_rate)
+        self.act = get_activation(config.dense_act_fn)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, E)``, the plain network of :mod:`~literate_transformer.parts.feed_forward`."""
+        return feed_forward(hidden_states, self.wi, self.wo, self.act, activation_dropout=self.dropout)
+
+
+class T5DenseGatedActDense(nn.Module):
+    """T5 v1.1's gated feed-forward network: ``act(x wi_0) * (x wi_1)``, dropout, ``wo``; no biases.
+
+    ``feed_forward_proj="gated-gelu"`` gives GEGLU (Shazeer, 2020, *GLU Variants
+    Improve Transformer*) with the tanh GELU, ``"gelu_new"``.
+
+    Args:
+        config: The T5 config.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.wi_0 = nn.Linear(config.d_model, config.d_ff, bias=False)
+        self.wi_1 = nn.Linear(config.d_model, config.d_ff, bias=False)
+        self.wo = nn.Linear(config.d_ff, config.d_model, bias=False)
+        self.dropout = nn.Dropout(config.dropout_rate)
+        self.act = get_activation(config.dense_act_fn)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, E)``, the gated network of :mod:`~literate_transformer.parts.feed_forward`."""
+        return gated_feed_forward(hidden_states, self.wi_0, self.wi_1, self.wo, self.act, self.dropout)
+
+
+class T5LayerFF(nn.Module):
+    r"""The feed-forward sub-layer, pre-LN: :math:`x + \operatorname{Dropout}(\operatorname{FFN}(\operatorname{RMSNorm}(x)))`.
+
+    Args:
+        config: The T5 config (``is_gated_act`` chooses the network).
+    """
+
+    #: The arrangement of T5's residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-LN.
+    norm_first = True
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        network = T5DenseGatedActDense if config.is_gated_act else T5DenseActDense
+        # HuggingFace's name for the network, whichever it is.
+        self.DenseReluDense = network(config)
+        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, E)``."""
+        # The network reads RMSNorm(x); its output joins the residual stream, which is never normalised.
+        feed_forward_output = self.DenseReluDense(sublayer_input(hidden_states, self.layer_norm, self.norm_first))
+        return add_and_norm(hidden_states, feed_forward_output, self.layer_norm, self.norm_first, self.dropout)
+
+
+class T5Attention(Attention):
+    r"""T5's attention: ``q``, ``k``, ``v``, ``o`` without biases, unscaled scores, and (first layer) the bias table.
+
+    The scores are :math:`Q K^\top + M`, not divided by :math:`\sqrt{D}`
+    (``scale=1.0``).  The heads' width ``H * D`` (``num_heads * d_kv``) need
+    not be ``d_model``.  The first self-attention layer of each stack also
+    owns T5's relative bias table, ``relative_attention_bias``
+    (:meth:`compute_bias`).
+
+    Args:
+        config: The T5 config.
+        has_relative_attention_bias: Own the table (the first layer's self-attention).
+        is_decoder: A decoder's bias counts only the keys before the query.
+    """
+
+    def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
+        # T5 does not divide the scores by sqrt(D): scale 1.
+        super().__init__(config, config.num_heads, config.d_kv, dropout=config.dropout_rate, scale=1.0)
+        inner_dim = config.num_heads * config.d_kv
+        self.is_decoder = is_decoder
+        self.has_relative_attention_bias = has_relative_attention_bias
+        self.q = nn.Linear(config.d_model, inner_dim, bias=False)
+        self.k = nn.Linear(config.d_model, inner_dim, bias=False)
+        self.v = nn.Linear(config.d_model, inner_dim, bias=False)
+        self.o = nn.Linear(inner_dim, config.d_model, bias=False)
+        if has_relative_attention_bias:
+            self.relative_attention_max_distance = config.relative_attention_max_distance
+            #: The relative bias table, one number per distance bucket and head, for the whole stack.
+            self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_heads)
+
+    def project_query(self, hidden_states: Tensor) -> Tensor:
+        """Every head's queries, ``q``: ``(B, T, H D)``."""
+        return self.q(hidden_states)
+
+    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
+        """Every head's keys and values, ``k`` and ``v`` (of the encoder's output, in cross-attention)."""
+        return self.k(states), self.v(states)
+
+    def output(self, context: Tensor) -> Tensor:
+        """:math:`W^O`, ``o``: ``(B, T, H D) -> (B, T, E)``."""
+        return self.o(context)
+
+    def compute_bias(self, query_length: int, key_length: int, past_length: int = 0) -> Tensor:
+        """The stack's relative bias ``(1, H, T, S)`` for queries after ``past_length`` cached positions."""
+        return relative_position_bias(
+            self.relative_attention_bias,
+            query_length,
+            key_length,
+            past_length,
+            bidirectional=not self.is_decoder,
+            max_distance=self.relative_attention_max_distance,
+        )
+
+
+class T5LayerSelfAttention(nn.Module):
+    r"""The self-attention sub-layer, pre-LN: :math:`x + \operatorname{Dropout}(\operatorname{Attn}(\operatorname{RMSNorm}(x)))`.
+
+    Args:
+        config: The T5 config.
+        has_relative_attention_bias: Its attention owns the bias table (the first layer).
+        is_decoder: Its stack is the decoder.
+    """
+
+    norm_first = True
+
+    def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
+        super().__init__()
+        self.SelfAttention = T5Attention(config, has_relative_attention_bias, is_decoder)
+        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None,
+        *,
+        past_key_value: tuple[Tensor, Tensor] | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> AttentionOutput:
+        """``(B, T, E) -> (B, T, E)``; ``attention_mask`` already holds the relative bias."""
+        attention = self.SelfAttention(
+            sublayer_input(hidden_states, self.layer_norm, self.norm_first),
+            attention_mask=attention_mask,
+            past_key_value=past_key_value,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        hidden_states = add_and_norm(
+            hidden_states, attention.hidden_states, self.layer_norm, self.norm_first, self.dropout
+        )
+        return attention._replace(hidden_states=hidden_states)
+
+
+class T5LayerCrossAttention(nn.Module):
+    """The cross-attention sub-layer, pre-LN: queries from the target, keys and values from the encoder; no bias.
+
+    Args:
+        config: The T5 config.
+    """
+
+    norm_first = True
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.EncDecAttention = T5Attention(config, has_relative_attention_bias=False, is_decoder=True)
+        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        key_value_states: Tensor,
+        attention_mask: Tensor | None,
+        *,
+        past_key_value: tuple[Tensor, Tensor] | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> AttentionOutput:
+        """``(B, T, E)`` against the encoder's ``(B, S, E)``: ``(B, T, E)``."""
+        attention = self.EncDecAttention(
+            sublayer_input(hidden_states, self.layer_norm, self.norm_first),
+            key_value_states,
+            attention_mask,
+            past_key_value=past_key_value,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        hidden_states = add_and_norm(
+            hidden_states, attention.hidden_states, self.layer_norm, self.norm_first, self.dropout
+        )
+        return attention._replace(hidden_states=hidden_states)
+
+
+class T5Block(nn.Module):
+    """One layer: its sub-layers in ``layer`` (HuggingFace's list): self-attention, cross-attention (decoder), FFN.
+
+    Args:
+        config: The T5 config.
+        has_relative_attention_bias: The block owns the stack's bias table (the first block).
+        is_decoder: A decoder block, with cross-attention.
+    """
+
+    def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
+        super().__init__()
+        self.is_decoder = is_decoder
+        self.layer = nn.ModuleList([T5LayerSelfAttention(config, has_relative_attention_bias, is_decoder)])
+        if is_decoder:
+            self.layer.append(T5LayerCrossAttention(config))
+        self.layer.append(T5LayerFF(config))
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        *,
+        past_key_value: LayerCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> LayerOutput:
+        """Run the sub-layers; returns a :class:`~literate_transformer.core.outputs.LayerOutput`."""
+        past_self, past_cross = past_key_value if past_key_value is not None else (None, None)
+        # 1) Self-attention; its mask is the relative bias plus the padding (and, in a decoder, causal) mask.
+        attention = self.layer[0](
+            hidden_states,
+            attention_mask,
+            past_key_value=past_self,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        hidden_states, cross = attention.hidden_states, None
+        if self.is_decoder:
+            # 2) Cross-attention to the encoder's output: no relative bias, only the source's padding.
+            cross = self.layer[1](
+                hidden_states,
+                encoder_hidden_states,
+                encoder_attention_mask,
+                past_key_value=past_cross,
+                use_cache=use_cache,
+                output_attentions=output_attentions,
+            )
+            hidden_states = cross.hidden_states
+        # 3) The feed-forward network.
+        hidden_states = self.layer[-1](hidden_states)
+        cross_probs = None if cross is None else cross.attention_probs
+        cache = None
+        if use_cache:
+            cache = LayerCache(attention.past_key_value, None if cross is None else cross.past_key_value)
+        return LayerOutput(hidden_states, attention.attention_probs, cross_probs, cache)
+
+
+def _check_stack_inputs(stack: T5Stack, args: Arguments) -> None:
+    config = stack.config
+    name = "decoder_input_ids" if stack.is_decoder else "input_ids"
+    batch_size = check_tensor(args.input_ids, name, ndim=2, dtypes=("int",)).shape[0]
+    source_length = None
+    if stack.is_decoder:
+        source_length = check_encoder_hidden_states(args.encoder_hidden_states, batch_size, config.d_model).shape[1]
+        if args.encoder_attention_mask is not None:
+            check_attention_mask(args.encoder_attention_mask, batch_size, source_length, "encoder_attention_mask")
+    elif any(value is not None for value in (args.encoder_hidden_states, args.past_key_values)):
+        raise ValueError("T5's encoder reads no encoder_hidden_states and keeps no past_key_values")
+    past_length = check_past_key_values(
+        args.past_key_values,
+        num_layers=len(stack.block),
+        batch_size=batch_size,
+        num_heads=config.num_heads,
+        head_size=config.d_kv,
+        source_length=source_length,
+    )
+    # No position table, so no length limit: the relative bias covers any distance.
+    length = check_input_ids(args.input_ids, config.vocab_size, None, name, past_length).shape[1]
+    if args.attention_mask is not None:
+        mask_name = "decoder_attention_mask" if stack.is_decoder else "attention_mask"
+        check_attention_mask(args.attention_mask, batch_size, past_length + length, mask_name)
+
+
+class T5Stack(nn.Module):
+    """T5's encoder or decoder: the shared token table, ``block``, ``final_layer_norm``; no position vectors.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.T5Config`.
+        embed_tokens: The token table the two stacks share.
+        is_decoder: The decoder (``num_decoder_layers`` causal blocks with cross-attention), or the encoder.
+    """
+
+    def __init__(self, config: Any, embed_tokens: nn.Embedding, is_decoder: bool = False) -> None:
+        super().__init__()
+        self.config = config
+        self.is_decoder = is_decoder
+        self.embed_tokens = embed_tokens
+        num_layers = config.num_decoder_layers if is_decoder else config.num_layers
+        # Only the first block owns the relative bias table; the others read the bias it computes.
+        self.block = nn.ModuleList(
+            T5Block(config, has_relative_attention_bias=index == 0, is_decoder=is_decoder)
+            for index in range(num_layers)
+        )
+        self.final_layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    @validate_with(_check_stack_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        *,
+        past_key_values: tuple[LayerCache, ...] | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> ModelOutput:
+        """Encode ``(B, S)`` or decode ``(B, T)`` ids, in HuggingFace's argument order.
+
+        Args:
+            input_ids: Token ids (with a cache, only the new ones).
+            attention_mask: ``(B, past + T)`` padding mask, 1 for real tokens.
+            encoder_hidden_states: The encoder's output ``(B, S, E)`` (decoder only).
+            encoder_attention_mask: The source's ``(B, S)`` padding mask (decoder only).
+            past_key_values: The decoder's cache returned by the previous step.
+            use_cache: Return the updated cache (decoder only).
+            output_attentions: Return every layer's attention probabilities.
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput`.
+
+        Raises:
+            ValueError: for ids outside the vocabulary, masks, encoder states
+                or caches of the wrong shape, or decoder inputs given to the encoder.
+            TypeError: for inputs of the wrong type.
+        """
+        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
+        length = input_ids.shape[1]
+        # The token vectors alone: no positions added, no scaling.
+        embedding_output = self.dropout(self.embed_tokens(input_ids))  # (B, T, E)
+        masks = dict(device=input_ids.device, dtype=embedding_output.dtype)
+        mask = build_attention_mask(
+            attention_mask, query_length=length, causal=self.is_decoder, past_length=past_length, **masks
+        )
+        # Where the tokens are: the first block's relative bias, one number per head and (query, key) pair ...
+        position_bias = self.block[0].layer[0].SelfAttention.compute_bias(length, past_length + length, past_length)
+        # ... added to the padding (and causal) mask once; every block adds the sum to its self-attention scores.
+        self_attention_mask = position_bias if mask is None else position_bias + mask
+        source_mask = build_attention_mask(encoder_attention_mask, query_length=length, **masks)
+        hidden_states, layer_outputs = run_layers(
+            self.block,
+            embedding_output,
+            self_attention_mask,
+            encoder_hidden_states,
+            source_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        # Pre-LN leaves the residual stream unnormalised: one RMS norm at the end, then dropout.
+        hidden_states = self.dropout(self.final_layer_norm(hidden_states))
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
+
+
+def _check_seq2seq_inputs(model: T5PreTrainedModel, args: Arguments) -> None:
+    if args.decoder_input_ids is None:
+        raise ValueError(
+            "decoder_input_ids is required: T5's targets are the labels shifted right, "
+            "model._shift_right(labels), starting with the padding token"
+        )
+    check_source_and_target(args, model.config)
+
+
+class T5PreTrainedModel(EncoderDecoderModel):
+    """What T5's two classes share: the book's encode and decode, ``forward`` in HuggingFace's order, generation."""
+
+    #: The config, checked once (:func:`check_t5_config`).
+    config: Any
+
+    @property
+    def decoder_start_token_id(self) -> int:
+        """The token every target starts with, ``config.decoder_start_token_id`` (0 in the hub's configs), else the
+        padding token."""
+        start = getattr(self.config, "decoder_start_token_id", None)
+        return self.config.pad_token_id if start is None else start
+
+    def _shift_right(self, labels: Tensor) -> Tensor:
+        """The decoder's input for ``labels``: the start token, then the labels but the last (HuggingFace's name).
+
+        >>> from transformers import T5Config
+        >>> T5Model(T5Config(vocab_size=10, d_model=8, d_kv=4, num_heads=2))._shift_right(torch.tensor([[5, -100]]))
+        tensor([[0, 5]])
+        """
+        shifted = labels.new_zeros(labels.shape)  # (B, T)
+        shifted[:, 1:] = labels[:, :-1]
+        shifted[:, 0] = self.decoder_start_token_id
+        # -100 (a label the loss ignores) is no token: the padding token stands in for it.
+        return shifted.masked_fill(shifted == -100, self.config.pad_token_id)
+
+    @validate_with(_check_seq2seq_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        decoder_attention_mask: Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> Seq2SeqOutput:
+        """Encode the source, decode the target, with the arguments of :meth:`transformers.T5Model.forward`.
+
+        Args:
+            input_ids: Source ids ``(B, S)``.
+            attention_mask: The source's ``(B, S)`` padding mask.
+            decoder_input_ids: Target ids ``(B, T)``, starting with the start
+                token (``model._shift_right(labels)``); required.
+            decoder_attention_mask: The target's ``(B, T)`` padding mask.
+            output_attentions: Also return ``encoder_attentions``,
+                ``decoder_attentions`` and ``cross_attentions``.
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.Seq2SeqOutput`
+            (``logits`` is ``None`` in :class:`T5Model`).
+
+        Raises:
+            ValueError: for ids outside the vocabulary, masks shaped unlike
+                their ids, source and target batches of different sizes, or
+                no ``decoder_input_ids``.
+            TypeError: for inputs of the wrong type.
+        """
+        # The book's forward, the arguments in its order: encode the source, decode the target.
+        return super().forward(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions)
+
+    def generate(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, max_new_tokens: int = 20, use_cache: bool = True
+    ) -> Tensor:
+        """Greedy decoding with the key/value cache, as ``generate(do_sample=False, num_beams=1)``.
+
+        Args:
+            input_ids: Source ids ``(B, S)``.
+            attention_mask: The source's ``(B, S)`` padding mask.
+            max_new_tokens: How many tokens to write at most; a target stops
+                at ``config.eos_token_id`` (and is padded after it).
+            use_cache: Reuse the keys and values of earlier positions.
+
+        Returns:
+            ``(B, 1 + N)``: the start token (:attr:`decoder_start_token_id`), then the new token ids.
+        """
+        return greedy_generate(
+            self,
+            input_ids,
+            max_new_tokens,
+            bos_token_id=self.decoder_start_token_id,
+            eos_token_id=self.config.eos_token_id,
+            attention_mask=attention_mask,
+            use_cache=use_cache,
+        ).sequences
+
+
+class T5Model(T5PreTrainedModel):
+    """T5's encoder and decoder around one token table, ``shared``; no language-model head.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.T5Config`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = check_t5_config(config)
+        #: One token table for both stacks (and, tied, the head); its vectors are not scaled.
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder = T5Stack(config, self.shared)
+        self.decoder = T5Stack(config, self.shared, is_decoder=True)
+
+
+class T5ForConditionalGeneration(T5Model):
+    """T5 with its language-model head: tied to ``shared`` and reading a rescaled output (v1.0), or its own (v1.1).
+
+    HuggingFace keeps ``shared``, ``encoder``, ``decoder`` and ``lm_head`` at
+    the top (no ``model.`` prefix, unlike BART); so does this class.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.T5Config`.
+
+    Attributes:
+        lm_head: ``E -> V`` without bias; tied, its weight *is* ``shared.weight``.
+        tie_word_embeddings: :func:`t5_ties_its_head` of the config.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.model_dim = config.d_model
+        self.tie_word_embeddings = t5_ties_its_head(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if self.tie_word_embeddings:
+            tie_weights(self.lm_head, self.shared)
+
+    def head(self, hidden_states: Tensor) -> Tensor:
+        """Next-token scores ``(B, T, V)``."""
+        if self.tie_word_embeddings:
+            # The tied table meets the decoder's output scaled by d_model^(-1/2) (Mesh TensorFlow's rule).
+            hidden_states = hidden_states * self.model_dim**-0.5
+        return self.lm_head(hidden_states)
+
+
+# ---------------------------------------------------------------------------
+# T5's key map, and from_hf
+# ---------------------------------------------------------------------------
+#: A table older checkpoints saved for the decoder's first cross-attention, which never uses one.
+T5_DROPPED_KEYS = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
+#: T5's names for its one token table.
+T5_SHARED_NAMES = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+
+
+def map_t5_state_dict(
+    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied_head: bool = True
+) -> dict[str, Tensor]:
+    """A T5 checkpoint's tensors for this file's modules: the same names, but for the one table and one old key.
+
+    * ``shared``, ``encoder.embed_tokens``, ``decoder.embed_tokens`` (and,
+      with a tied head, ``lm_head``) are one tensor: a checkpoint may list
+      any of them, or only ``shared.weight``; every copy it lists must hold
+      the same values.
+    * Older checkpoints saved a relative bias table for the decoder's first
+      cross-attention (HuggingFace ignores it on loading): dropped.
+
+    Args:
+        state_dict: The checkpoint's tensors.
+        expected: The model's ``state_dict()``.
+        tied_head: The model's head is the table (:func:`t5_ties_its_head`).
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key, or
+            naming a copy of the table that differs from ``shared.weight``.
+    """
+    names = T5_SHARED_NAMES + (("lm_head.weight",) if tied_head and "lm_head.weight" in expected else ())
+    state_dict = dict(state_dict)
+    if "shared.weight" in state_dict:
+        for name in names[1:]:
+            if name not in state_dict:
+                state_dict[name] = state_dict["shared.weight"]
+            elif not torch.equal(state_dict[name], state_dict["shared.weight"]):
+                raise ValueError(f"{name} differs from shared.weight: T5 has one token table, shared by {names}")
+
+    def key_map(key: str) -> str | None:
+        return None if key in T5_DROPPED_KEYS else key
+
+    return map_state_dict(state_dict, expected, key_map, "T5")
+
+
+@register("T5Model", "T5ForConditionalGeneration")
+def t5_from_hf(hf_model: nn.Module) -> T5Model | T5ForConditionalGeneration:
+    """The package's T5 with the config and weights of a ``transformers`` ``T5Model`` or
+    ``T5ForConditionalGeneration`` (either feed-forward kind, tied or untied head), in evaluation mode."""
+    cls = T5ForConditionalGeneration if hasattr(hf_model, "lm_head") else T5Model
+    model = cls(hf_model.config)
+    tied = getattr(model, "tie_word_embeddings", True)
+    model.load_state_dict(map_t5_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
+    return model.eval()

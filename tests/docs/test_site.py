@@ -537,6 +537,24 @@ def test_runtime_values_add_at_most_200_kb_to_a_page(site):
     assert max(sizes.values()) <= 200_000, {name: size for name, size in sizes.items() if size > 200_000}
 
 
+#: Pages that compute masked scores (finfo.min), whose statistics once overflowed in float32 (a mean of -inf),
+#: and whether their running example masks any score (the kernels' does; BERT's unpadded sentence does not).
+FINITE_STATISTICS = {"core.kernels": True, "core.masks": False}
+
+
+@pytest.mark.parametrize("module", FINITE_STATISTICS)
+def test_the_statistics_of_masked_scores_are_finite(site, module):
+    page = article(parse_html(site / "source" / f"{manifest.PACKAGE}.{module}.html"))
+    statistics = [" ".join(node.text().split()) for node in page.find_all("span", "lt-rt-stats")]
+    assert statistics, f"{module}: no runtime statistics on the page"
+    if FINITE_STATISTICS[module]:
+        # The masked scores themselves are on the page: finfo(float32).min is about -3.403e+38.
+        assert any("min -3.403e+38" in line for line in statistics), f"{module}: no masked scores shown"
+    numbers = [float(value) for line in statistics for value in re.findall(r"(?:mean|std|min|max) (\S+)", line)]
+    bad = [line for line in statistics if re.search(r"\b(?:-?inf|nan)\b", line)]
+    assert not bad and all(abs(number) < float("inf") for number in numbers), bad
+
+
 _BADGE = re.compile(r"^= (?P<reference>.+) · max \|Δ\| (?P<diff>\S+) \((?P<dtype>\w+)\)$")
 
 

@@ -27,6 +27,7 @@ skip: a check that silently did not run must not look like a pass.
 from __future__ import annotations
 
 import ast
+import html as html_module
 import io
 import json
 import os
@@ -635,6 +636,56 @@ def test_every_executed_page_says_what_it_was_executed_with(site):
         if expected not in " ".join(article(parse_html(page)).text().split())
     ]
     assert not missing, f"pages without the line {expected!r}:\n" + "\n".join(missing)
+
+
+# ---------------------------------------------------------------------------
+# The lesson in front: what a reader sees open teaches, the checks run out of the way
+# ---------------------------------------------------------------------------
+#: The most lines a code cell shown open may have.
+MAX_SHOWN_LINES = 30
+#: Tags that keep a cell's code out of sight: behind a toggle (hide-*) or off the page (remove-*).
+HIDDEN_TAGS = ("tag_hide-input", "tag_hide-cell", "tag_remove-input", "tag_remove-cell")
+
+
+def _code_text(block: Element) -> str:
+    return html_module.unescape(block.text()).strip("\n")
+
+
+def shown_code(page_path: Path) -> list[str]:
+    """The code a reader sees open on a built page: a chapter's cells not hidden by a tag, a gallery's blocks."""
+    content = remove(article(parse_html(page_path)), "lt-rt")
+    cells = content.find_all("div", "cell")
+    if cells:
+        shown = [cell for cell in cells if not any(tag in cell.classes for tag in HIDDEN_TAGS)]
+        return [
+            _code_text(pre)
+            for cell in shown
+            for block in cell.find_all("div", "cell_input")
+            for pre in block.find_all("pre")
+        ]
+    # A sphinx-gallery page: every block of the script is shown.
+    return [_code_text(pre) for block in content.find_all("div", "highlight-Python") for pre in block.find_all("pre")]
+
+
+def _lesson_pages() -> list[str]:
+    pages = [f"{chapter.docname}" for chapter in manifest.CHAPTERS]
+    return pages + [f"auto_examples/{path.stem}" for path in sorted((ROOT / "gallery").glob("plot_*.py"))]
+
+
+@pytest.mark.parametrize("page", _lesson_pages())
+def test_no_code_shown_open_checks_glues_or_runs_long(site, page):
+    shown = shown_code(site / f"{page}.html")
+    assert shown, f"{page}: no code shown at all"
+    problems = []
+    for code in shown:
+        first = code.splitlines()[0] if code else ""
+        if re.search(r"\bglue\(", code):
+            problems.append(f"a glue( call shown open, in the cell starting {first!r}")
+        if re.search(r"^\s*assert\b", code, flags=re.MULTILINE):
+            problems.append(f"an assert statement shown open, in the cell starting {first!r}")
+        if code.count("\n") + 1 > MAX_SHOWN_LINES:
+            problems.append(f"a cell of {code.count(chr(10)) + 1} lines shown open, starting {first!r}")
+    assert not problems, f"{page}:\n" + "\n".join(problems)
 
 
 # ---------------------------------------------------------------------------

@@ -730,7 +730,7 @@ def plot_attention_heads(
     matrices = _as_matrix(weights, "weights", 3)
     num_heads = matrices.shape[0]
     nrows = math.ceil(num_heads / ncols)
-    figure, axes = plt.subplots(nrows, ncols, figsize=(2.2 * ncols, 2.4 * nrows), squeeze=False)
+    figure, axes = plt.subplots(nrows, ncols, figsize=(2.2 * ncols, 2.7 * nrows), squeeze=False)
     for head, ax in enumerate(axes.flat):
         if head >= num_heads:
             ax.axis("off")

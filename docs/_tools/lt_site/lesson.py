@@ -1,0 +1,42 @@
+"""The chapters' helpers: drawings, tables and glue that a hidden cell calls in one line.
+
+A chapter shows the lines that teach; what only draws (a figure's
+plumbing, an HTML table, the figures of a "what if" panel) or only checks
+lives here, so that a cell shown open stays short and a reader who wants
+the plumbing finds it in one place.  The chapters' kernels find this
+package on the ``PYTHONPATH`` that ``docs/conf.py`` sets.
+
+Nothing here computes what a chapter teaches: the computations stay on the
+page, and these helpers receive their results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["glue_key", "glue_figures"]
+
+
+def glue_key(prefix: str, name: str) -> str:
+    """``<prefix>-<name>``, spaces as dashes: the name a page's ``{glue:figure}`` asks for.
+
+    >>> glue_key("padding", "mask on")
+    'padding-mask-on'
+    """
+    return f"{prefix}-{name.replace(' ', '-')}"
+
+
+def glue_figures(prefix: str, figures: Mapping[str, Any]) -> None:
+    """Glue each figure under :func:`glue_key` ``(prefix, name)``, not displayed where the cell runs.
+
+    The cell needs ``%matplotlib inline`` first (it registers the PNG formatter a glued figure is stored with).
+
+    Args:
+        prefix: The panel's prefix, e.g. ``"padding"``.
+        figures: ``{name: figure}``, as :func:`~literate_transformer.visualize.plot_what_if` returns.
+    """
+    from myst_nb import glue
+
+    for name, figure in figures.items():
+        glue(glue_key(prefix, name), figure, display=False)

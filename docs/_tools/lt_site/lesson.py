@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["glue_key", "glue_figures"]
+__all__ = ["glue_key", "glue_figures", "layer_rows"]
 
 
 def glue_key(prefix: str, name: str) -> str:
@@ -40,3 +40,12 @@ def glue_figures(prefix: str, figures: Mapping[str, Any]) -> None:
 
     for name, figure in figures.items():
         glue(glue_key(prefix, name), figure, display=False)
+
+
+def layer_rows(num_layers: int) -> list[str]:
+    """The row labels of a stack's vectors: the embeddings, then the output of each layer, numbered from 0.
+
+    >>> layer_rows(3)
+    ['embeddings', 'layer 0', 'layer 1', 'layer 2']
+    """
+    return ["embeddings"] + [f"layer {index}" for index in range(num_layers)]

@@ -224,6 +224,10 @@ def learning_rate_factor(step: int) -> float:
     return (step + 1) / warmup if step < warmup else max(0.0, (steps - step) / (steps - warmup))
 
 
+# %%
+# The loop itself; it stops the run if a loss is not finite.
+
+
 def train(model, name: str) -> dict[str, list]:
     torch.manual_seed(0)
     data = torch.Generator().manual_seed(0)  # the same batches for both models

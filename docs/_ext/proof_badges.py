@@ -11,9 +11,9 @@ example, and shows the result as a badge,
 * on the annotated-source page of the module, at the top and next to the
   object's own docstring, and
 * in the chapter that builds the module (``proof_badges_chapters`` maps a
-  chapter to its modules), in the margin beside the start of the lesson:
-  after the chapter's opening (its "In this chapter" admonition, or else its
-  first paragraph), so that the title and the opening read undisturbed,
+  chapter to its modules), after the chapter's opening (its "In this
+  chapter" admonition, or else its first paragraph), so that the title and
+  the opening read undisturbed and the badges stand where the lesson starts,
 
 each linking to its section of a generated page (``proof_badges_page``) that
 shows the test proving the same equality in general, with its source.  A
@@ -153,14 +153,15 @@ def badge_node(app: Sphinx, index: int, measurement: Mapping[str, Any], docname:
 
 
 def _box(
-    app: Sphinx, found: Sequence[tuple[int, Mapping[str, Any]]], docname: str, what: str, margin: bool = False
+    app: Sphinx, found: Sequence[tuple[int, Mapping[str, Any]]], docname: str, what: str, chapter: bool = False
 ) -> nodes.container:
-    """The badges of ``found``, one line each, under a title; ``margin`` puts the box in the page's margin."""
-    # sphinx-book-theme floats a container of class "margin" into the right margin (inline on narrow screens).
-    box = nodes.container(classes=["lt-proofs"] + (["margin", "lt-proofs-margin"] if margin else []))
+    """The badges of ``found``, one line each, under a title; a ``chapter``'s box is the compact one."""
+    # Not in the theme's margin: sphinx-book-theme's page contents share that column, and a long one covers it.
+    box = nodes.container(classes=["lt-proofs"] + (["lt-proofs-chapter"] if chapter else []))
     title = nodes.paragraph(classes=["lt-proofs-title"])
     title += nodes.strong("Proved on this build", "Proved on this build")
-    title += nodes.Text(f" ({what}; each badge links to the test that proves it in general):")
+    proves = "its test" if chapter else "the test that proves it in general"
+    title += nodes.Text(f" ({what}; each badge links to {proves}):")
     box += title
     for index, measurement in found:
         line = nodes.paragraph(classes=["lt-proofs-item"])
@@ -224,7 +225,7 @@ def add_badges(app: Sphinx, doctree: nodes.document) -> None:
     opening = chapter_opening(doctree)
     if opening is not None:
         parent = opening.parent
-        parent.insert(parent.index(opening) + 1, _box(app, found, docname, "this chapter's modules", margin=True))
+        parent.insert(parent.index(opening) + 1, _box(app, found, docname, "what this chapter builds", chapter=True))
 
 
 def _badges_beside_docstrings(

@@ -112,8 +112,8 @@ def test_badges_stand_on_the_module_page_beside_the_class_and_in_its_chapter(tin
     assert "proofs.html#proof-0-alpha-head" in module_page
     chapter = tiny_site.html("chapter")
     assert chapter.count(badge) == 1
-    # In the margin, after the chapter's opening: the title and the opening come first.
-    box = chapter.index('class="lt-proofs margin')
+    # After the chapter's opening: the title and the opening come first.
+    box = chapter.index('class="lt-proofs lt-proofs-chapter')
     assert chapter.index("What it teaches.") < box < chapter.index("The lesson starts here.")
     proofs = re.sub(r"<[^>]+>", "", tiny_site.html("proofs"))  # the text, highlighting removed
     assert "def test_head():\n    assert True" in proofs and "2.4e-07" in proofs

@@ -590,8 +590,8 @@ def test_every_proof_has_its_badge_on_its_module_page_and_in_its_chapter(site):
     assert not problems, "\n".join(problems)
 
 
-def test_a_chapters_badges_stand_in_the_margin_after_its_opening(site):
-    """The title and the "In this chapter" opening read undisturbed; the badges sit beside the lesson."""
+def test_a_chapters_badges_stand_after_its_opening(site):
+    """The title and the "In this chapter" opening read undisturbed; the badges stand where the lesson starts."""
     problems, boxes = [], 0
     for chapter in manifest.CHAPTERS:
         nodes = list(article(parse_html(site / f"{chapter.docname}.html")).iter())
@@ -604,7 +604,7 @@ def test_a_chapters_badges_stand_in_the_margin_after_its_opening(site):
             for index, node in enumerate(nodes)
             if "admonition" in node.classes and " ".join(node.text().split()).startswith("In this chapter")
         ]
-        if len(found) != 1 or "margin" not in nodes[found[0]].classes:
+        if len(found) != 1 or "lt-proofs-chapter" not in nodes[found[0]].classes:
             problems.append(f"{chapter.docname}: {len(found)} badge boxes, classes {nodes[found[0]].classes}")
         elif not opening or found[0] < opening[0]:
             problems.append(f"{chapter.docname}: the badges come before the chapter's opening")

@@ -80,7 +80,8 @@ for head, ax in enumerate(axes.flat):
     ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
     ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
 fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
-fig.suptitle(f"Layer {layer} of {config.num_hidden_layers}: the weights of all {heads} heads")
+# Layers are numbered from 0, as in the chapters: layer 3 is the fourth.
+fig.suptitle(f"Layer {layer} (of layers 0 to {config.num_hidden_layers - 1}): the weights of all {heads} heads")
 plt.show()
 
 # %%

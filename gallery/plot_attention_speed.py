@@ -106,6 +106,11 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
+# %%
+# At each length, one warm-up call of each implementation, then ``repeats``
+# rounds that call all three, in an order that rotates from round to round
+# (so that none always runs first); each call is timed alone, the device
+# synchronised around it.
 names = list(implementations)
 medians = {name: [] for name in names}
 spreads = {name: [] for name in names}  # (fastest, slowest) repetition

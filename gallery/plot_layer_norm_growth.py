@@ -87,7 +87,8 @@ inputs = tokenizer("time flies like an arrow", return_tensors="pt").to(device)
 with torch.inference_mode():
     states = model(**inputs, output_hidden_states=True).hidden_states
 checkpoint_sizes = [rms(state) for state in states]
-print("checkpoint RMS per layer:", ", ".join(f"{size:.2f}" for size in checkpoint_sizes))
+# Layers are numbered from 0, as the chapters number them: states[i + 1] is layer i's output.
+print("checkpoint RMS, the embeddings then each layer's output:", ", ".join(f"{size:.2f}" for size in checkpoint_sizes))
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
 for name, sizes in growth.items():
@@ -97,7 +98,7 @@ axes[0].set_ylabel("RMS of the residual stream")
 axes[0].set_title(f"random init, hidden size {config.hidden_size}")
 axes[0].legend()
 axes[1].plot(range(len(checkpoint_sizes)), checkpoint_sizes, marker="o", color="C1")
-axes[1].set_xlabel("layer (0 = embeddings)")
+axes[1].set_xlabel("layers applied (0: the embeddings)")
 axes[1].set_ylabel("RMS of the hidden state")
 axes[1].set_ylim(bottom=0)
 axes[1].set_title(f"pretrained checkpoint (post-LN, {model.config.num_hidden_layers} layers)")

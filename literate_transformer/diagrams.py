@@ -382,6 +382,10 @@ def _describe(steps: Sequence[Step]) -> str:
 def layer_diagram(layers: nn.Module | Mapping[str, nn.Module], *inputs: Tensor, **kwargs: Any) -> Diagram:
     """Draw a layer (or several, side by side) as its ``forward`` computes it.
 
+    The input and output boxes show the shapes the trace ran on: pass the
+    tensors the surrounding text computes with (a chapter's ``x``), or the
+    drawing shows :func:`trace_layer`'s random default input instead.
+
     Args:
         layers: A layer, or a mapping from a caption to a layer (drawn side by side).
         *inputs: Passed to :func:`trace_layer`.

@@ -730,7 +730,7 @@ def plot_attention_heads(
     matrices = _as_matrix(weights, "weights", 3)
     num_heads = matrices.shape[0]
     nrows = math.ceil(num_heads / ncols)
-    figure, axes = plt.subplots(nrows, ncols, figsize=(2.2 * ncols, 2.4 * nrows), squeeze=False)
+    figure, axes = plt.subplots(nrows, ncols, figsize=(2.2 * ncols, 2.7 * nrows), squeeze=False)
     for head, ax in enumerate(axes.flat):
         if head >= num_heads:
             ax.axis("off")
@@ -759,12 +759,19 @@ def plot_what_if(
     axis_labels: tuple[str, str] = ("query", "key"),
     difference: object = None,
     difference_label: str = "|difference|",
+    shared_scale: bool = True,
+    annotate: bool = False,
 ) -> dict[str, Any]:
     """One matrix computed two ways, and the difference: three figures for a "what if" panel.
 
     The two variants are drawn on one colour scale, so that equal colours
     mean equal values across the two figures; the difference gets its own
     scale (from 0 to its largest entry), so that a small one is still seen.
+    When one variant's values are a small fraction of the other's, one scale
+    draws the small ones in the lightest colour, as if blank: give each
+    variant its own scale (``shared_scale=False``, each from 0 to its own
+    largest entry), and write the values into the cells (``annotate=True``)
+    so that the figures still compare by number.
 
     Args:
         first: The ``(T, S)`` matrix of the first variant (tensor or array).
@@ -779,6 +786,8 @@ def plot_what_if(
             when ``None`` (pass, say, the distance between two vectors when
             the matrix holds their norms).
         difference_label: The colour bar's label of the difference.
+        shared_scale: One colour scale for both variants (``True``), or each its own.
+        annotate: Write each value (two decimals) into its cell.
 
     Returns:
         ``{names[0]: figure, names[1]: figure, "difference": figure}``:
@@ -810,14 +819,30 @@ def plot_what_if(
         raise ValueError(f"difference must have shape {first_matrix.shape}, got {gap.shape}")
     rows = _check_tokens(rows, first_matrix.shape[0], "rows", "row")
     columns = _check_tokens(rows if columns is None else columns, first_matrix.shape[1], "columns", "column")
-    low = min(first_matrix.min(), second_matrix.min(), 0.0)
-    high = max(first_matrix.max(), second_matrix.max())
+    if not isinstance(shared_scale, bool) or not isinstance(annotate, bool):
+        raise TypeError(f"shared_scale and annotate must be bools, got {shared_scale!r} and {annotate!r}")
+
+    def scale(*matrices: Any) -> tuple[float, float]:
+        return min(min(matrix.min() for matrix in matrices), 0.0), max(matrix.max() for matrix in matrices)
+
+    scales = [scale(first_matrix, second_matrix)] * 2 if shared_scale else [scale(first_matrix), scale(second_matrix)]
     size = max(3.0, 0.42 * max(first_matrix.shape) + 1.6)
 
     def draw(matrix: Any, heading: str, label: str, cmap: str, vmin: float, vmax: float) -> Any:
         figure = Figure(figsize=(size + 1.2, size), layout="constrained")
         ax = figure.add_subplot()
-        plot_attention(matrix, rows, columns, ax=ax, title=heading, cmap=cmap, colorbar=False, vmin=vmin, vmax=vmax)
+        plot_attention(
+            matrix,
+            rows,
+            columns,
+            ax=ax,
+            title=heading,
+            cmap=cmap,
+            colorbar=False,
+            vmin=vmin,
+            vmax=vmax,
+            annotate=annotate,
+        )
         ax.set_ylabel(axis_labels[0])
         ax.set_xlabel(axis_labels[1])
         image = ax.images[-1]
@@ -825,8 +850,8 @@ def plot_what_if(
         return figure
 
     figures = {
-        name: draw(matrix, f"{title}: {name}", value_label, "Blues", low, high)
-        for name, matrix in zip(names, (first_matrix, second_matrix), strict=True)
+        name: draw(matrix, f"{title}: {name}", value_label, "Blues", *bounds)
+        for name, matrix, bounds in zip(names, (first_matrix, second_matrix), scales, strict=True)
     }
     # A difference of exactly zero everywhere still needs a colour scale.
     figures["difference"] = draw(

@@ -423,6 +423,24 @@ def test_plot_what_if_takes_a_difference_of_its_own_and_draws_a_zero_one():
     assert low == 0.0 and 0.0 < high < 1e-30
 
 
+def test_plot_what_if_gives_each_variant_its_own_scale_and_writes_the_values_when_asked():
+    small = torch.tensor([[5.0, 10.0], [8.0, 12.0]])
+    large = torch.tensor([[5.0, 100.0], [200.0, 40.0]])
+    figures = visualize.plot_what_if(
+        small, large, ["a", "b"], names=("post", "pre"), title="t", value_label="v", shared_scale=False, annotate=True
+    )
+    # On one scale (0 to 200) the small variant would be drawn almost white; on its own it spans 0 to 12.
+    assert figures["post"].axes[0].images[0].get_clim() == (0.0, 12.0)
+    assert figures["pre"].axes[0].images[0].get_clim() == (0.0, 200.0)
+    written = sorted(text.get_text() for text in figures["post"].axes[0].texts)
+    assert written == ["10.00", "12.00", "5.00", "8.00"]
+    assert (
+        not visualize.plot_what_if(small, large, ["a", "b"], names=("p", "q"), title="t", value_label="v")["p"]
+        .axes[0]
+        .texts
+    )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
     [
@@ -432,6 +450,7 @@ def test_plot_what_if_takes_a_difference_of_its_own_and_draws_a_zero_one():
         ({"names": ("on", "difference")}, ValueError, "names must be two distinct"),
         ({"rows": ["a"]}, ValueError, "rows"),
         ({"difference": torch.ones(3, 2)}, ValueError, "difference must have shape"),
+        ({"shared_scale": "no"}, TypeError, "shared_scale and annotate must be bools"),
     ],
 )
 def test_plot_what_if_rejects_bad_input(kwargs, error, words):

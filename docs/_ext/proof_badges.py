@@ -11,7 +11,9 @@ example, and shows the result as a badge,
 * on the annotated-source page of the module, at the top and next to the
   object's own docstring, and
 * in the chapter that builds the module (``proof_badges_chapters`` maps a
-  chapter to its modules),
+  chapter to its modules), after the chapter's opening (its "In this
+  chapter" admonition, or else its first paragraph), so that the title and
+  the opening read undisturbed and the badges stand where the lesson starts,
 
 each linking to its section of a generated page (``proof_badges_page``) that
 shows the test proving the same equality in general, with its source.  A
@@ -150,11 +152,16 @@ def badge_node(app: Sphinx, index: int, measurement: Mapping[str, Any], docname:
     return badge
 
 
-def _box(app: Sphinx, found: Sequence[tuple[int, Mapping[str, Any]]], docname: str, what: str) -> nodes.container:
-    box = nodes.container(classes=["lt-proofs"])
+def _box(
+    app: Sphinx, found: Sequence[tuple[int, Mapping[str, Any]]], docname: str, what: str, chapter: bool = False
+) -> nodes.container:
+    """The badges of ``found``, one line each, under a title; a ``chapter``'s box is the compact one."""
+    # Not in the theme's margin: sphinx-book-theme's page contents share that column, and a long one covers it.
+    box = nodes.container(classes=["lt-proofs"] + (["lt-proofs-chapter"] if chapter else []))
     title = nodes.paragraph(classes=["lt-proofs-title"])
     title += nodes.strong("Proved on this build", "Proved on this build")
-    title += nodes.Text(f" ({what}; each badge links to the test that proves it in general):")
+    proves = "its test" if chapter else "the test that proves it in general"
+    title += nodes.Text(f" ({what}; each badge links to {proves}):")
     box += title
     for index, measurement in found:
         line = nodes.paragraph(classes=["lt-proofs-item"])
@@ -163,6 +170,28 @@ def _box(app: Sphinx, found: Sequence[tuple[int, Mapping[str, Any]]], docname: s
         line += badge_node(app, index, measurement, docname)
         box += line
     return box
+
+
+#: The title of the admonition a chapter opens with (what it teaches and what it assumes).
+OPENING_TITLE = "In this chapter"
+
+
+def chapter_opening(doctree: nodes.document) -> nodes.Element | None:
+    """The node a chapter's opening ends with: its "In this chapter" admonition, or else its first paragraph.
+
+    Only the chapter's first section (before its first sub-section) is searched; ``None`` for a page
+    without a section.
+    """
+    first = next(doctree.findall(nodes.section), None)
+    if first is None:
+        return None
+    opening = [child for child in first.children if not isinstance(child, nodes.section)]
+    for node in opening:
+        if isinstance(node, nodes.Admonition):
+            title = next(node.findall(nodes.title), None)
+            if title is not None and title.astext().strip() == OPENING_TITLE:
+                return node
+    return next((node for node in opening if isinstance(node, nodes.paragraph)), first.children[0])
 
 
 def add_badges(app: Sphinx, doctree: nodes.document) -> None:
@@ -193,10 +222,10 @@ def add_badges(app: Sphinx, doctree: nodes.document) -> None:
     if not found:
         return
     app.env.note_dependency(cache)
-    first = next(doctree.findall(nodes.section), None)
-    if first is not None:
-        # Right below the chapter's title.
-        first.insert(1, _box(app, found, docname, "the modules this chapter builds"))
+    opening = chapter_opening(doctree)
+    if opening is not None:
+        parent = opening.parent
+        parent.insert(parent.index(opening) + 1, _box(app, found, docname, "what this chapter builds", chapter=True))
 
 
 def _badges_beside_docstrings(

@@ -4,10 +4,14 @@
  * (`.lt-rt-float`, role="tooltip") shows the preview of the element under the mouse or with the
  * focus, placed next to it; a click (or Enter, Space) pins it open until Escape or a click elsewhere.
  * A heatmap's values come in `data-heatmap` and are drawn on a canvas in the theme's primary colour.
+ * The statistics are computed in float64 whatever the tensor's dtype (lt_site.trace.summarize), so that
+ * a float32 tensor holding finfo.min (a masked score) has a finite mean; the preview says so.
  */
 (function () {
   "use strict";
   document.documentElement.classList.add("lt-rt-js");
+  // What the statistics are over, and in which precision (see lt_site.trace.summarize).
+  var STATS_PREFIX = "over all values, in float64: ";
   var panel = null;
   var current = null;
   var pinned = false;
@@ -52,6 +56,8 @@
     var box = ensurePanel();
     current = element;
     box.innerHTML = element.querySelector(".lt-rt-preview").innerHTML;
+    var stats = box.querySelector(".lt-rt-stats");
+    if (stats && stats.textContent) stats.textContent = STATS_PREFIX + stats.textContent;
     box.querySelectorAll("[data-heatmap]").forEach(drawHeatmap);
     box.hidden = false;
     element.setAttribute("aria-describedby", box.id);

@@ -50,6 +50,8 @@ def test_a_focused_line_shows_its_preview(browser, site_url, recorder, screensho
         panel.wait_for(state="visible", timeout=5000)
         text = panel.inner_text()
         assert shape in text and "mean" in text and "first values" in text
+        # The statistics say in which precision they were computed (float64: a masked score's mean stays finite).
+        assert "in float64: mean" in text
         assert page.evaluate("() => document.activeElement.getAttribute('aria-describedby')") == "lt-rt-float"
         page.screenshot(path=str(screenshots / "runtime-value-focused.png"))
         page.keyboard.press("Escape")

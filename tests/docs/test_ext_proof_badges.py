@@ -79,7 +79,26 @@ def _site(tiny_site, difference):
         proof_badges_chapters = {{"chapter": ["alpha"]}}
         """,
     )
-    tiny_site.write("docs/chapter.rst", "Chapter\n=======\n\nIt builds alpha.\n")
+    tiny_site.write(
+        "docs/chapter.rst",
+        """
+        Chapter
+        =======
+
+        It builds alpha.
+
+        .. admonition:: In this chapter
+
+           What it teaches.
+
+        The lesson starts here.
+
+        A section
+        ---------
+
+        More.
+        """,
+    )
     tiny_site.write("docs/index.rst", "Index\n=====\n\n.. toctree::\n\n   chapter\n   source/index\n   proofs\n")
 
 
@@ -91,7 +110,11 @@ def test_badges_stand_on_the_module_page_beside_the_class_and_in_its_chapter(tin
     module_page = tiny_site.html("source/tinypkg.alpha")
     assert module_page.count(badge) == 2  # the box at the top, and beside "class Head"
     assert "proofs.html#proof-0-alpha-head" in module_page
-    assert badge in tiny_site.html("chapter")
+    chapter = tiny_site.html("chapter")
+    assert chapter.count(badge) == 1
+    # After the chapter's opening: the title and the opening come first.
+    box = chapter.index('class="lt-proofs lt-proofs-chapter')
+    assert chapter.index("What it teaches.") < box < chapter.index("The lesson starts here.")
     proofs = re.sub(r"<[^>]+>", "", tiny_site.html("proofs"))  # the text, highlighting removed
     assert "def test_head():\n    assert True" in proofs and "2.4e-07" in proofs
 
@@ -102,3 +125,26 @@ def test_a_measurement_over_its_tolerance_fails_the_build(tiny_site):
 
     with pytest.raises(ExtensionError, match=r"max \|Δ\| 0.0005 > tolerance 1e-05"):
         tiny_site.build()
+
+
+def _doctree(text: str):
+    from docutils.core import publish_doctree
+
+    return publish_doctree(text, settings_overrides={"report_level": 5, "doctitle_xform": False})
+
+
+def test_a_chapter_opening_is_its_in_this_chapter_admonition():
+    tree = _doctree(
+        "Title\n=====\n\nFirst words.\n\n.. note:: Aside.\n\n"
+        ".. admonition:: In this chapter\n\n   Teaches.\n\nLesson.\n"
+    )
+    opening = proof_badges.chapter_opening(tree)
+    assert opening.astext().startswith("In this chapter")
+
+
+def test_without_the_admonition_the_opening_is_the_first_paragraph():
+    tree = _doctree(
+        "Title\n=====\n\nFirst words.\n\nSecond.\n\nSub\n---\n\n.. admonition:: In this chapter\n\n   No.\n"
+    )
+    assert proof_badges.chapter_opening(tree).astext() == "First words."
+    assert proof_badges.chapter_opening(_doctree("no section at all\n")) is None

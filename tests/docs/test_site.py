@@ -27,6 +27,7 @@ skip: a check that silently did not run must not look like a pass.
 from __future__ import annotations
 
 import ast
+import html as html_module
 import io
 import json
 import os
@@ -537,6 +538,24 @@ def test_runtime_values_add_at_most_200_kb_to_a_page(site):
     assert max(sizes.values()) <= 200_000, {name: size for name, size in sizes.items() if size > 200_000}
 
 
+#: Pages that compute masked scores (finfo.min), whose statistics once overflowed in float32 (a mean of -inf),
+#: and whether their running example masks any score (the kernels' does; BERT's unpadded sentence does not).
+FINITE_STATISTICS = {"core.kernels": True, "core.masks": False}
+
+
+@pytest.mark.parametrize("module", FINITE_STATISTICS)
+def test_the_statistics_of_masked_scores_are_finite(site, module):
+    page = article(parse_html(site / "source" / f"{manifest.PACKAGE}.{module}.html"))
+    statistics = [" ".join(node.text().split()) for node in page.find_all("span", "lt-rt-stats")]
+    assert statistics, f"{module}: no runtime statistics on the page"
+    if FINITE_STATISTICS[module]:
+        # The masked scores themselves are on the page: finfo(float32).min is about -3.403e+38.
+        assert any("min -3.403e+38" in line for line in statistics), f"{module}: no masked scores shown"
+    numbers = [float(value) for line in statistics for value in re.findall(r"(?:mean|std|min|max) (\S+)", line)]
+    bad = [line for line in statistics if re.search(r"\b(?:-?inf|nan)\b", line)]
+    assert not bad and all(abs(number) < float("inf") for number in numbers), bad
+
+
 _BADGE = re.compile(r"^= (?P<reference>.+) · max \|Δ\| (?P<diff>\S+) \((?P<dtype>\w+)\)$")
 
 
@@ -571,6 +590,28 @@ def test_every_proof_has_its_badge_on_its_module_page_and_in_its_chapter(site):
     assert not problems, "\n".join(problems)
 
 
+def test_a_chapters_badges_stand_after_its_opening(site):
+    """The title and the "In this chapter" opening read undisturbed; the badges stand where the lesson starts."""
+    problems, boxes = [], 0
+    for chapter in manifest.CHAPTERS:
+        nodes = list(article(parse_html(site / f"{chapter.docname}.html")).iter())
+        found = [index for index, node in enumerate(nodes) if "lt-proofs" in node.classes]
+        if not found:
+            continue
+        boxes += len(found)
+        opening = [
+            index
+            for index, node in enumerate(nodes)
+            if "admonition" in node.classes and " ".join(node.text().split()).startswith("In this chapter")
+        ]
+        if len(found) != 1 or "lt-proofs-chapter" not in nodes[found[0]].classes:
+            problems.append(f"{chapter.docname}: {len(found)} badge boxes, classes {nodes[found[0]].classes}")
+        elif not opening or found[0] < opening[0]:
+            problems.append(f"{chapter.docname}: the badges come before the chapter's opening")
+    assert boxes, "no chapter shows a badge box"
+    assert not problems, "\n".join(problems)
+
+
 def test_each_badge_links_to_the_test_that_proves_it(site):
     from lt_site.proofs import PROOFS
 
@@ -595,6 +636,56 @@ def test_every_executed_page_says_what_it_was_executed_with(site):
         if expected not in " ".join(article(parse_html(page)).text().split())
     ]
     assert not missing, f"pages without the line {expected!r}:\n" + "\n".join(missing)
+
+
+# ---------------------------------------------------------------------------
+# The lesson in front: what a reader sees open teaches, the checks run out of the way
+# ---------------------------------------------------------------------------
+#: The most lines a code cell shown open may have.
+MAX_SHOWN_LINES = 30
+#: Tags that keep a cell's code out of sight: behind a toggle (hide-*) or off the page (remove-*).
+HIDDEN_TAGS = ("tag_hide-input", "tag_hide-cell", "tag_remove-input", "tag_remove-cell")
+
+
+def _code_text(block: Element) -> str:
+    return html_module.unescape(block.text()).strip("\n")
+
+
+def shown_code(page_path: Path) -> list[str]:
+    """The code a reader sees open on a built page: a chapter's cells not hidden by a tag, a gallery's blocks."""
+    content = remove(article(parse_html(page_path)), "lt-rt")
+    cells = content.find_all("div", "cell")
+    if cells:
+        shown = [cell for cell in cells if not any(tag in cell.classes for tag in HIDDEN_TAGS)]
+        return [
+            _code_text(pre)
+            for cell in shown
+            for block in cell.find_all("div", "cell_input")
+            for pre in block.find_all("pre")
+        ]
+    # A sphinx-gallery page: every block of the script is shown.
+    return [_code_text(pre) for block in content.find_all("div", "highlight-Python") for pre in block.find_all("pre")]
+
+
+def _lesson_pages() -> list[str]:
+    pages = [f"{chapter.docname}" for chapter in manifest.CHAPTERS]
+    return pages + [f"auto_examples/{path.stem}" for path in sorted((ROOT / "gallery").glob("plot_*.py"))]
+
+
+@pytest.mark.parametrize("page", _lesson_pages())
+def test_no_code_shown_open_checks_glues_or_runs_long(site, page):
+    shown = shown_code(site / f"{page}.html")
+    assert shown, f"{page}: no code shown at all"
+    problems = []
+    for code in shown:
+        first = code.splitlines()[0] if code else ""
+        if re.search(r"\bglue\(", code):
+            problems.append(f"a glue( call shown open, in the cell starting {first!r}")
+        if re.search(r"^\s*assert\b", code, flags=re.MULTILINE):
+            problems.append(f"an assert statement shown open, in the cell starting {first!r}")
+        if code.count("\n") + 1 > MAX_SHOWN_LINES:
+            problems.append(f"a cell of {code.count(chr(10)) + 1} lines shown open, starting {first!r}")
+    assert not problems, f"{page}:\n" + "\n".join(problems)
 
 
 # ---------------------------------------------------------------------------

@@ -1,12 +1,15 @@
-"""Models under HuggingFace's names, built from the package's shared parts.
+"""Models under HuggingFace's names, one file per family, built from the package's shared parts.
 
-:mod:`~literate_transformer.models.bert` rebuilds
-:class:`transformers.BertModel` with its module and parameter names, so that
-pretrained checkpoints load by name and every number can be compared with
-HuggingFace's.  :mod:`~literate_transformer.models.gpt2` and
-:mod:`~literate_transformer.models.bart` are the book's decoder and
-encoder-decoder, configured as GPT-2 and BART: their classes carry
-HuggingFace's names and arguments, their parameters the book's names, and
-the key maps of :mod:`~literate_transformer.interop` load HuggingFace's
-weights into them.
+Each module here is one family of the tree of chapter 12: its classes carry
+``transformers``' class, module and parameter names, so that a checkpoint
+loads by name and every number can be compared with HuggingFace's.  A family
+imports the shared parts (:mod:`~literate_transformer.parts`: norms,
+positions, feed-forward variants, attention) and its parent's modules, and
+writes only what it changes: :mod:`~literate_transformer.models.roberta`
+is BERT with padding-aware positions, :mod:`~literate_transformer.models.m2m_100`
+is BART with pre-LN layers and sinusoids.  Each file ends with its key map
+and its registration with :func:`~literate_transformer.models.registry.register`,
+which is how :func:`literate_transformer.from_hf` finds it;
+:func:`~literate_transformer.models.registry.supported` lists the
+``transformers`` classes it converts.
 """

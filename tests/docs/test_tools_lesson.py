@@ -66,6 +66,7 @@ def test_the_activation_names_the_form_of_gelu(columns):
 
 
 def test_each_figure_is_glued_under_the_name_the_page_asks_for(monkeypatch):
+    pytest.importorskip("myst_nb", reason="myst-nb (the docs extras) is not installed; the glue is not tested")
     glued = []
     monkeypatch.setattr("myst_nb.glue", lambda key, value, display=True: glued.append((key, value, display)))
     lesson.glue_figures("padding", {"mask on": "a", "mask off": "b", "difference": "c"})

@@ -75,7 +75,15 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(11, "chapters/11_training", "Training a tiny encoder-decoder", ("book.training",)),
     Chapter(12, "chapters/12_meet_the_transformers", "Meet the transformers", ("models.registry",)),
     Chapter(13, "chapters/13_encoder_branch", "The encoder branch", ()),
-    Chapter(14, "chapters/14_decoder_branch", "The decoder branch", ("models.gpt2",)),
+    Chapter(
+        14,
+        "chapters/14_decoder_branch",
+        "The decoder branch",
+        (
+            "models.gpt2",
+            "book.decoding",
+        ),
+    ),
     Chapter(15, "chapters/15_encoder_decoder_branch", "The encoder-decoder branch", ("models.bart",)),
     Chapter(16, "chapters/16_making_attention_fast", "Making attention fast", ()),
     Chapter(17, "chapters/17_errata", "Errata", ()),

@@ -80,6 +80,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         "chapters/14_decoder_branch",
         "The decoder branch",
         (
+            "models.openai_gpt",
             "models.gpt2",
             "book.decoding",
         ),

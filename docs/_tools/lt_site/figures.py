@@ -14,9 +14,9 @@ What a family changes is best read as code: :func:`beside` shows a
 method or class of the family next to its parent's, the lines that differ
 marked, as the site's annotated source shows every module.
 
->>> tree = family_tree(["models.bert", "models.gpt2"])
+>>> tree = family_tree(["models.bert", "models.openai_gpt", "models.gpt2"])
 >>> [(node.name, node.parent) for node in tree.nodes]
-[('BERT', None), ('GPT-2', None)]
+[('BERT', None), ('GPT', None), ('GPT-2', 'models.openai_gpt')]
 """
 
 from __future__ import annotations
@@ -66,9 +66,23 @@ _FIRST_WORD = re.compile(r"^[A-Z0-9]+(?=[A-Z][a-z])|^[A-Z][a-z0-9]+")
 
 
 def _family_prefix(names: Sequence[str]) -> str:
-    """The family's class prefix: the first word most of its class names share."""
+    """The family's class prefix: the first word most of its class names share, extended to the whole words they
+    all share after it (``OpenAIGPT`` of ``OpenAIGPTAttention`` and ``OpenAIGPTModel``, ``GPTNeo`` of ``GPTNeoMLP``)."""
     words = [match.group(0) for match in map(_FIRST_WORD.match, names) if match]
-    return max(set(words), key=words.count) if words else ""
+    if not words:
+        return ""
+    word = max(set(words), key=words.count)
+    sharing = [name for name in names if name.startswith(word)]
+    prefix = sharing[0]
+    for name in sharing[1:]:
+        while not name.startswith(prefix):
+            prefix = prefix[:-1]
+    # Back to a word boundary: every name goes on with a capital letter (GPT2 of GPT2MLP and GPT2Model, not GPT2M).
+    while len(prefix) > len(word) and not all(
+        len(name) > len(prefix) and name[len(prefix)].isupper() for name in sharing
+    ):
+        prefix = prefix[:-1]
+    return prefix
 
 
 def _analyse(relative: str) -> Family:
@@ -76,10 +90,12 @@ def _analyse(relative: str) -> Family:
     classes = _classes(module)
     parents: dict[str, int] = {}
     for cls in classes:
+        # Each class votes for the nearest family it descends from (a grandparent family is its parent's parent).
         for base in cls.__mro__[1:]:
             owner = base.__module__
             if owner.startswith(f"{PACKAGE}.models.") and owner != module.__name__ and owner.count(".") == 2:
                 parents[owner] = parents.get(owner, 0) + 1
+                break
     parent = max(parents, key=parents.get).removeprefix(f"{PACKAGE}.") if parents else None
     prefix = _family_prefix([cls.__name__ for cls in classes])
     changes = [cls.__name__.removeprefix(prefix) or cls.__name__ for cls in classes]

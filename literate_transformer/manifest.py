@@ -82,6 +82,9 @@ CHAPTERS: tuple[Chapter, ...] = (
         (
             "models.openai_gpt",
             "models.gpt2",
+            "models.ctrl",
+            "models.gpt3",
+            "models.gpt_neo",
             "book.decoding",
         ),
     ),

@@ -5,7 +5,8 @@ its docstring is the text, the comment above each non-obvious line of a
 ``forward`` names the math it computes, and a trailing comment gives the
 tensor's shape wherever the shape changes, with one legend for the whole
 package: ``B`` batch, ``T`` query (target) length, ``S`` key (source)
-length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``E`` hidden
+length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``R`` rotated
+features per head (``D`` unless only part of a head turns), ``E`` hidden
 size, ``F`` intermediate size, ``V`` vocabulary size, ``C`` labels, ``L``
 layers.  Tests execute every shape comment and prove each module equal to
 what HuggingFace's ``transformers`` or PyTorch's own modules compute.

@@ -19,7 +19,8 @@ tooling (``docs/_tools``) is checked the same way.  It fails when
 
 The legend: ``B`` batch, ``T`` query/target length, ``S`` key/value (source)
 length, ``H`` heads, ``K`` key/value heads (``H`` unless a model groups its
-queries), ``D`` head size, ``E`` hidden size, ``F`` intermediate size, ``V``
+queries), ``D`` head size, ``R`` rotated features per head (``D`` unless only
+part of a head turns), ``E`` hidden size, ``F`` intermediate size, ``V``
 vocabulary size, ``C`` number of labels, ``L`` number of layers; integers
 stand for themselves.  ``T`` and ``S`` are bound *per call frame*: the first commented
 line of a call that mentions them fixes their values for the rest of that

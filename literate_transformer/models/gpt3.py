@@ -71,7 +71,11 @@ from .gpt2 import GPT2Block, GPT2LMHeadModel, GPT2Model, check_gpt2_config
 
 __all__ = [
     "ATTENTION_TYPES",
+    "TABLE_2_1",
+    "GPT3_VOCAB_SIZE",
+    "GPT3_CONTEXT",
     "GPT3Config",
+    "table_2_1_config",
     "check_attention_layers",
     "check_gpt3_config",
     "GPT3Block",
@@ -81,6 +85,22 @@ __all__ = [
 
 #: The two kinds of layer, under GPT-Neo's names: dense ("global") and locally banded ("local").
 ATTENTION_TYPES = ("global", "local")
+
+#: Table 2.1 of Brown et al. (2020): each model's ``n_params`` as printed, ``n_layers``, ``d_model``, ``n_heads``
+#: and ``d_head``.  (Two rows do not multiply out: XL's 24 heads of 128 are not its 2048, and 13B's 40 heads of
+#: 128 are not its 5140.)
+TABLE_2_1 = {
+    "GPT-3 Small": ("125M", 12, 768, 12, 64),
+    "GPT-3 Medium": ("350M", 24, 1024, 16, 64),
+    "GPT-3 Large": ("760M", 24, 1536, 16, 96),
+    "GPT-3 XL": ("1.3B", 24, 2048, 24, 128),
+    "GPT-3 2.7B": ("2.7B", 32, 2560, 32, 80),
+    "GPT-3 6.7B": ("6.7B", 32, 4096, 32, 128),
+    "GPT-3 13B": ("13.0B", 40, 5140, 40, 128),
+    "GPT-3 175B": ("175.0B", 96, 12288, 96, 128),
+}
+#: GPT-2's byte-pair vocabulary, which §2.1 keeps ("reversible tokenization"), and §2.1's context of 2048 tokens.
+GPT3_VOCAB_SIZE, GPT3_CONTEXT = 50257, 2048
 
 
 class GPT3Config(GPT2Config):
@@ -101,6 +121,23 @@ class GPT3Config(GPT2Config):
         if attention_layers is None:
             attention_layers = [ATTENTION_TYPES[index % 2] for index in range(self.n_layer)]
         self.attention_layers = list(attention_layers)
+
+
+def table_2_1_config(name: str, **fields: Any) -> GPT3Config:
+    """The config of one of Table 2.1's models, with GPT-2's vocabulary and a context of 2048.
+
+    The feed-forward width is :math:`4E` (§2.1).  Where the table's heads do
+    not divide its ``d_model`` (XL and 13B), the config has one head: the
+    parameters do not depend on how the projections are cut into heads.
+
+    Args:
+        name: A key of :data:`TABLE_2_1`.
+        **fields: Other fields of the config.
+    """
+    _, layers, width, heads, _ = TABLE_2_1[name]
+    heads = heads if width % heads == 0 else 1
+    sizes = dict(vocab_size=GPT3_VOCAB_SIZE, n_positions=GPT3_CONTEXT, n_embd=width, n_layer=layers, n_head=heads)
+    return GPT3Config(**{**sizes, **fields})
 
 
 def check_attention_layers(config: Any, name: str) -> None:

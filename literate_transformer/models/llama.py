@@ -93,6 +93,7 @@ __all__ = [
     "head_dim_of",
     "key_value_heads_of",
     "rotary_inverse_frequencies",
+    "kv_cache_bytes_per_token",
     "check_llama_config",
     "LlamaAttention",
     "LlamaMLP",
@@ -146,6 +147,23 @@ def rotary_inverse_frequencies(config: Any) -> Tensor:
             parameters["original_max_position_embeddings"],
         )
     return inv_freq
+
+
+def kv_cache_bytes_per_token(config: Any, bytes_per_number: int = 2) -> int:
+    r"""What generation keeps per token of context: a key and a value of ``D`` numbers, per key/value head, per layer.
+
+    .. math::
+
+        2 \cdot L \cdot K \cdot D \cdot \text{bytes per number}
+
+    With grouped-query attention (:math:`K < H`) the cache is :math:`H / K`
+    times smaller than with one key/value head per query head.
+
+    Args:
+        config: A Llama-like config (``num_hidden_layers``, ``num_key_value_heads``, ``head_dim``).
+        bytes_per_number: 2 for float16 and bfloat16 (the dtype checkpoints are released in), 4 for float32.
+    """
+    return 2 * config.num_hidden_layers * key_value_heads_of(config) * head_dim_of(config) * bytes_per_number
 
 
 def check_llama_config(config: Any, model_type: str = "llama", name: str = "LlamaConfig") -> Any:

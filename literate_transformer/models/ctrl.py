@@ -12,18 +12,18 @@ vocabulary, read by the same causal self-attention as every other one.
 What CTRL changes from GPT-2 (:mod:`~literate_transformer.models.gpt2`),
 read from ``transformers``' ``modeling_ctrl.py``:
 
-=============================================  ==========================================================
-CTRL changes                                   here
-=============================================  ==========================================================
-token vectors scaled by :math:`\sqrt{E}`       :meth:`CTRLModel.embed`
-fixed sinusoidal positions, CTRL's layout      :func:`ctrl_positional_encoding`: the 2017 paper's angles,
-                                               all the sines first, then all the cosines
-separate ``Wq``, ``Wk``, ``Wv`` and ``dense``  :class:`CTRLAttention` (``nn.Linear``, with biases)
-``dff`` wide ReLU network, ``ffn.0``/``ffn.2``  :class:`CTRLBlock` (an ``nn.Sequential``, as HF names it)
-the blocks' layer norms, ``layernorm1/2``      :math:`\epsilon = 10^{-6}` always; the final ``layernorm``
-                                               reads ``layer_norm_epsilon``
-a bias on the head                             :class:`CTRLLMHeadModel` (``lm_head.bias``)
-=============================================  ==========================================================
+=================================================  ==========================================================
+CTRL changes                                       here
+=================================================  ==========================================================
+token vectors scaled by :math:`\sqrt{E}`           :meth:`CTRLModel.embed`
+fixed sinusoidal positions, CTRL's layout          :func:`ctrl_positional_encoding`: the 2017 paper's angles,
+                                                   all the sines first, then all the cosines
+separate ``Wq``, ``Wk``, ``Wv`` and ``dense``      :class:`CTRLAttention` (``nn.Linear``, with biases)
+a ReLU network ``dff`` wide, ``ffn.0``, ``ffn.2``  :class:`CTRLBlock` (an ``nn.Sequential``, as HF names it)
+the blocks' layer norms, ``layernorm1/2``          :math:`\epsilon = 10^{-6}` always; the final ``layernorm``
+                                                   reads ``layer_norm_epsilon``
+a bias on the head                                 :class:`CTRLLMHeadModel` (``lm_head.bias``)
+=================================================  ==========================================================
 
 The blocks stay pre-LN, with a final layer norm, and GPT's forward
 (:meth:`~literate_transformer.models.openai_gpt.OpenAIGPTModel.forward`)

@@ -20,17 +20,17 @@ HuggingFace's names (``wte``, ``wpe``, ``h.0.ln_1``, ``h.0.attn.c_attn``,
 ``h.0.mlp.c_fc``, ``ln_f``), so that a ``transformers`` GPT-2's weights load
 by name:
 
-=============================================  ==========================================================
-GPT-2 changes                                  here
-=============================================  ==========================================================
-pre-LN blocks (``ln_1``, ``ln_2``)             ``norm_first = True`` on :class:`GPT2Block`, GPT's forward
-a final layer norm, ``ln_f``                   :meth:`GPT2Model.final_norm`
-the tables' names, ``wte`` and ``wpe``         :meth:`GPT2Model.embed`
-the feed-forward width ``n_inner``             :class:`GPT2Block`
-the activation by name, ``activation_function``  :meth:`GPT2MLP.activation_name` (``"gelu_new"`` by default)
-two options for the scale of the scores        :class:`GPT2Attention`
-``past_key_values`` second, as in HF           :meth:`GPT2Model.forward`
-=============================================  ==========================================================
+=================================================  ==========================================================
+GPT-2 changes                                      here
+=================================================  ==========================================================
+pre-LN blocks (``ln_1``, ``ln_2``)                 ``norm_first = True`` on :class:`GPT2Block`, GPT's forward
+a final layer norm, ``ln_f``                       :meth:`GPT2Model.final_norm`
+the tables' names, ``wte`` and ``wpe``             :meth:`GPT2Model.embed`
+the feed-forward width ``n_inner``                 :class:`GPT2Block`
+the activation by name, ``activation_function``    :meth:`GPT2MLP.activation_name` (``"gelu_new"`` by default)
+two options for the scale of the scores            :class:`GPT2Attention`
+``past_key_values`` second, as in HF               :meth:`GPT2Model.forward`
+=================================================  ==========================================================
 
 The rest is GPT's: ``Conv1D`` projections stored transposed, queries, keys
 and values of all heads in one ``c_attn``, learned positions, and a head

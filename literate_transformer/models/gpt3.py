@@ -83,12 +83,12 @@ __all__ = [
     "GPT3LMHeadModel",
 ]
 
-#: The two kinds of layer, under GPT-Neo's names: dense ("global") and locally banded ("local").
+#: The two kinds of layer under GPT-Neo's names, dense ("global") and locally banded ("local").
 ATTENTION_TYPES = ("global", "local")
 
-#: Table 2.1 of Brown et al. (2020): each model's ``n_params`` as printed, ``n_layers``, ``d_model``, ``n_heads``
-#: and ``d_head``.  (Two rows do not multiply out: XL's 24 heads of 128 are not its 2048, and 13B's 40 heads of
-#: 128 are not its 5140.)
+#: Table 2.1 of Brown et al. (2020), each model's ``n_params`` as printed, ``n_layers``, ``d_model``,
+#: ``n_heads`` and ``d_head``.  (Two rows do not multiply out: XL's 24 heads of 128 are not its 2048, and 13B's 40
+#: heads of 128 are not its 5140.)
 TABLE_2_1 = {
     "GPT-3 Small": ("125M", 12, 768, 12, 64),
     "GPT-3 Medium": ("350M", 24, 1024, 16, 64),
@@ -104,18 +104,19 @@ GPT3_VOCAB_SIZE, GPT3_CONTEXT = 50257, 2048
 
 
 class GPT3Config(GPT2Config):
-    """GPT-2's config (:class:`~transformers.GPT2Config`) with GPT-3's two fields, under GPT-Neo's names.
-
-    Args:
-        window_size: How many keys a banded layer's query sees, its own included (256 unless given:
-            GPT-Neo's choice; the paper gives none).
-        attention_layers: ``"global"`` or ``"local"`` for each layer; by default they alternate, dense first.
-        **kwargs: GPT-2's fields (``n_embd``, ``n_layer``, ``n_head``, ``n_positions``, ...).
-    """
+    """GPT-2's config (:class:`~transformers.GPT2Config`) with GPT-3's two fields, under GPT-Neo's names."""
 
     model_type = "gpt3"
 
     def __init__(self, window_size: int = 256, attention_layers: list[str] | None = None, **kwargs: Any) -> None:
+        """GPT-2's fields, and GPT-3's two.
+
+        Args:
+            window_size: How many keys a banded layer's query sees, its own included (256 unless given,
+                GPT-Neo's choice; the paper gives none).
+            attention_layers: ``"global"`` or ``"local"`` for each layer; by default they alternate, dense first.
+            **kwargs: GPT-2's fields (``n_embd``, ``n_layer``, ``n_head``, ``n_positions``, ...).
+        """
         super().__init__(**kwargs)
         self.window_size = window_size
         if attention_layers is None:

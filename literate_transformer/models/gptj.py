@@ -194,7 +194,7 @@ class GPTJModel(GPTNeoModel):
         self.drop = nn.Dropout(config.embd_pdrop)
         self.h = nn.ModuleList(GPTJBlock(config, layer_idx=index) for index in range(config.num_hidden_layers))
         self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
-        #: The angles' frequencies (a buffer, not saved): GPT-J's pairs are neighbouring features.
+        #: The angles' frequencies, a buffer that is not saved; GPT-J's pairs are neighbouring features.
         self.rotary_emb = RotaryEmbedding(config.rotary_dim, interleaved=True)
 
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:

@@ -452,7 +452,7 @@ class LlamaForCausalLM(GenerationMixin, nn.Module):
 
     #: The stack a family's language model builds.
     model_class: type[nn.Module] = LlamaModel
-    #: Rotary positions: no table to run past, so generation is not limited to ``max_position_embeddings``.
+    #: ``None`` (rotary positions have no table to run past, so generation may go past ``max_position_embeddings``).
     position_limit = None
 
     def __init__(self, config: Any) -> None:

@@ -126,8 +126,10 @@ def check_heads(config: Any, hidden: str = "n_embd", heads: str = "n_head") -> N
         raise ValueError(f"{hidden} ({config.hidden_size}) must be divisible by {heads} ({config.num_attention_heads})")
 
 
-def check_activation(name: object, field: str, known: Mapping[str, object] = ACTIVATIONS) -> None:
-    """An activation this package builds, or a ValueError naming the config's field."""
+def check_activation(name: object, field: str, known: Mapping[str, object] | None = None) -> None:
+    """An activation this package builds (a name of ``known``, by default the activation registry's), or a
+    ValueError naming the config's field."""
+    known = ACTIVATIONS if known is None else known
     if name not in known:
         raise ValueError(f"{field}={name!r} is not supported (one of {sorted(known)})")
 

@@ -25,13 +25,19 @@ configs may also ask for sliding-window attention in their upper layers
 (``use_sliding_window``); Qwen3's released models do not, and this file
 refuses it.
 
+Qwen3's attention reads Llama's fields; on queries and keys however large,
+each head comes out of its norm with a root mean square of 1 (its gains
+start at 1):
+
 >>> import torch
->>> from transformers import Qwen3Config
->>> config = Qwen3Config(vocab_size=40, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
-...                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=16)
->>> model = Qwen3ForCausalLM(config).eval()
->>> model.model.layers[0].self_attn.q_norm
-RMSNorm(8, eps=1e-06)
+>>> from transformers import LlamaConfig
+>>> attention = Qwen3Attention(LlamaConfig(hidden_size=24, num_attention_heads=4, num_key_value_heads=2,
+...                                        head_dim=8, rms_norm_eps=1e-6))
+>>> query, key = 50 * torch.randn(1, 4, 3, 8), 50 * torch.randn(1, 2, 3, 8)   # (B, H, T, D), (B, K, T, D)
+>>> no_turn = (torch.ones(1, 3, 8), torch.zeros(1, 3, 8))                       # cos 1, sin 0: angle 0
+>>> normalised, _ = attention.position(query, key, no_turn)
+>>> normalised.detach().pow(2).mean(-1).sqrt().round(decimals=3).unique()
+tensor([1.])
 """
 
 from __future__ import annotations

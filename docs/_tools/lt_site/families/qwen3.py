@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from transformers import Qwen3Config
+import transformers
 
 from literate_transformer.models.qwen3 import Qwen3ForCausalLM
 
@@ -13,21 +13,22 @@ from .llama import LLAMA_DIMS, LLAMA_SIZES
 #: Llama's example sizes; Qwen3's config names its head size.
 QWEN3_SIZES = dict(LLAMA_SIZES, head_dim=LLAMA_SIZES["hidden_size"] // LLAMA_SIZES["num_attention_heads"])
 
-EXAMPLES = (
-    decoder_example(
-        "qwen3",
-        "a small random Qwen3 (4 query heads sharing 2 key/value heads)",
-        lambda: Qwen3ForCausalLM(Qwen3Config(**QWEN3_SIZES, eos_token_id=2)),
-        LLAMA_DIMS,
-    ),
-)
-
-PROOFS = (
-    Proof(
-        "models.qwen3.Qwen3ForCausalLM",
-        "transformers Qwen3ForCausalLM",
-        "tests/models/test_qwen3.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
-        lambda: logits_difference("Qwen3Config", "Qwen3ForCausalLM", QWEN3_SIZES),
-        example="qwen3",
-    ),
-)
+# transformers before 4.51 has no Qwen3: nothing to build the example from, nothing to prove it against.
+if hasattr(transformers, "Qwen3Config"):
+    EXAMPLES = (
+        decoder_example(
+            "qwen3",
+            "a small random Qwen3 (4 query heads sharing 2 key/value heads)",
+            lambda: Qwen3ForCausalLM(transformers.Qwen3Config(**QWEN3_SIZES, eos_token_id=2)),
+            LLAMA_DIMS,
+        ),
+    )
+    PROOFS = (
+        Proof(
+            "models.qwen3.Qwen3ForCausalLM",
+            "transformers Qwen3ForCausalLM",
+            "tests/models/test_qwen3.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
+            lambda: logits_difference("Qwen3Config", "Qwen3ForCausalLM", QWEN3_SIZES),
+            example="qwen3",
+        ),
+    )

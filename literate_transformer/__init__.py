@@ -5,10 +5,11 @@ its docstring is the text, the comment above each non-obvious line of a
 ``forward`` names the math it computes, and a trailing comment gives the
 tensor's shape wherever the shape changes, with one legend for the whole
 package: ``B`` batch, ``T`` query (target) length, ``S`` key (source)
-length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``E`` hidden
+length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``R`` rotated
+features per head (``D`` unless only part of a head turns), ``E`` hidden
 size, ``F`` intermediate size, ``V`` vocabulary size, ``C`` labels, ``L``
-layers, ``W`` embedding width (where it is not ``E``), ``R`` rows of a
-relative-position table; block-sparse attention (BigBird) cuts a sequence into
+layers, ``W`` embedding width (where it is not ``E``), ``A`` rows of a
+relative-position table (twice the attention span); block-sparse attention (BigBird) cuts a sequence into
 ``N`` blocks of ``Z`` tokens, and each of the ``M = N - 2`` blocks between the
 first and the last reads ``G`` blocks of keys.  Tests execute every shape comment and prove each module equal to
 what HuggingFace's ``transformers`` or PyTorch's own modules compute.

@@ -71,6 +71,16 @@ requires identical tokens and next-token logits equal to ``1e-5`` at every
 step.  HuggingFace's ``generate()`` does the same with its ``DynamicCache``
 (self-attention) and ``EncoderDecoderCache`` (cross-attention).
 
+One loop, any choice of token
+-----------------------------
+Greedy decoding is the loop of :func:`generate_step_by_step` with one rule
+for the next token, :func:`most_likely_token`.  The loop itself (encode
+once, feed the newest token with the cache, stop on ``eos_token_id``, pad
+what has finished) does not care how the token is chosen: sampling
+(:mod:`~literate_transformer.book.decoding`) runs the same loop with a rule
+that draws the token at random, and beam search asks for the same next-token
+scores, one model call per step (:func:`next_token_logits`).
+
 >>> from literate_transformer import TransformerConfig
 >>> from literate_transformer.book.decoder import EncoderDecoderTransformer
 >>> config = TransformerConfig(vocab_size=12, hidden_size=16, num_hidden_layers=1,
@@ -87,18 +97,31 @@ True
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
+from ..core.outputs import LayerCache
 from ..core.validation import Arguments, check_attention_mask, check_input_ids, check_token_id, validate_with
 
-__all__ = ["GenerationOutput", "greedy_generate", "is_encoder_decoder", "is_decoder_only"]
+__all__ = [
+    "GenerationOutput",
+    "greedy_generate",
+    "generate_step_by_step",
+    "most_likely_token",
+    "next_token_logits",
+    "position_limit",
+    "check_eos_token_id",
+    "check_generate_inputs",
+    "is_encoder_decoder",
+    "is_decoder_only",
+]
 
 
 class GenerationOutput(NamedTuple):
-    """What :func:`greedy_generate` returns."""
+    """What :func:`greedy_generate` (and every decoding of the loop) returns."""
 
     #: ``(B, P + N)`` token ids: the start token (``P = 1``, encoder-decoder) or the prompt (``P`` its length,
     #: decoder-only), then the ``N`` generated ones.
@@ -118,7 +141,22 @@ def is_decoder_only(model: object) -> bool:
     return isinstance(model, torch.nn.Module) and getattr(model, "is_encoder_decoder", None) is False
 
 
-def _check_generate_inputs(args: Arguments) -> None:
+def position_limit(model: Any) -> int | None:
+    """How many positions a model can read: the length of its table of positions, or ``None`` without one.
+
+    A model with a table (learned positions, a tabulated sinusoid) has
+    ``config.max_position_embeddings`` rows and cannot read a position past
+    them.  A model whose positions are not looked up in a table (T5's
+    relative bias, Llama's rotations) says so with ``position_limit = None``,
+    or has no such field at all.
+    """
+    if hasattr(model, "position_limit"):
+        return model.position_limit
+    return getattr(model.config, "max_position_embeddings", None)
+
+
+def check_generate_inputs(args: Arguments) -> None:
+    """What every decoding of a model checks: the model's kind, the ids, the mask, the length, the special ids."""
     model, max_new_tokens = args.model, args.max_new_tokens
     encoder_decoder = is_encoder_decoder(model)
     if not encoder_decoder and not is_decoder_only(model):
@@ -132,8 +170,7 @@ def _check_generate_inputs(args: Arguments) -> None:
         raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-    # A model with relative positions only (T5) has no table of positions to run past.
-    max_positions = getattr(config, "max_position_embeddings", None)
+    max_positions = position_limit(model)
     input_ids = check_input_ids(args.input_ids, config.vocab_size, max_positions, name="input_ids")
     if args.attention_mask is not None:
         check_attention_mask(args.attention_mask, *input_ids.shape, name="attention_mask")
@@ -153,24 +190,82 @@ def _check_generate_inputs(args: Arguments) -> None:
         check_token_id(args.bos_token_id, "bos_token_id", config.vocab_size)
     elif args.bos_token_id is not None:
         raise ValueError("bos_token_id must be None for a decoder-only model: its prompt is where it starts")
-    for name in ("eos_token_id", "forced_bos_token_id"):
-        if getattr(args, name) is not None:
-            check_token_id(getattr(args, name), name, config.vocab_size)
+    check_eos_token_id(args.eos_token_id, config.vocab_size)
+    if getattr(args, "forced_bos_token_id", None) is not None:
+        check_token_id(args.forced_bos_token_id, "forced_bos_token_id", config.vocab_size)
+    if not callable(getattr(args, "choose_next_token", most_likely_token)):
+        raise TypeError(
+            f"choose_next_token must be a function of the (B, V) scores, got {type(args.choose_next_token).__name__}"
+        )
+
+
+def check_eos_token_id(eos_token_id: object, vocab_size: int) -> list[int] | None:
+    """An end-of-sequence id, or a list of them (Llama 3's chat models stop at either of two), as a list."""
+    if eos_token_id is None:
+        return None
+    ids = list(eos_token_id) if isinstance(eos_token_id, (list, tuple)) else [eos_token_id]
+    if not ids:
+        raise ValueError("eos_token_id must be a token id, a non-empty list of them, or None; got an empty list")
+    for index, token_id in enumerate(ids):
+        check_token_id(token_id, "eos_token_id" if len(ids) == 1 else f"eos_token_id[{index}]", vocab_size)
+    return ids
+
+
+def most_likely_token(next_token_logits: Tensor) -> Tensor:
+    """Greedy choice: each row's highest-scoring token, ``(B, V) -> (B,)``."""
+    return next_token_logits.argmax(dim=-1)
+
+
+def next_token_logits(
+    model: torch.nn.Module,
+    new_ids: Tensor,
+    past_key_values: tuple[LayerCache, ...] | None,
+    use_cache: bool,
+    *,
+    attention_mask: Tensor | None = None,
+    encoder_hidden_states: Tensor | None = None,
+    encoder_attention_mask: Tensor | None = None,
+) -> tuple[Tensor, tuple[LayerCache, ...] | None]:
+    """One step of either kind of model: the scores of the token after the last position, and the grown cache.
+
+    Args:
+        model: An encoder-decoder model (then ``encoder_hidden_states`` is its encoder's output) or a
+            decoder-only one.
+        new_ids: The ids the decoder has not read yet (with a cache, the newest one; else all of them).
+        past_key_values: The cache of the earlier steps (``None`` at the first step, or without a cache).
+        use_cache: Return the cache grown by ``new_ids``' keys and values.
+        attention_mask: A decoder-only model's ``(B, past + T)`` mask over the whole sequence so far.
+        encoder_hidden_states: The encoder's output ``(B, S, E)`` (encoder-decoder only).
+        encoder_attention_mask: The source's ``(B, S)`` padding mask (encoder-decoder only).
+
+    Returns:
+        ``(logits (B, V), past_key_values or None)``.
+    """
+    if is_encoder_decoder(model):
+        output = model.decode(
+            new_ids, encoder_hidden_states, encoder_attention_mask, past_key_values=past_key_values, use_cache=use_cache
+        )
+    else:
+        # The model counts positions over the real tokens of the mask: a left-padded row starts at 0 too.
+        output = model(new_ids, attention_mask=attention_mask, past_key_values=past_key_values, use_cache=use_cache)
+    # Scores for the token after the last position; the cache now also holds the newest token's keys and values.
+    return output.logits[:, -1, :], output.past_key_values
 
 
 @torch.no_grad()
-@validate_with(_check_generate_inputs)
-def greedy_generate(
+@validate_with(check_generate_inputs)
+def generate_step_by_step(
     model: torch.nn.Module,
     input_ids: Tensor,
     max_new_tokens: int,
+    choose_next_token: Callable[[Tensor], Tensor] = most_likely_token,
     bos_token_id: int | None = None,
-    eos_token_id: int | None = None,
+    eos_token_id: int | list[int] | None = None,
     attention_mask: Tensor | None = None,
     use_cache: bool = True,
     forced_bos_token_id: int | None = None,
 ) -> GenerationOutput:
-    """Greedy decoding with an encoder-decoder or a decoder-only model.
+    """Write one token per step with an encoder-decoder or a decoder-only model, each chosen by ``choose_next_token``.
 
     The model is switched to evaluation mode (no dropout) for the call and
     restored afterwards; no gradients are recorded.
@@ -183,12 +278,15 @@ def greedy_generate(
         input_ids: The source ``(B, S)`` (encoder-decoder) or the prompt
             ``(B, P)``, left-padded (decoder-only).
         max_new_tokens: How many tokens to write at most (at least 1).
+        choose_next_token: The rule for the next token: ``(B, V)`` scores in, ``(B,)`` ids out
+            (:func:`most_likely_token` for greedy decoding).
         bos_token_id: The start token every target begins with
             (encoder-decoder only; ``None`` for a decoder-only model).
-        eos_token_id: Stop a sequence when it writes this token; sequences
-            that have finished are filled with ``config.pad_token_id`` (or
-            ``eos_token_id`` when the model has no padding token) until all
-            have finished.  ``None``: always write ``max_new_tokens``.
+        eos_token_id: Stop a sequence when it writes this token (or any
+            of a list of them); sequences that have finished are filled with
+            ``config.pad_token_id`` (or the first ``eos_token_id`` when the
+            model has no padding token) until all have finished.  ``None``:
+            always write ``max_new_tokens``.
         attention_mask: The ``(B, S)`` or ``(B, P)`` padding mask of ``input_ids``.
         use_cache: Feed one token per step and reuse cached keys/values
             (``True``), or recompute the whole sequence every step (``False``).
@@ -212,20 +310,25 @@ def greedy_generate(
     """
     config = model.config
     batch_size = input_ids.shape[0]
-    pad_token_id = config.pad_token_id if config.pad_token_id is not None else eos_token_id
+    eos_token_ids = check_eos_token_id(eos_token_id, config.vocab_size)
+    if eos_token_ids is not None:
+        stop_ids = torch.tensor(eos_token_ids, device=input_ids.device)
+        pad_token_id = config.pad_token_id if config.pad_token_id is not None else eos_token_ids[0]
     encoder_decoder = is_encoder_decoder(model)
 
     was_training = model.training
     model.eval()
     try:
+        inputs: dict[str, Tensor | None] = {}
         if encoder_decoder:
             # 1) Encode the source once; every step reuses its output.  Every target starts with the start token.
-            encoder_hidden_states = model.encode(input_ids, attention_mask).last_hidden_state
+            inputs["encoder_hidden_states"] = model.encode(input_ids, attention_mask).last_hidden_state
+            inputs["encoder_attention_mask"] = attention_mask
             sequences = torch.full((batch_size, 1), bos_token_id, dtype=torch.long, device=input_ids.device)
         else:
             # 1) A decoder-only model continues the prompt itself; its mask grows with the sequence.
             sequences = input_ids
-            sequence_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
+            inputs["attention_mask"] = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
         finished = torch.zeros(batch_size, dtype=torch.bool, device=input_ids.device)
         past_key_values = None
         step_logits = []
@@ -233,33 +336,64 @@ def greedy_generate(
             # 2) With a cache only the newest token is new to the decoder (the whole prompt at the first
             #    step); without one the whole sequence is decoded again.
             new_ids = sequences if past_key_values is None else sequences[:, -1:]
-            if encoder_decoder:
-                output = model.decode(
-                    new_ids, encoder_hidden_states, attention_mask, past_key_values=past_key_values, use_cache=use_cache
-                )
-            else:
-                # The model counts positions over the real tokens of the mask: a left-padded row starts at 0 too.
-                output = model(
-                    new_ids, attention_mask=sequence_mask, past_key_values=past_key_values, use_cache=use_cache
-                )
-            # The cache now also holds the newest token's keys and values (None without a cache).
-            past_key_values = output.past_key_values
-            # 3) Scores for the token after the last position.
-            next_logits = output.logits[:, -1, :]
+            # 3) Scores for the token after the last position (and the cache, grown by the new ids).
+            next_logits, past_key_values = next_token_logits(model, new_ids, past_key_values, use_cache, **inputs)
             step_logits.append(next_logits)
-            # 4) Greedy choice: the most likely token (or, first, the token the caller forces).
-            next_tokens = next_logits.argmax(dim=-1)
+            # 4) The choice: the rule's token (greedy: the most likely), or, first, the token the caller forces.
+            next_tokens = choose_next_token(next_logits)
             if forced_bos_token_id is not None and len(step_logits) == 1:
                 next_tokens = torch.full_like(next_tokens, forced_bos_token_id)
-            if eos_token_id is not None:
+            if eos_token_ids is not None:
                 # A finished sequence only pads; a sequence finishes on EOS.
                 next_tokens = next_tokens.masked_fill(finished, pad_token_id)
-                finished = finished | (next_tokens == eos_token_id)
+                finished = finished | torch.isin(next_tokens, stop_ids)
             sequences = torch.cat([sequences, next_tokens[:, None]], dim=1)
             if not encoder_decoder:
-                sequence_mask = torch.cat([sequence_mask, torch.ones_like(sequence_mask[:, :1])], dim=1)
-            if eos_token_id is not None and bool(finished.all()):
+                mask = inputs["attention_mask"]
+                inputs["attention_mask"] = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            if eos_token_ids is not None and bool(finished.all()):
                 break
     finally:
         model.train(was_training)
     return GenerationOutput(sequences, torch.stack(step_logits, dim=1))
+
+
+def greedy_generate(
+    model: torch.nn.Module,
+    input_ids: Tensor,
+    max_new_tokens: int,
+    bos_token_id: int | None = None,
+    eos_token_id: int | list[int] | None = None,
+    attention_mask: Tensor | None = None,
+    use_cache: bool = True,
+    forced_bos_token_id: int | None = None,
+) -> GenerationOutput:
+    """Greedy decoding with an encoder-decoder or a decoder-only model: the most likely token at every step.
+
+    :func:`generate_step_by_step` with :func:`most_likely_token`; the
+    arguments, what comes back and what is refused are as there.
+
+    Args:
+        model: An encoder-decoder or a decoder-only model.
+        input_ids: The source ``(B, S)`` or the left-padded prompt ``(B, P)``.
+        max_new_tokens: How many tokens to write at most (at least 1).
+        bos_token_id: The start token of an encoder-decoder model's target (``None`` for a decoder-only model).
+        eos_token_id: Stop a sequence when it writes this token, or one of these (``None``: never stop early).
+        attention_mask: The padding mask of ``input_ids``.
+        use_cache: Reuse cached keys/values (``True``) or recompute the whole sequence every step.
+        forced_bos_token_id: The first token to write, whatever the model scores; ``None`` for none.
+
+    Returns:
+        A :class:`GenerationOutput`.
+    """
+    return generate_step_by_step(
+        model,
+        input_ids,
+        max_new_tokens,
+        most_likely_token,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+        attention_mask=attention_mask,
+        use_cache=use_cache,
+        forced_bos_token_id=forced_bos_token_id,
+    )

@@ -117,32 +117,51 @@ def padding_mask(attention_mask: Tensor) -> Tensor:
     return attention_mask.bool()[:, None, None, :]
 
 
-def causal_mask(query_length: int, key_length: int | None = None, device: torch.device | str | None = None) -> Tensor:
-    """The look-ahead mask: query ``i`` may see keys ``j <= i``.
+def causal_mask(
+    query_length: int,
+    key_length: int | None = None,
+    device: torch.device | str | None = None,
+    window: int | None = None,
+) -> Tensor:
+    """The look-ahead mask: query ``i`` may see keys ``j <= i`` (and, with a ``window``, only ``i - j < window``).
 
     With a key/value cache the queries are the *last* ``query_length`` of
     ``key_length`` positions, so query ``i`` sits at absolute position
     ``key_length - query_length + i`` and may see every key up to it.
 
+    A ``window`` makes the mask a band: query ``i`` sees its own key and the
+    ``window - 1`` keys before it, no older one.  GPT-Neo's local layers,
+    the locally banded layers of GPT-3 and Mistral's sliding-window
+    attention are this band (counted over the positions of the sequence,
+    padding included, as their ``transformers`` implementations count them).
+
     Args:
         query_length: Number of queries ``T``.
         key_length: Number of keys ``S`` (defaults to ``T``); at least ``T``.
         device: Where to build the mask.
+        window: How many keys (its own included) a query sees at most; ``None`` for all earlier ones.
 
     Returns:
         A boolean ``(T, S)`` mask.
 
     Raises:
-        ValueError: for non-positive lengths or ``key_length < query_length``.
+        ValueError: for non-positive lengths or windows, or ``key_length < query_length``.
 
     >>> causal_mask(1, 3)  # one new token after two cached ones sees all three
     tensor([[True, True, True]])
+    >>> causal_mask(4, window=2).int()  # a band: itself and one key before it
+    tensor([[1, 0, 0, 0],
+            [1, 1, 0, 0],
+            [0, 1, 1, 0],
+            [0, 0, 1, 1]], dtype=torch.int32)
     """
     if key_length is None:
         key_length = query_length
     for name, value in (("query_length", query_length), ("key_length", key_length)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 1):
+        raise ValueError(f"window must be a positive int (keys a query sees, its own included) or None, got {window!r}")
     if key_length < query_length:
         raise ValueError(
             f"key_length ({key_length}) must be at least query_length ({query_length}): "
@@ -151,7 +170,11 @@ def causal_mask(query_length: int, key_length: int | None = None, device: torch.
     offset = key_length - query_length
     query_positions = torch.arange(query_length, device=device)[:, None] + offset  # (T, 1)
     key_positions = torch.arange(key_length, device=device)[None, :]  # (1, S)
-    return key_positions <= query_positions
+    allowed = key_positions <= query_positions
+    if window is not None:
+        # The band: keys less than `window` positions before the query.
+        allowed = allowed & (query_positions - key_positions < window)
+    return allowed
 
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:
@@ -177,6 +200,7 @@ def build_attention_mask(
     past_length: int = 0,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
+    window: int | None = None,
 ) -> Tensor | None:
     """The mask a model's attention layers apply, built once at the model's entry.
 
@@ -191,6 +215,8 @@ def build_attention_mask(
         device: Where to build the mask (default: the ``attention_mask``'s device).
         dtype: Give the mask in the additive form of this dtype (:func:`to_additive`), the form every
             layer then adds to its scores without converting it again; ``None`` for the boolean form.
+        window: With ``causal``, a query sees at most this many keys, its own included (a band, see
+            :func:`causal_mask`); ``None`` for every earlier key.
 
     Returns:
         ``None`` when nothing is hidden (no ``attention_mask``, not causal),
@@ -220,7 +246,7 @@ def build_attention_mask(
     if causal:
         key_length = past_length + query_length if attention_mask is None else attention_mask.shape[-1]
         device = device if device is not None else (attention_mask.device if attention_mask is not None else None)
-        future = causal_mask(query_length, key_length, device=device)  # (T, S)
+        future = causal_mask(query_length, key_length, device=device, window=window)  # (T, S)
     mask = combine_masks(future, padding)
     return mask if mask is None or dtype is None else to_additive(mask, dtype)
 

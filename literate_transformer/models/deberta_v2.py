@@ -350,28 +350,28 @@ class DisentangledSelfAttention(nn.Module):
         batch_size, heads, length, _ = query_layer.shape
         att_span = self.pos_ebd_size
         # The 2k rows of P as a batch of one sequence: distances -k .. k - 1.
-        rel_embeddings = rel_embeddings[: att_span * 2][None]  # (1, R, E)
+        rel_embeddings = rel_embeddings[: att_span * 2][None]  # (1, A, E)
         # Queries and keys *of the positions*: with share_att_key the tokens' own projections, else their own.
         if self.share_att_key:
-            pos_query_layer = split_heads(self.query_proj(rel_embeddings), heads)  # (1, H, R, D)
-            pos_key_layer = split_heads(self.key_proj(rel_embeddings), heads)  # (1, H, R, D)
+            pos_query_layer = split_heads(self.query_proj(rel_embeddings), heads)  # (1, H, A, D)
+            pos_key_layer = split_heads(self.key_proj(rel_embeddings), heads)  # (1, H, A, D)
         else:
             if "c2p" in self.pos_att_type:
-                pos_key_layer = split_heads(self.pos_key_proj(rel_embeddings), heads)  # (1, H, R, D)
+                pos_key_layer = split_heads(self.pos_key_proj(rel_embeddings), heads)  # (1, H, A, D)
             if "p2c" in self.pos_att_type:
-                pos_query_layer = split_heads(self.pos_query_proj(rel_embeddings), heads)  # (1, H, R, D)
+                pos_query_layer = split_heads(self.pos_query_proj(rel_embeddings), heads)  # (1, H, A, D)
         # The row of P each pair (i, j) reads: k + bucket(i - j), clamped into the table.
         c2p_pos = torch.clamp(relative_pos + att_span, 0, att_span * 2 - 1)  # (T, T)
         score = torch.zeros((), dtype=query_layer.dtype, device=query_layer.device)
         if "c2p" in self.pos_att_type:
             # Content to position: each query Q^c_i against the key of every distance ...
-            c2p_att = query_layer @ pos_key_layer.transpose(-1, -2)  # (B, H, T, R)
+            c2p_att = query_layer @ pos_key_layer.transpose(-1, -2)  # (B, H, T, A)
             # ... and for each key j, the one of the pair's distance: Q^c_i . K^r_{delta(i,j)}.
             index = c2p_pos.expand(batch_size, heads, length, length)  # (B, H, T, T)
             score = score + torch.gather(c2p_att, dim=-1, index=index) / scale
         if "p2c" in self.pos_att_type:
             # Position to content: each key K^c_j against the query of every distance ...
-            p2c_att = key_layer @ pos_query_layer.transpose(-1, -2)  # (B, H, T, R)
+            p2c_att = key_layer @ pos_query_layer.transpose(-1, -2)  # (B, H, T, A)
             # ... key j's row for query i is k - bucket(j - i) = k + bucket(i - j) (buckets keep their sign):
             # gathered per key (rows j, columns i), then turned to (query, key) like every score.
             p2c_pos = torch.clamp(-relative_pos + att_span, 0, att_span * 2 - 1)  # (T, T)

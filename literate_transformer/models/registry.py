@@ -39,7 +39,15 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-__all__ = ["register", "from_hf", "supported", "model_class", "check_state_dict", "map_state_dict"]
+__all__ = [
+    "register",
+    "from_hf",
+    "supported",
+    "model_class",
+    "check_state_dict",
+    "map_state_dict",
+    "map_language_model_state_dict",
+]
 
 #: The ``transformers`` class names :func:`from_hf` converts, and the converter each family registered.
 REGISTRY: dict[str, Callable[[nn.Module], nn.Module]] = {}
@@ -183,3 +191,46 @@ def map_state_dict(
         else:
             mapped[key] = tensor
     return check_state_dict(mapped, expected, unexpected, model)
+
+
+def map_language_model_state_dict(
+    state_dict: Mapping[str, Tensor],
+    expected: Mapping[str, Tensor],
+    model: str,
+    *,
+    table: str,
+    tied: bool,
+    dropped: Sequence[str] = (),
+    head: str = "lm_head.weight",
+) -> dict[str, Tensor]:
+    """A language model's checkpoint, whose names are the model's: constant buffers dropped, a tied head checked.
+
+    Args:
+        state_dict: The checkpoint's tensors.
+        expected: The model's ``state_dict()``.
+        model: The model's name, for the messages.
+        table: The key of the token-embedding table (``"transformer.wte.weight"``).
+        tied: Whether the model's head *is* the table (``config.tie_word_embeddings``).
+        dropped: Endings of keys older releases saved for constant buffers (a causal mask, rotary angles), which
+            the model builds when it runs.
+        head: The key of the head's weight.
+
+    Returns:
+        A dictionary with exactly the keys of ``expected``.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key (:func:`map_state_dict`), or naming a
+            head that the config ties to the table but that holds other values.
+    """
+    dropped = tuple(dropped)
+
+    def key_map(key: str) -> str | None:
+        return None if dropped and key.endswith(dropped) else key
+
+    mapped = map_state_dict(state_dict, expected, key_map, model)
+    if tied and head in state_dict and not torch.equal(state_dict[head], mapped[table]):
+        raise ValueError(
+            f"{head} differs from {table}: this {model}'s head is not tied, but its config says "
+            "tie_word_embeddings=True"
+        )
+    return mapped

@@ -118,7 +118,7 @@ def test_without_the_causal_mask_the_future_leaks_into_earlier_positions(monkeyp
     """The causality check above can fail: remove the mask and it does."""
     decoder = TransformerDecoder(config()).eval()
 
-    def no_mask(query_length, key_length=None, device=None):
+    def no_mask(query_length, key_length=None, device=None, window=None):
         return torch.ones(query_length, key_length or query_length, dtype=torch.bool, device=device)
 
     monkeypatch.setattr(masks_module, "causal_mask", no_mask)

@@ -37,6 +37,20 @@ def test_a_family_hangs_from_the_family_whose_classes_it_subclasses(child_family
     assert (child.name, child.parent, child.changes) == ("Child", "models.bert", ["Embeddings", "Pooler"])
 
 
+def test_a_family_hangs_from_its_nearest_family_and_its_prefix_is_whole_words():
+    # GPT-Neo's classes descend from GPT-3's, which descend from GPT-2's and GPT's: its parent is the nearest.
+    tree = family_tree(["models.openai_gpt", "models.gpt2", "models.gpt3", "models.gpt_neo"])
+    assert [(node.name, node.parent) for node in tree.nodes] == [
+        ("GPT", None),
+        ("GPT-2", "models.openai_gpt"),
+        ("GPT-3", "models.gpt2"),
+        ("GPT-Neo", "models.gpt3"),
+    ]
+    # The prefix is every whole word the class names share: OpenAIGPT, GPT2 (not GPT2M of GPT2MLP and GPT2Model).
+    assert tree.nodes[0].changes == ["Conv1D", "Attention", "MLP", "Block", "Model", "LMHeadModel"]
+    assert tree.nodes[1].changes == ["Attention", "MLP", "Block", "Model", "LMHeadModel"]
+
+
 def test_the_drawing_shows_every_family_and_what_it_changes(child_family):
     svg = family_tree(["models.bert", child_family]).svg()
     assert svg.startswith("<svg") and svg.count("<rect") == 2 and svg.count("<line") == 1

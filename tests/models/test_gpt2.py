@@ -7,7 +7,8 @@ no layer norm is the identity, are converted with ``from_hf``.
 Tolerance: fp32, absolute 1e-5 on logits, every hidden state and every
 attention probability, padded positions included (right padding: no query
 row is fully masked, so every row means something on both sides).
-Generation: exactly the token ids of HuggingFace's greedy ``generate()``.
+Generation: exactly the token ids of HuggingFace's ``generate()``, greedy,
+sampled (same seed) and beam search.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from families import assert_key_map_names_a_missing_tensor, assert_key_map_refuses_a_changed_copy
+from families import (
+    assert_generate_gives_hfs_ids,
+    assert_key_map_names_a_missing_tensor,
+    assert_key_map_refuses_a_changed_copy,
+    assert_logits_equal_at_real_positions,
+    assert_same_names_and_parameters,
+)
 from shapes import GPT2, padded_batch
 
 from literate_transformer import from_hf
@@ -89,6 +96,20 @@ def test_greedy_generation_gives_hfs_token_ids_for_left_padded_prompts(models, h
     assert torch.equal(actual, hf_api.greedy_generate(hf, input_ids, attention_mask, max_new_tokens=8))
     # The prompt comes first, as HuggingFace returns it.
     assert torch.equal(actual[:, : input_ids.shape[1]], input_ids)
+
+
+@pytest.mark.parametrize("decoding", ["sampled", "beam"])
+def test_sampling_and_beam_search_give_hfs_ids(models, decoding):
+    assert_generate_gives_hfs_ids(*models, decoding)
+
+
+def test_an_untied_head_is_built_and_loaded_as_the_config_says(randomize):
+    config = transformers.GPT2Config(**GPT2("3_heads_relu_default_inner"), tie_word_embeddings=False)
+    hf = randomize(transformers.GPT2LMHeadModel(config))
+    ours = from_hf(hf)
+    assert ours.lm_head.weight is not ours.transformer.wte.weight
+    assert_same_names_and_parameters(hf, ours)
+    assert_logits_equal_at_real_positions(hf, ours, config.vocab_size)
 
 
 @torch.no_grad()

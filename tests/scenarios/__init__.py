@@ -19,11 +19,12 @@ import torch
 from literate_transformer.core.config import TransformerConfig
 
 #: Fixed sizes of the legend letters in every scenario (all distinct; K, the key/value heads, is H unless a
-#: scenario of grouped-query attention says otherwise with ``with_dims``).
-DIMS = {"B": 2, "H": 4, "K": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3}
-#: W, the embedding width of the families that factorise their embeddings; R, the rows of DeBERTa's
+#: scenario of grouped-query attention says otherwise with ``with_dims``; R, the features a rotary embedding
+#: turns per head, is D unless a scenario of partial rotation says otherwise).
+DIMS = {"B": 2, "H": 4, "K": 4, "D": 6, "R": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3}
+#: W, the embedding width of the families that factorise their embeddings; A, the rows of DeBERTa's
 #: relative-position table.
-DIMS |= {"W": 10, "R": 12}
+DIMS |= {"W": 10, "A": 12}
 #: Block-sparse attention cuts S into N blocks of Z tokens; each of the M = N - 2 blocks between the two
 #: global ones reads G key blocks.
 DIMS |= {"N": 10, "M": 8, "G": 7, "Z": 5}

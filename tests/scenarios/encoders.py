@@ -71,7 +71,7 @@ def scenario_xlm():
 
 def scenario_deberta_v2():
     config = transformers.DebertaV2Config(
-        **bert_sizes(), relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=DIMS["R"] // 2,
+        **bert_sizes(), relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=DIMS["A"] // 2,
         norm_rel_ebd="layer_norm", type_vocab_size=2, embedding_size=DIMS["W"],
     )  # fmt: skip
     for share_att_key in (True, False):

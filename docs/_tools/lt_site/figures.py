@@ -14,9 +14,9 @@ What a family changes is best read as code: :func:`beside` shows a
 method or class of the family next to its parent's, the lines that differ
 marked, as the site's annotated source shows every module.
 
->>> tree = family_tree(["models.bert", "models.gpt2"])
+>>> tree = family_tree(["models.bert", "models.openai_gpt", "models.gpt2"])
 >>> [(node.name, node.parent) for node in tree.nodes]
-[('BERT', None), ('GPT-2', None)]
+[('BERT', None), ('GPT', None), ('GPT-2', 'models.openai_gpt')]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import difflib
 import html
 import importlib
 import inspect
+import os
 import re
 import textwrap
 from collections.abc import Sequence
@@ -74,6 +75,8 @@ def _family_prefix(names: Sequence[str]) -> str:
 
     >>> _family_prefix(["GPT2Attention", "GPT2Block", "Conv1D"]), _family_prefix(["BigBirdPegasusEncoder", "BigBirdPegasusModel"])
     ('GPT2', 'BigBirdPegasus')
+    >>> _family_prefix(["OpenAIGPTAttention", "OpenAIGPTMLP", "OpenAIGPTModel", "OpenAIGPTLMHeadModel"])
+    'OpenAIGPT'
     >>> _family_prefix(["ElectraDiscriminatorPredictions"])
     ''
     """
@@ -82,7 +85,17 @@ def _family_prefix(names: Sequence[str]) -> str:
         for cut in {match.start() for match in _WORD_START.finditer(name)}:
             counts[name[:cut]] = counts.get(name[:cut], 0) + 1
     best = max(counts, key=lambda prefix: (counts[prefix], len(prefix)), default="")
-    return best if counts.get(best, 0) > 1 else ""
+    if counts.get(best, 0) <= 1:
+        return ""
+    # Extended to the whole words all its names share (OpenAIGPT of OpenAIGPTMLP and OpenAIGPTModel, whose
+    # letters run together after "Open"): the longest common start at which every name goes on with a capital.
+    sharing = [name for name in names if name.startswith(best)]
+    prefix = os.path.commonprefix(sharing)
+    while len(prefix) > len(best) and not all(
+        len(name) > len(prefix) and name[len(prefix)].isupper() for name in sharing
+    ):
+        prefix = prefix[:-1]
+    return prefix
 
 
 def _analyse(relative: str) -> Family:
@@ -90,10 +103,12 @@ def _analyse(relative: str) -> Family:
     classes = _classes(module)
     parents: dict[str, int] = {}
     for cls in classes:
+        # Each class votes for the nearest family it descends from (a grandparent family is its parent's parent).
         for base in cls.__mro__[1:]:
             owner = base.__module__
             if owner.startswith(f"{PACKAGE}.models.") and owner != module.__name__ and owner.count(".") == 2:
                 parents[owner] = parents.get(owner, 0) + 1
+                break
     parent = max(parents, key=parents.get).removeprefix(f"{PACKAGE}.") if parents else None
     prefix = _family_prefix([cls.__name__ for cls in classes])
     changes = [cls.__name__.removeprefix(prefix) or cls.__name__ for cls in classes]

@@ -15,7 +15,7 @@ from ..base import BOOK_DIMS, BOOK_EXAMPLE_SIZES, book_example, hf_and_ours, max
 #: The book example's sizes under the standard names BERT-like configs take.
 BERT_SIZES = {name: value for name, value in BOOK_EXAMPLE_SIZES.items() if name != "num_labels"}
 #: The legend in these examples: the book's, with T = 7 tokens, W = 10 (a narrower embedding), R = 8 (DeBERTa).
-ENCODER_DIMS = dict(BOOK_DIMS, T=7, W=10, R=8)
+ENCODER_DIMS = dict(BOOK_DIMS, T=7, W=10, A=8)
 
 
 def padded_batch(pad_token_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

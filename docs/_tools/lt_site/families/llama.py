@@ -1,0 +1,35 @@
+"""Llama on the site: its running example (4 query heads sharing 2 key/value heads) and its proof."""
+
+from __future__ import annotations
+
+from transformers import LlamaConfig
+
+from literate_transformer.models.llama import LlamaForCausalLM
+
+from ..base import BOOK_EXAMPLE_SIZES, Proof
+from .decoder_branch import SIZES, decoder_example, logits_difference
+
+#: The book example's sizes, and 2 key/value heads for the 4 query heads.
+LLAMA_SIZES = dict(SIZES, intermediate_size=BOOK_EXAMPLE_SIZES["intermediate_size"], num_key_value_heads=2)
+#: The legend's sizes that differ from the book example's: K key/value heads; every feature of a head turns.
+LLAMA_DIMS = {"K": 2, "R": 6}
+
+EXAMPLES = (
+    decoder_example(
+        "llama",
+        "a small random Llama (4 query heads sharing 2 key/value heads)",
+        lambda: LlamaForCausalLM(LlamaConfig(**LLAMA_SIZES, eos_token_id=2)),
+        LLAMA_DIMS,
+        num_beams=2,
+    ),
+)
+
+PROOFS = (
+    Proof(
+        "models.llama.LlamaForCausalLM",
+        "transformers LlamaForCausalLM",
+        "tests/models/test_llama.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
+        lambda: logits_difference("LlamaConfig", "LlamaForCausalLM", LLAMA_SIZES),
+        example="llama",
+    ),
+)

@@ -1,0 +1,34 @@
+"""Qwen3 on the site: its running example and its proof (the badge)."""
+
+from __future__ import annotations
+
+import transformers
+
+from literate_transformer.models.qwen3 import Qwen3ForCausalLM
+
+from ..base import Proof
+from .decoder_branch import decoder_example, logits_difference
+from .llama import LLAMA_DIMS, LLAMA_SIZES
+
+#: Llama's example sizes; Qwen3's config names its head size.
+QWEN3_SIZES = dict(LLAMA_SIZES, head_dim=LLAMA_SIZES["hidden_size"] // LLAMA_SIZES["num_attention_heads"])
+
+# transformers before 4.51 has no Qwen3: nothing to build the example from, nothing to prove it against.
+if hasattr(transformers, "Qwen3Config"):
+    EXAMPLES = (
+        decoder_example(
+            "qwen3",
+            "a small random Qwen3 (4 query heads sharing 2 key/value heads)",
+            lambda: Qwen3ForCausalLM(transformers.Qwen3Config(**QWEN3_SIZES, eos_token_id=2)),
+            LLAMA_DIMS,
+        ),
+    )
+    PROOFS = (
+        Proof(
+            "models.qwen3.Qwen3ForCausalLM",
+            "transformers Qwen3ForCausalLM",
+            "tests/models/test_qwen3.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
+            lambda: logits_difference("Qwen3Config", "Qwen3ForCausalLM", QWEN3_SIZES),
+            example="qwen3",
+        ),
+    )

@@ -1,0 +1,287 @@
+r"""CTRL: GPT-2's pre-LN stack, with a control code as the first token and sines for positions.
+
+CTRL (Keskar et al., 2019, "CTRL: A Conditional Transformer Language Model
+for Controllable Generation", arXiv:1909.05858) is a language model whose
+training sequences each begin with a *control code*, a token that names
+where the text comes from (``Wikipedia``, ``Books``, ``Reviews``, a URL,
+...).  The model learns :math:`p(x_t \mid c, x_{<t})`, and at generation time
+the first token of the prompt chooses the domain and style of what follows.
+Nothing in the architecture marks the code: it is an ordinary token of the
+vocabulary, read by the same causal self-attention as every other one.
+
+What CTRL changes from GPT-2 (:mod:`~literate_transformer.models.gpt2`),
+read from ``transformers``' ``modeling_ctrl.py``:
+
+=================================================  ==========================================================
+CTRL changes                                       here
+=================================================  ==========================================================
+token vectors scaled by :math:`\sqrt{E}`           :meth:`CTRLModel.embed`
+fixed sinusoidal positions, CTRL's layout          :func:`ctrl_positional_encoding`: the 2017 paper's angles,
+                                                   all the sines first, then all the cosines
+separate ``Wq``, ``Wk``, ``Wv`` and ``dense``      :class:`CTRLAttention` (``nn.Linear``, with biases)
+a ReLU network ``dff`` wide, ``ffn.0``, ``ffn.2``  :class:`CTRLBlock` (an ``nn.Sequential``, as HF names it)
+the blocks' layer norms, ``layernorm1/2``          :math:`\epsilon = 10^{-6}` always; the final ``layernorm``
+                                                   reads ``layer_norm_epsilon``
+a bias on the head                                 :class:`CTRLLMHeadModel` (``lm_head.bias``)
+=================================================  ==========================================================
+
+The blocks stay pre-LN, with a final layer norm, and GPT's forward
+(:meth:`~literate_transformer.models.openai_gpt.OpenAIGPTModel.forward`)
+runs them; a sequence's positions are counted over its real tokens, as for
+every model of the package.  The sinusoid is the 2017 paper's, with one
+frequency per pair of features,
+
+.. math::
+
+    \text{PE}_{p} = \big[\sin(p\,\omega_0), \dots, \sin(p\,\omega_{E/2-1}),\;
+    \cos(p\,\omega_0), \dots, \cos(p\,\omega_{E/2-1})\big], \qquad \omega_i = 10000^{-2i/E},
+
+but where :class:`~literate_transformer.parts.positions.SinusoidalPositionalEncoding`
+interleaves sine and cosine feature by feature, CTRL puts the two halves
+side by side: the same numbers, in another order (a test finds them equal
+after that permutation).
+
+>>> import torch
+>>> from transformers import CTRLConfig
+>>> config = CTRLConfig(vocab_size=40, n_embd=24, dff=32, n_layer=2, n_head=3, n_positions=16)
+>>> model = CTRLLMHeadModel(config).eval()
+>>> model(torch.tensor([[5, 6, 7]])).logits.shape                     # (B, T, V)
+torch.Size([1, 3, 40])
+>>> model.lm_head.weight is model.transformer.w.weight, model.lm_head.bias.shape
+(True, torch.Size([40]))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..core.outputs import LayerCache, LayerOutput
+from ..core.residual import add_and_norm, sublayer_input
+from ..parts.attention import Attention
+from ..parts.feed_forward import feed_forward
+from ..parts.heads import tie_weights
+from ..parts.norms import make_norm
+from .gpt2 import GPT2LMHeadModel, GPT2Model
+from .openai_gpt import check_heads
+from .registry import map_language_model_state_dict, register
+
+__all__ = [
+    "check_ctrl_config",
+    "ctrl_positional_encoding",
+    "CTRLAttention",
+    "CTRLBlock",
+    "CTRLModel",
+    "CTRLLMHeadModel",
+    "map_ctrl_state_dict",
+    "ctrl_from_hf",
+]
+
+#: The epsilon of every block's two layer norms: fixed in CTRL's code (the config's is the final norm's).
+CTRL_BLOCK_LAYER_NORM_EPS = 1e-6
+
+
+def check_ctrl_config(config: Any) -> Any:
+    """A ``transformers`` :class:`~transformers.CTRLConfig`, checked once, before anything is built.
+
+    Raises:
+        TypeError: for a config that is not CTRL's.
+        ValueError: for heads that do not divide ``n_embd``, or an odd ``n_embd`` (its sines and cosines come in pairs).
+    """
+    if getattr(config, "model_type", None) != "ctrl":
+        raise TypeError(f"config must be a transformers CTRLConfig, got {type(config).__name__}")
+    check_heads(config)
+    if config.hidden_size % 2:
+        raise ValueError(f"n_embd ({config.hidden_size}) must be even: CTRL's positions are pairs of sines and cosines")
+    return config
+
+
+def ctrl_positional_encoding(num_positions: int, dim: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    r"""CTRL's table of positions: row :math:`p` holds :math:`\sin(p\,\omega_i)` for every pair, then :math:`\cos(p\,\omega_i)`.
+
+    Computed as ``transformers``' ``positional_encoding`` computes it (in ``dtype``).
+
+    Args:
+        num_positions: The rows of the table (``n_positions``).
+        dim: ``E`` (even).
+        dtype: The dtype of the computation.
+
+    Returns:
+        ``(num_positions, E)``.
+    """
+    positions = torch.arange(num_positions, dtype=torch.int64).to(dtype)[:, None]
+    features = torch.arange(dim, dtype=torch.int64).to(dtype)[None, :]
+    # Features 2i and 2i + 1 share the frequency 1 / 10000^(2i / E).
+    angles = positions * (1 / torch.pow(10000, (2 * (features // 2)) / dim))
+    # The sines of the even features' angles, then the cosines of the odd ones': two halves, not interleaved.
+    return torch.cat([torch.sin(angles[:, 0::2]), torch.cos(angles[:, 1::2])], dim=-1)
+
+
+class CTRLAttention(Attention):
+    """Causal self-attention with three separate projections, ``Wq``, ``Wk``, ``Wv``, and ``dense`` (:math:`W^O`).
+
+    Args:
+        config: The CTRL config.
+    """
+
+    def __init__(self, config: Any) -> None:
+        width, heads = config.hidden_size, config.num_attention_heads
+        super().__init__(config, heads, width // heads)
+        self.Wq = nn.Linear(width, width)
+        self.Wk = nn.Linear(width, width)
+        self.Wv = nn.Linear(width, width)
+        self.dense = nn.Linear(width, width)
+
+    def project_query(self, hidden_states: Tensor) -> Tensor:
+        """Every head's queries, ``(B, T, E)``."""
+        return self.Wq(hidden_states)
+
+    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
+        """Every head's keys and values, ``(B, S, E)`` each."""
+        return self.Wk(states), self.Wv(states)
+
+    def output(self, context: Tensor) -> Tensor:
+        """:math:`W^O` (``dense``)."""
+        return self.dense(context)
+
+
+class CTRLBlock(nn.Module):
+    r"""One pre-LN block (``transformers``' ``EncoderLayer``): :math:`x + \operatorname{Drop}(\operatorname{Attn}(\operatorname{LN}_1 x))`, then the ReLU network the same way.
+
+    Args:
+        config: The CTRL config.
+    """
+
+    norm_first = True
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.multi_head_attention = CTRLAttention(config)
+        # HuggingFace's feed-forward network is an nn.Sequential, so its layers are ffn.0 and ffn.2 (ffn.1: the ReLU).
+        self.ffn = nn.Sequential(
+            nn.Linear(config.hidden_size, config.dff), nn.ReLU(), nn.Linear(config.dff, config.hidden_size)
+        )
+        self.layernorm1 = make_norm(config.hidden_size, CTRL_BLOCK_LAYER_NORM_EPS)
+        self.layernorm2 = make_norm(config.hidden_size, CTRL_BLOCK_LAYER_NORM_EPS)
+        self.dropout1 = nn.Dropout(config.resid_pdrop)
+        self.dropout2 = nn.Dropout(config.resid_pdrop)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        past_key_value: LayerCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> LayerOutput:
+        """Run the block; arguments as in :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTBlock.forward`."""
+        # 1) Causal self-attention reads LN_1(x); its output, dropped out, joins the residual stream.
+        attention = self.multi_head_attention(
+            sublayer_input(hidden_states, self.layernorm1, norm_first=self.norm_first),
+            attention_mask=attention_mask,
+            past_key_value=None if past_key_value is None else past_key_value.self_attention,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        hidden_states = add_and_norm(
+            hidden_states, attention.hidden_states, self.layernorm1, self.norm_first, self.dropout1
+        )
+        # 2) The ReLU network reads LN_2(x), the same way.
+        up, activation, down = self.ffn
+        feed_forward_output = feed_forward(
+            sublayer_input(hidden_states, self.layernorm2, norm_first=self.norm_first), up, down, activation
+        )
+        hidden_states = add_and_norm(
+            hidden_states, feed_forward_output, self.layernorm2, self.norm_first, self.dropout2
+        )
+        cache = LayerCache(attention.past_key_value) if use_cache else None
+        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
+
+
+class CTRLModel(GPT2Model):
+    """CTRL's stack: the token table ``w``, the fixed table of positions, the blocks ``h`` and ``layernorm``; GPT's forward.
+
+    Arguments in HuggingFace's order as far as the package has them
+    (``input_ids``, ``past_key_values``, ``attention_mask``), as GPT-2's.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.CTRLConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        nn.Module.__init__(self)  # CTRL's own modules (GPT-2's __init__ is not run)
+        self.config = check_ctrl_config(config)
+        #: The token table (V x E).
+        self.w = nn.Embedding(config.vocab_size, config.hidden_size)
+        #: The sinusoidal table (positions x E): fixed, so a buffer that is not saved (nor in HF's checkpoints).
+        self.register_buffer(
+            "pos_encoding",
+            ctrl_positional_encoding(config.max_position_embeddings, config.hidden_size),
+            persistent=False,
+        )
+        self.dropout = nn.Dropout(config.embd_pdrop)
+        self.h = nn.ModuleList(CTRLBlock(config) for _ in range(config.num_hidden_layers))
+        self.layernorm = make_norm(config.hidden_size, config.layer_norm_epsilon)
+
+    def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
+        r"""The first block's input: the token vectors times :math:`\sqrt{E}`, plus the positions' sines, dropped out."""
+        tokens = self.w(input_ids) * math.sqrt(self.config.hidden_size)
+        return self.dropout(tokens + self.pos_encoding[position_ids].to(tokens.dtype))
+
+    def final_norm(self, hidden_states: Tensor) -> Tensor:
+        """``layernorm``: the pre-LN stack's output, normalised once at the end."""
+        return self.layernorm(hidden_states)
+
+
+class CTRLLMHeadModel(GPT2LMHeadModel):
+    """CTRL with its language-model head: the token table ``w`` (as the config ties it) and a bias.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.CTRLConfig`.
+
+    Attributes:
+        transformer: The :class:`CTRLModel`.
+        lm_head: ``E -> V`` with a bias; with ``tie_word_embeddings`` (CTRL's default) its weight *is*
+            ``transformer.w.weight``.
+    """
+
+    def __init__(self, config: Any) -> None:
+        nn.Module.__init__(self)  # CTRL's own modules (GPT-2's __init__ is not run)
+        self.transformer = CTRLModel(config)
+        self.config = self.transformer.config
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
+        if config.tie_word_embeddings:
+            # Tied: the scores are dot products with the token embeddings, plus a bias per token.
+            tie_weights(self.lm_head, self.transformer.w)
+
+
+def map_ctrl_state_dict(
+    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
+) -> dict[str, Tensor]:
+    """A CTRL checkpoint's tensors for this file's modules: the same names; a tied head holds the table's values.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key, or naming an untied head.
+    """
+    return map_language_model_state_dict(
+        state_dict, expected, "CTRL", table="transformer.w.weight", tied=tied, dropped=(".pos_encoding",)
+    )
+
+
+@register("CTRLModel", "CTRLLMHeadModel")
+def ctrl_from_hf(hf_model: nn.Module) -> CTRLModel | CTRLLMHeadModel:
+    """The package's CTRL with the config and weights of a ``transformers`` ``CTRLModel`` or ``CTRLLMHeadModel``.
+
+    Returns:
+        A :class:`CTRLLMHeadModel` for a model with a head, else a :class:`CTRLModel`, in evaluation mode.
+    """
+    cls = CTRLLMHeadModel if hasattr(hf_model, "lm_head") else CTRLModel
+    model = cls(hf_model.config)
+    tied = bool(hf_model.config.tie_word_embeddings)
+    model.load_state_dict(map_ctrl_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
+    return model.eval()

@@ -1,0 +1,234 @@
+r"""GPT-Neo: GPT-3's alternating dense and local layers, with separate projections and unscaled scores.
+
+GPT-Neo (Black et al., 2021, EleutherAI) is an open replication of the
+GPT-3 architecture (:mod:`~literate_transformer.models.gpt3`): GPT-2's
+pre-LN blocks, and layers that alternate between *global* attention (every
+earlier token) and *local* attention (the last ``window_size`` tokens).
+``transformers``' ``modeling_gpt_neo.py`` differs from GPT-3 as this file
+builds it in the modules, not in the idea:
+
+=============================================  ==========================================================
+GPT-Neo changes from GPT-3                     here
+=============================================  ==========================================================
+scores **not** divided by :math:`\sqrt{D}`     :class:`GPTNeoSelfAttention` (``scale=1``): ``_attn`` computes
+                                               ``torch.matmul(query, key.transpose(-1, -2))`` and adds the
+                                               mask, with no division
+``q_proj``, ``k_proj``, ``v_proj`` (no bias),  :class:`GPTNeoSelfAttention`, inside an ``attn.attention``
+``out_proj`` (with one)                        wrapper (HF's names: ``h.0.attn.attention.q_proj``)
+``nn.Linear`` layers in the MLP                :class:`GPTNeoMLP` (weights stored ``(out, in)``, unlike ``Conv1D``)
+the config's names                             ``num_heads``, ``num_layers``, ``intermediate_size``,
+                                               ``attention_types``, ``resid_dropout``, ...
+=============================================  ==========================================================
+
+Without the :math:`1/\sqrt{D}` the scores are :math:`\sqrt{D}` times larger
+for the same weights, and the softmax correspondingly sharper; a trained
+GPT-Neo has simply learned query and key projections that are smaller by
+that factor, so the model is the same family of functions.  (HuggingFace
+also computes these scores in float32 whatever the model's dtype; this file
+computes them in the model's dtype, which the float32 tests cannot tell
+apart.)  The local layers' band is GPT-3's mask, counted over the positions
+of the sequence as ``transformers`` counts them: the buffer ``bias`` of a
+local ``GPTNeoSelfAttention`` is ``tril(ones) ^ tril(ones, -window_size)``,
+which tests compare with the package's band.
+
+>>> import torch
+>>> from transformers import GPTNeoConfig
+>>> config = GPTNeoConfig(vocab_size=40, hidden_size=24, num_layers=2, num_heads=3,
+...                       attention_types=[[["global", "local"], 1]], window_size=2, max_position_embeddings=16)
+>>> model = GPTNeoForCausalLM(config).eval()
+>>> [block.attention_type for block in model.transformer.h], model.transformer.h[0].attn.attention.scale
+(['global', 'local'], 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import Tensor, nn
+
+from ..core.activations import get_activation
+from ..core.outputs import AttentionOutput
+from ..parts.attention import Attention
+from ..parts.heads import tie_weights
+from ..parts.norms import make_norm
+from ..parts.positions import LearnedPositionalEmbedding
+from .gpt2 import GPT2MLP
+from .gpt3 import GPT3Block, GPT3LMHeadModel, GPT3Model, check_attention_layers
+from .openai_gpt import check_activation, check_heads
+from .registry import map_language_model_state_dict, register
+
+__all__ = [
+    "check_gpt_neo_config",
+    "GPTNeoSelfAttention",
+    "GPTNeoAttention",
+    "GPTNeoMLP",
+    "GPTNeoBlock",
+    "GPTNeoModel",
+    "GPTNeoForCausalLM",
+    "map_gpt_neo_state_dict",
+    "gpt_neo_from_hf",
+]
+
+
+def check_gpt_neo_config(config: Any) -> Any:
+    """A ``transformers`` :class:`~transformers.GPTNeoConfig`, checked once, before anything is built.
+
+    Raises:
+        TypeError: for a config that is not GPT-Neo's.
+        ValueError: for heads that do not divide ``hidden_size``, an unknown activation, or attention layers
+            that do not fit the model.
+    """
+    if getattr(config, "model_type", None) != "gpt_neo":
+        raise TypeError(f"config must be a transformers GPTNeoConfig, got {type(config).__name__}")
+    check_heads(config, "hidden_size", "num_heads")
+    check_activation(config.activation_function, "GPTNeoConfig.activation_function")
+    check_attention_layers(config, "GPTNeoConfig")
+    return config
+
+
+class GPTNeoSelfAttention(Attention):
+    """Causal self-attention, global or local, with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``; scores unscaled.
+
+    Args:
+        config: The GPT-Neo config.
+        attention_type: ``"global"`` or ``"local"`` (which mask the block hands it).
+    """
+
+    def __init__(self, config: Any, attention_type: str = "global") -> None:
+        width, heads = config.hidden_size, config.num_attention_heads
+        # scale=1: GPT-Neo does not divide its scores by sqrt(D).
+        super().__init__(config, heads, width // heads, dropout=float(config.attention_dropout), scale=1.0)
+        self.attention_type = attention_type
+        self.k_proj = nn.Linear(width, width, bias=False)
+        self.v_proj = nn.Linear(width, width, bias=False)
+        self.q_proj = nn.Linear(width, width, bias=False)
+        self.out_proj = nn.Linear(width, width, bias=True)
+        self.resid_dropout = nn.Dropout(float(config.resid_dropout))
+
+    def project_query(self, hidden_states: Tensor) -> Tensor:
+        """Every head's queries, ``(B, T, E)``."""
+        return self.q_proj(hidden_states)
+
+    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
+        """Every head's keys and values, ``(B, S, E)`` each."""
+        return self.k_proj(states), self.v_proj(states)
+
+    def output(self, context: Tensor) -> Tensor:
+        """:math:`W^O` (``out_proj``), then dropout."""
+        return self.resid_dropout(self.out_proj(context))
+
+
+class GPTNeoAttention(nn.Module):
+    """HuggingFace's wrapper around the attention (so the weights are ``attn.attention.q_proj``, ...).
+
+    Args:
+        config: The GPT-Neo config.
+        layer_id: The block's index (its kind is ``config.attention_layers[layer_id]``).
+    """
+
+    def __init__(self, config: Any, layer_id: int = 0) -> None:
+        super().__init__()
+        self.attention = GPTNeoSelfAttention(config, config.attention_layers[layer_id])
+
+    def forward(self, hidden_states: Tensor, **kwargs: Any) -> AttentionOutput:
+        """The wrapped :class:`GPTNeoSelfAttention`."""
+        return self.attention(hidden_states, **kwargs)
+
+
+class GPTNeoMLP(GPT2MLP):
+    """GPT-2's feed-forward network with ``nn.Linear`` layers (``c_fc``, ``c_proj``).
+
+    Args:
+        intermediate_size: ``F`` (``intermediate_size``, by default :math:`4E`).
+        config: The GPT-Neo config.
+    """
+
+    def __init__(self, intermediate_size: int, config: Any) -> None:
+        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-2's __init__ is not run)
+        self.c_fc = nn.Linear(config.hidden_size, intermediate_size)
+        self.c_proj = nn.Linear(intermediate_size, config.hidden_size)
+        self.act = get_activation(self.activation_name(config))
+        self.dropout = nn.Dropout(float(config.resid_dropout))
+
+
+class GPTNeoBlock(GPT3Block):
+    """GPT-3's block, global or local, with GPT-Neo's modules.
+
+    Args:
+        config: The GPT-Neo config.
+        layer_id: The block's index.
+    """
+
+    def __init__(self, config: Any, layer_id: int = 0) -> None:
+        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-3's __init__ is not run)
+        inner_dim = config.intermediate_size if config.intermediate_size is not None else 4 * config.hidden_size
+        self.ln_1 = make_norm(config.hidden_size, config.layer_norm_epsilon)
+        self.attn = GPTNeoAttention(config, layer_id)
+        self.ln_2 = make_norm(config.hidden_size, config.layer_norm_epsilon)
+        self.mlp = GPTNeoMLP(inner_dim, config)
+        self.attention_type = config.attention_layers[layer_id]
+
+
+class GPTNeoModel(GPT3Model):
+    """GPT-Neo's stack: ``wte`` + ``wpe``, the blocks ``h``, ``ln_f``; GPT-3's masks, GPT-2's forward.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.GPTNeoConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-3's __init__ is not run)
+        self.config = check_gpt_neo_config(config)
+        self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.wpe = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
+        self.drop = nn.Dropout(float(config.embed_dropout))
+        self.h = nn.ModuleList(GPTNeoBlock(config, layer_id=index) for index in range(config.num_hidden_layers))
+        self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
+
+
+class GPTNeoForCausalLM(GPT3LMHeadModel):
+    """GPT-Neo with its language-model head (the token table ``wte``, as the config ties it).
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.GPTNeoConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-3's __init__ is not run)
+        self.transformer = GPTNeoModel(config)
+        self.config = self.transformer.config
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            tie_weights(self.lm_head, self.transformer.wte)
+
+
+#: Buffers older releases saved: each attention's constant mask and the value that filled it.
+GPT_NEO_DROPPED_BUFFERS = (".attn.attention.bias", ".attn.attention.masked_bias")
+
+
+def map_gpt_neo_state_dict(
+    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
+) -> dict[str, Tensor]:
+    """A GPT-Neo checkpoint's tensors for this file's modules: the same names, less the constant mask buffers.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key, or naming an untied head.
+    """
+    return map_language_model_state_dict(
+        state_dict, expected, "GPT-Neo", table="transformer.wte.weight", tied=tied, dropped=GPT_NEO_DROPPED_BUFFERS
+    )
+
+
+@register("GPTNeoModel", "GPTNeoForCausalLM")
+def gpt_neo_from_hf(hf_model: nn.Module) -> GPTNeoModel | GPTNeoForCausalLM:
+    """The package's GPT-Neo with the config and weights of a ``transformers`` ``GPTNeoModel`` or ``GPTNeoForCausalLM``.
+
+    Returns:
+        A :class:`GPTNeoForCausalLM` for a model with a head, else a :class:`GPTNeoModel`, in evaluation mode.
+    """
+    cls = GPTNeoForCausalLM if hasattr(hf_model, "lm_head") else GPTNeoModel
+    model = cls(hf_model.config)
+    tied = bool(hf_model.config.tie_word_embeddings)
+    model.load_state_dict(map_gpt_neo_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
+    return model.eval()

@@ -1,0 +1,262 @@
+r"""GPT-J: rotary positions on part of each head, and attention and MLP side by side in every block.
+
+GPT-J-6B (Wang and Komatsuzaki, 2021, EleutherAI) keeps GPT-Neo's
+projections (:mod:`~literate_transformer.models.gpt_neo`) and changes how
+positions reach attention and how a block is wired:
+
+* **No position table.**  Nothing is added to the token vectors; instead
+  every attention layer turns the first ``rotary_dim`` features of each
+  head's queries and keys by an angle that grows with the position
+  (:mod:`~literate_transformer.parts.rotary`), GPT-J's way: neighbouring
+  features form the pairs (``rotate_every_two``).  The other
+  :math:`D - \text{rotary\_dim}` features of a head carry no position at
+  all.  The angles are computed once per forward (:meth:`GPTJModel.layer_inputs`)
+  and read by every block.
+* **One layer norm, two sub-layers in parallel.**  Attention and the MLP
+  both read the same normalised input, and both outputs join the residual
+  stream at once:
+
+  .. math::
+
+      h \leftarrow h + \operatorname{Attn}(\operatorname{LN} h) + \operatorname{MLP}(\operatorname{LN} h),
+
+  one layer norm per block instead of two, and the two sub-layers can run
+  at the same time.
+* Dense attention in every layer (no local layers), scores scaled by
+  :math:`1/\sqrt{D}` again, no bias on any projection, an MLP named
+  ``fc_in``/``fc_out``, and a head with a bias, not tied by default.
+
+>>> import torch
+>>> from transformers import GPTJConfig
+>>> config = GPTJConfig(vocab_size=40, n_embd=24, n_layer=2, n_head=3, rotary_dim=4, n_positions=16)
+>>> model = GPTJForCausalLM(config).eval()
+>>> model(torch.tensor([[5, 6, 7]])).logits.shape                     # (B, T, V)
+torch.Size([1, 3, 40])
+>>> hasattr(model.transformer, "wpe"), model.transformer.rotary_emb
+(False, RotaryEmbedding(dim=4, interleaved=True))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..core.activations import get_activation
+from ..core.masks import build_attention_mask
+from ..core.outputs import LayerCache, LayerOutput
+from ..parts.attention import Attention
+from ..parts.feed_forward import feed_forward
+from ..parts.heads import tie_weights
+from ..parts.norms import make_norm
+from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
+from .gpt_neo import GPTNeoForCausalLM, GPTNeoModel, GPTNeoSelfAttention
+from .openai_gpt import check_activation, check_heads
+from .registry import map_language_model_state_dict, register
+
+__all__ = [
+    "check_gptj_config",
+    "GPTJAttention",
+    "GPTJMLP",
+    "GPTJBlock",
+    "GPTJModel",
+    "GPTJForCausalLM",
+    "map_gptj_state_dict",
+    "gptj_from_hf",
+]
+
+
+def check_gptj_config(config: Any) -> Any:
+    """A ``transformers`` :class:`~transformers.GPTJConfig`, checked once, before anything is built.
+
+    Raises:
+        TypeError: for a config that is not GPT-J's.
+        ValueError: for heads that do not divide ``n_embd``, an unknown activation, or a ``rotary_dim`` that is
+            not an even number of features at most a head's.
+    """
+    if getattr(config, "model_type", None) != "gptj":
+        raise TypeError(f"config must be a transformers GPTJConfig, got {type(config).__name__}")
+    check_heads(config)
+    check_activation(config.activation_function, "GPTJConfig.activation_function")
+    head_size = config.hidden_size // config.num_attention_heads
+    rotary_dim = config.rotary_dim
+    if (
+        not isinstance(rotary_dim, int)
+        or isinstance(rotary_dim, bool)
+        or rotary_dim % 2
+        or not 0 < rotary_dim <= head_size
+    ):
+        raise ValueError(
+            f"GPTJConfig.rotary_dim={rotary_dim!r} must be an even number of features, at most a head's {head_size}"
+        )
+    return config
+
+
+class GPTJAttention(GPTNeoSelfAttention):
+    """GPT-Neo's projections without biases, scores scaled by :math:`1/\\sqrt{D}`, queries and keys turned.
+
+    Args:
+        config: The GPT-J config.
+        layer_idx: The block's index.
+    """
+
+    def __init__(self, config: Any, layer_idx: int = 0) -> None:
+        width, heads = config.hidden_size, config.num_attention_heads
+        # GPT-J scales its scores by 1/sqrt(D) (the default), where GPT-Neo does not.
+        Attention.__init__(self, config, heads, width // heads, dropout=config.attn_pdrop)
+        self.k_proj = nn.Linear(width, width, bias=False)
+        self.v_proj = nn.Linear(width, width, bias=False)
+        self.q_proj = nn.Linear(width, width, bias=False)
+        self.out_proj = nn.Linear(width, width, bias=False)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+
+    def position(self, query: Tensor, key: Tensor, position_embeddings: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """Turn each head's first ``rotary_dim`` features by the tokens' angles, in pairs of neighbours."""
+        return rotate_queries_and_keys(query, key, position_embeddings, interleaved=True)
+
+
+class GPTJMLP(nn.Module):
+    """The feed-forward network, ``fc_in`` (E -> F), the activation, ``fc_out`` (F -> E), dropout.
+
+    Args:
+        intermediate_size: ``F`` (``n_inner``, by default :math:`4E`).
+        config: The GPT-J config.
+    """
+
+    def __init__(self, intermediate_size: int, config: Any) -> None:
+        super().__init__()
+        self.fc_in = nn.Linear(config.hidden_size, intermediate_size)
+        self.fc_out = nn.Linear(intermediate_size, config.hidden_size)
+        self.act = get_activation(config.activation_function)
+        self.dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, E)``, the plain feed-forward network."""
+        return feed_forward(hidden_states, self.fc_in, self.fc_out, self.act, self.dropout)
+
+
+class GPTJBlock(nn.Module):
+    r"""One parallel block: :math:`x + \operatorname{Attn}(\operatorname{LN} x) + \operatorname{MLP}(\operatorname{LN} x)`.
+
+    Args:
+        config: The GPT-J config.
+        layer_idx: The block's index.
+    """
+
+    def __init__(self, config: Any, layer_idx: int = 0) -> None:
+        super().__init__()
+        inner_dim = config.n_inner if config.n_inner is not None else 4 * config.hidden_size
+        self.ln_1 = make_norm(config.hidden_size, config.layer_norm_epsilon)
+        self.attn = GPTJAttention(config, layer_idx)
+        self.mlp = GPTJMLP(inner_dim, config)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        position_embeddings: tuple[Tensor, Tensor],
+        past_key_value: LayerCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> LayerOutput:
+        """Run the block; ``position_embeddings`` are the tokens' ``(cos, sin)`` (:meth:`GPTJModel.layer_inputs`)."""
+        # 1) One layer norm, read by both sub-layers.
+        normalised = self.ln_1(hidden_states)
+        attention = self.attn(
+            normalised,
+            attention_mask=attention_mask,
+            past_key_value=None if past_key_value is None else past_key_value.self_attention,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            position_embeddings=position_embeddings,
+        )
+        feed_forward_output = self.mlp(normalised)
+        # 2) Both outputs join the residual stream at once.
+        hidden_states = attention.hidden_states + feed_forward_output + hidden_states
+        cache = LayerCache(attention.past_key_value) if use_cache else None
+        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
+
+
+class GPTJModel(GPTNeoModel):
+    """GPT-J's stack: ``wte`` (no position table), the blocks ``h``, ``ln_f``; GPT's forward, rotary angles for all.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.GPTJConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        nn.Module.__init__(self)  # GPT-J's own modules (GPT-Neo's __init__ is not run)
+        self.config = check_gptj_config(config)
+        self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.h = nn.ModuleList(GPTJBlock(config, layer_idx=index) for index in range(config.num_hidden_layers))
+        self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
+        #: The angles' frequencies, a buffer that is not saved; GPT-J's pairs are neighbouring features.
+        self.rotary_emb = RotaryEmbedding(config.rotary_dim, interleaved=True)
+
+    def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
+        """The first block's input: the token vectors alone (positions enter inside attention), dropped out."""
+        return self.drop(self.wte(input_ids))
+
+    def attention_masks(
+        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
+    ) -> Tensor:
+        """The causal mask with the padding, for every block (GPT-J has no local layers)."""
+        return build_attention_mask(
+            attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
+        )
+
+    def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
+        """The tokens' rotary angles as ``(cos, sin)``, computed once for every block."""
+        return {"position_embeddings": self.rotary_emb(position_ids)}
+
+
+class GPTJForCausalLM(GPTNeoForCausalLM):
+    """GPT-J with its language-model head: ``E -> V`` with a bias, tied to ``wte`` only if the config says so.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.GPTJConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        nn.Module.__init__(self)  # GPT-J's own modules (GPT-Neo's __init__ is not run)
+        self.transformer = GPTJModel(config)
+        self.config = self.transformer.config
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
+        if config.tie_word_embeddings:
+            tie_weights(self.lm_head, self.transformer.wte)
+
+
+#: Buffers older releases saved: the constant causal mask, the value that filled it, and the table of angles.
+GPTJ_DROPPED_BUFFERS = (".attn.bias", ".attn.masked_bias", ".attn.embed_positions")
+
+
+def map_gptj_state_dict(
+    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = False
+) -> dict[str, Tensor]:
+    """A GPT-J checkpoint's tensors for this file's modules: the same names, less the constant buffers.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key, or naming a head that the config
+            ties but that is not the table.
+    """
+    return map_language_model_state_dict(
+        state_dict, expected, "GPT-J", table="transformer.wte.weight", tied=tied, dropped=GPTJ_DROPPED_BUFFERS
+    )
+
+
+@register("GPTJModel", "GPTJForCausalLM")
+def gptj_from_hf(hf_model: nn.Module) -> GPTJModel | GPTJForCausalLM:
+    """The package's GPT-J with the config and weights of a ``transformers`` ``GPTJModel`` or ``GPTJForCausalLM``.
+
+    Returns:
+        A :class:`GPTJForCausalLM` for a model with a head, else a :class:`GPTJModel`, in evaluation mode.
+    """
+    cls = GPTJForCausalLM if hasattr(hf_model, "lm_head") else GPTJModel
+    model = cls(hf_model.config)
+    tied = bool(hf_model.config.tie_word_embeddings)
+    model.load_state_dict(map_gptj_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
+    return model.eval()

@@ -1,0 +1,538 @@
+r"""Llama: RMS norms, rotary positions on whole heads, a SwiGLU network, and grouped-query attention.
+
+Llama (Touvron et al., 2023, "LLaMA: Open and Efficient Foundation Language
+Models", arXiv:2302.13971, §2.2) is a pre-LN decoder like GPT-2
+(:mod:`~literate_transformer.models.gpt2`) assembled from parts that later
+decoders all took:
+
+* **RMS norms** (:class:`~literate_transformer.parts.norms.RMSNorm`) instead
+  of layer norms: each sub-layer's input, and the stack's output, divided by
+  its root mean square, with a learned gain and no bias;
+* **rotary positions** (:mod:`~literate_transformer.parts.rotary`) on every
+  feature of every head, Llama's way (the two halves of a head form the
+  pairs, ``rotate_half``), and no position table at all;
+* a **SwiGLU** feed-forward network
+  (:class:`~literate_transformer.parts.feed_forward.GatedFeedForward`,
+  :math:`(\operatorname{SiLU}(x W_\text{gate}) \odot x W_\text{up}) W_\text{down}`);
+* **no biases**, unless the config asks (``attention_bias``, ``mlp_bias``).
+
+Llama 2 (Touvron et al., 2023, arXiv:2307.09288, §2.2) added
+**grouped-query attention** to its largest model, and Llama 3 to all: the
+:math:`H` query heads share :math:`K < H` key/value heads, in groups of
+:math:`H / K` (``num_key_value_heads``), so that the cache a model keeps per
+token is :math:`H/K` times smaller.  The shared
+:class:`~literate_transformer.parts.attention.Attention` repeats each key
+and value head for its group (:func:`~literate_transformer.parts.heads.repeat_kv`).
+
+.. math::
+
+    h \leftarrow h + \operatorname{Attn}\big(\operatorname{RMS}_1 h;\ R_m\big), \qquad
+    h \leftarrow h + \operatorname{SwiGLU}\big(\operatorname{RMS}_2 h\big), \qquad
+    \text{logits} = \operatorname{RMS}_f\big(h^{(L)}\big) W_\text{head}^\top .
+
+Under HuggingFace's names (``model.embed_tokens``,
+``model.layers.0.self_attn.q_proj``, ``model.layers.0.mlp.gate_proj``,
+``model.layers.0.input_layernorm``, ``model.norm``, ``lm_head``) a
+``transformers`` Llama's weights load by name.  Llama's descendants read the
+same config fields, so a family built on Llama (Qwen3, Mistral) names the
+classes it swaps (``attention_class``, ``mlp_class``, ``layer_class``,
+``model_class``) and writes only what they change.
+
+Rotary scaling
+--------------
+``rope_scaling`` (``rope_parameters`` in ``transformers`` 5) may stretch the
+rotations for longer contexts.  This file builds the original rotations
+(``None`` or ``rope_type: "default"``) and Llama 3.1's (``"llama3"``,
+:func:`~literate_transformer.parts.rotary.llama3_inverse_frequencies`), and
+refuses the other kinds with a ValueError that names the field.
+
+>>> import torch
+>>> from transformers import LlamaConfig
+>>> config = LlamaConfig(vocab_size=40, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+...                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16)
+>>> model = LlamaForCausalLM(config).eval()
+>>> output = model(torch.tensor([[5, 6, 7]]), use_cache=True)
+>>> output.logits.shape, output.past_key_values[0].self_attention[0].shape   # (B, T, V); keys (B, K, S, D)
+(torch.Size([1, 3, 40]), torch.Size([1, 2, 3, 6]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..book.decoding import GenerationMixin
+from ..core.activations import ACTIVATIONS
+from ..core.masks import build_attention_mask
+from ..core.outputs import LayerCache, LayerOutput, ModelOutput
+from ..core.residual import add_and_norm, sublayer_input
+from ..core.validation import (
+    Arguments,
+    check_attention_mask,
+    check_input_ids,
+    check_labels,
+    check_past_key_values,
+    check_tensor,
+    validate_with,
+)
+from ..parts.attention import Attention
+from ..parts.feed_forward import GatedFeedForward
+from ..parts.heads import causal_lm_loss, tie_weights
+from ..parts.norms import make_norm
+from ..parts.positions import position_ids as positions_of
+from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
+from ..parts.stack import run_layers
+from .registry import map_language_model_state_dict, register
+
+__all__ = [
+    "ROPE_TYPES",
+    "rope_parameters",
+    "head_dim_of",
+    "key_value_heads_of",
+    "rotary_inverse_frequencies",
+    "kv_cache_bytes_per_token",
+    "check_llama_config",
+    "LlamaAttention",
+    "LlamaMLP",
+    "LlamaDecoderLayer",
+    "LlamaModel",
+    "LlamaForCausalLM",
+    "map_llama_state_dict",
+    "llama_from_hf",
+]
+
+#: The kinds of ``rope_scaling`` this package builds.
+ROPE_TYPES = ("default", "llama3")
+
+
+def rope_parameters(config: Any) -> dict[str, Any]:
+    """The config's rotary parameters as one dict: ``rope_type``, ``rope_theta`` and the scaling's own fields.
+
+    ``transformers`` 5 keeps them in ``rope_parameters``; 4.x in
+    ``rope_theta`` and ``rope_scaling`` (whose kind is ``rope_type``, or
+    ``type`` in older configs).
+    """
+    parameters = getattr(config, "rope_parameters", None)
+    if parameters is None:
+        scaling = getattr(config, "rope_scaling", None) or {}
+        parameters = {"rope_theta": getattr(config, "rope_theta", 10000.0), **scaling}
+    parameters = dict(parameters)
+    parameters.setdefault("rope_type", parameters.get("type", "default"))
+    return parameters
+
+
+def head_dim_of(config: Any) -> int:
+    """``D``: the config's ``head_dim``, or the hidden size shared by the heads."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def key_value_heads_of(config: Any) -> int:
+    """``K``: the config's ``num_key_value_heads``, or one per query head (multi-head attention)."""
+    return getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+
+
+def rotary_inverse_frequencies(config: Any) -> Tensor:
+    """The frequencies of a head's pairs: ``rope_theta``'s, scaled as ``rope_scaling`` says (Llama 3.1's)."""
+    parameters = rope_parameters(config)
+    inv_freq = inverse_frequencies(head_dim_of(config), parameters["rope_theta"])
+    if parameters["rope_type"] == "llama3":
+        inv_freq = llama3_inverse_frequencies(
+            inv_freq,
+            parameters["factor"],
+            parameters["low_freq_factor"],
+            parameters["high_freq_factor"],
+            parameters["original_max_position_embeddings"],
+        )
+    return inv_freq
+
+
+def kv_cache_bytes_per_token(config: Any, bytes_per_number: int = 2) -> int:
+    r"""What generation keeps per token of context: a key and a value of ``D`` numbers, per key/value head, per layer.
+
+    .. math::
+
+        2 \cdot L \cdot K \cdot D \cdot \text{bytes per number}
+
+    With grouped-query attention (:math:`K < H`) the cache is :math:`H / K`
+    times smaller than with one key/value head per query head.
+
+    Args:
+        config: A Llama-like config (``num_hidden_layers``, ``num_key_value_heads``, ``head_dim``).
+        bytes_per_number: 2 for float16 and bfloat16 (the dtype checkpoints are released in), 4 for float32.
+    """
+    return 2 * config.num_hidden_layers * key_value_heads_of(config) * head_dim_of(config) * bytes_per_number
+
+
+def check_llama_config(config: Any, model_type: str = "llama", name: str = "LlamaConfig") -> Any:
+    """A ``transformers`` :class:`~transformers.LlamaConfig` (or a descendant's), checked once, before anything is built.
+
+    Args:
+        config: The config.
+        model_type: The ``model_type`` expected.
+        name: The config class's name, for the messages.
+
+    Raises:
+        TypeError: for another config.
+        ValueError: for query heads that do not divide into groups of key/value heads, heads that do not divide
+            the hidden size (without ``head_dim``), an odd head size, an unknown activation, or a
+            ``rope_scaling`` this package does not build.
+    """
+    if getattr(config, "model_type", None) != model_type:
+        raise TypeError(f"config must be a transformers {name}, got {type(config).__name__}")
+    heads, kv_heads = config.num_attention_heads, key_value_heads_of(config)
+    if heads < 1 or kv_heads < 1 or heads % kv_heads:
+        raise ValueError(
+            f"{name}.num_attention_heads ({heads}) must be divisible by num_key_value_heads ({kv_heads}): "
+            "each key/value head serves a group of query heads"
+        )
+    if not getattr(config, "head_dim", None) and config.hidden_size % heads:
+        raise ValueError(f"hidden_size ({config.hidden_size}) must be divisible by num_attention_heads ({heads})")
+    if head_dim_of(config) % 2:
+        raise ValueError(f"{name}.head_dim ({head_dim_of(config)}) must be even: rotary positions turn pairs")
+    if config.hidden_act not in ACTIVATIONS:
+        raise ValueError(f"{name}.hidden_act={config.hidden_act!r} is not supported (one of {sorted(ACTIVATIONS)})")
+    parameters = rope_parameters(config)
+    if parameters["rope_type"] not in ROPE_TYPES:
+        raise ValueError(
+            f"{name}.rope_scaling={parameters!r} is not supported: rope_type {parameters['rope_type']!r} "
+            f"(only None, 'default' and 'llama3')"
+        )
+    if parameters.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(
+            f"{name}.rope_scaling partial_rotary_factor={parameters['partial_rotary_factor']!r} is not supported "
+            "(Llama turns every feature of a head)"
+        )
+    return config
+
+
+class LlamaAttention(Attention):
+    """Grouped-query attention: ``q_proj`` for ``H`` heads, ``k_proj`` and ``v_proj`` for ``K``, ``o_proj``; rotary positions.
+
+    Args:
+        config: The Llama config.
+        layer_idx: The layer's index.
+    """
+
+    def __init__(self, config: Any, layer_idx: int = 0) -> None:
+        heads, kv_heads, head_dim = config.num_attention_heads, key_value_heads_of(config), head_dim_of(config)
+        super().__init__(config, heads, head_dim, num_key_value_heads=kv_heads, dropout=config.attention_dropout)
+        bias = self.bias(config)
+        self.q_proj = nn.Linear(config.hidden_size, heads * head_dim, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, kv_heads * head_dim, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, kv_heads * head_dim, bias=bias)
+        self.o_proj = nn.Linear(heads * head_dim, config.hidden_size, bias=bias)
+
+    @staticmethod
+    def bias(config: Any) -> bool:
+        """Biases on the four projections: as ``attention_bias`` says (none in Llama's own models)."""
+        return config.attention_bias
+
+    def project_query(self, hidden_states: Tensor) -> Tensor:
+        """Every query head's queries, ``(B, T, H D)``."""
+        return self.q_proj(hidden_states)
+
+    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
+        """Every key/value head's keys and values, ``(B, S, K D)`` each."""
+        return self.k_proj(states), self.v_proj(states)
+
+    def position(self, query: Tensor, key: Tensor, position_embeddings: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """Turn every head's queries and keys by the tokens' angles (pairs: the two halves of a head)."""
+        return rotate_queries_and_keys(query, key, position_embeddings)
+
+    def output(self, context: Tensor) -> Tensor:
+        """:math:`W^O` (``o_proj``)."""
+        return self.o_proj(context)
+
+
+class LlamaMLP(GatedFeedForward):
+    """The SwiGLU network under Llama's names (``gate_proj``, ``up_proj``, ``down_proj``).
+
+    Args:
+        config: The Llama config.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config.hidden_size, config.intermediate_size, config.hidden_act, bias=self.bias(config))
+
+    @staticmethod
+    def bias(config: Any) -> bool:
+        """Biases on the three layers: as ``mlp_bias`` says (none in Llama's own models)."""
+        return config.mlp_bias
+
+
+class LlamaDecoderLayer(nn.Module):
+    r"""One pre-RMS-norm layer: :math:`x + \operatorname{Attn}(\operatorname{RMS}_1 x)`, then :math:`x + \operatorname{MLP}(\operatorname{RMS}_2 x)`.
+
+    Args:
+        config: The Llama config.
+        layer_idx: The layer's index.
+    """
+
+    #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-norm.
+    norm_first = True
+    #: The attention a family's layer builds.
+    attention_class: type[nn.Module] = LlamaAttention
+    #: The feed-forward network a family's layer builds.
+    mlp_class: type[nn.Module] = LlamaMLP
+
+    def __init__(self, config: Any, layer_idx: int = 0) -> None:
+        super().__init__()
+        self.self_attn = self.attention_class(config, layer_idx)
+        self.mlp = self.mlp_class(config)
+        self.input_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
+        self.post_attention_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        position_embeddings: tuple[Tensor, Tensor],
+        past_key_value: LayerCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> LayerOutput:
+        """Run the layer; ``position_embeddings`` are the tokens' ``(cos, sin)``, the rest as GPT's blocks take them."""
+        # 1) Grouped-query self-attention reads RMS_1(x), turns its queries and keys, and joins the residual stream.
+        attention = self.self_attn(
+            sublayer_input(hidden_states, self.input_layernorm, norm_first=self.norm_first),
+            attention_mask=attention_mask,
+            past_key_value=None if past_key_value is None else past_key_value.self_attention,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            position_embeddings=position_embeddings,
+        )
+        hidden_states = add_and_norm(hidden_states, attention.hidden_states, self.input_layernorm, self.norm_first)
+        # 2) The SwiGLU network reads RMS_2(x), the same way.
+        feed_forward_output = self.mlp(sublayer_input(hidden_states, self.post_attention_layernorm, self.norm_first))
+        hidden_states = add_and_norm(hidden_states, feed_forward_output, self.post_attention_layernorm, self.norm_first)
+        cache = LayerCache(attention.past_key_value) if use_cache else None
+        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
+
+
+def _check_position_ids(position_ids: object, batch_size: int, length: int) -> None:
+    position_ids = check_tensor(position_ids, "position_ids", ndim=2, dtypes=("int",))
+    if position_ids.shape[0] not in (1, batch_size) or position_ids.shape[1] != length:
+        raise ValueError(
+            f"position_ids must have shape ({batch_size}, {length}) or (1, {length}), got {tuple(position_ids.shape)}"
+        )
+    if position_ids.numel() and int(position_ids.min()) < 0:
+        raise ValueError("position_ids must be non-negative")
+
+
+def check_llama_inputs(model: LlamaModel, args: Arguments) -> None:
+    """A Llama stack's inputs: ids of the vocabulary, a cache of its ``K`` heads of ``D``, masks and positions that fit.
+
+    Rotary positions have no table to run past, so any length is accepted (as ``transformers`` accepts it).
+    """
+    config = model.config
+    input_ids = check_input_ids(args.input_ids, config.vocab_size)
+    batch_size, length = input_ids.shape
+    past_length = check_past_key_values(
+        args.past_key_values,
+        num_layers=len(model.layers),
+        batch_size=batch_size,
+        num_heads=key_value_heads_of(config),
+        head_size=head_dim_of(config),
+    )
+    if args.attention_mask is not None:
+        check_attention_mask(args.attention_mask, batch_size, past_length + length)
+    if args.position_ids is not None:
+        _check_position_ids(args.position_ids, batch_size, length)
+
+
+class LlamaModel(nn.Module):
+    """Llama's stack: ``embed_tokens``, the ``layers``, the final RMS ``norm``, and the rotary angles.
+
+    Its forward takes HuggingFace's ``input_ids``, ``attention_mask``,
+    ``position_ids`` and ``past_key_values`` in that order; the rest go by name.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.LlamaConfig`.
+    """
+
+    #: The config check of the family.
+    check_config = staticmethod(check_llama_config)
+    #: The layer a family's stack builds.
+    layer_class: type[nn.Module] = LlamaDecoderLayer
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = self.check_config(config)
+        padding_idx = config.pad_token_id
+        if not (isinstance(padding_idx, int) and 0 <= padding_idx < config.vocab_size):
+            padding_idx = None
+        #: The token table (V x E); the padding id's row gets no gradient, as in HuggingFace's.
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=padding_idx)
+        self.layers = nn.ModuleList(self.layer_class(config, index) for index in range(config.num_hidden_layers))
+        self.norm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
+        #: The frequencies of the rotations (a buffer, not saved), as ``rope_scaling`` says.
+        self.rotary_emb = RotaryEmbedding(head_dim_of(config), inv_freq=rotary_inverse_frequencies(config))
+
+    def attention_masks(
+        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
+    ) -> Tensor:
+        """The causal mask with the padding, built once, in the additive form every layer adds to its scores."""
+        return build_attention_mask(
+            attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
+        )
+
+    @validate_with(check_llama_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        past_key_values: tuple[LayerCache, ...] | None = None,
+        *,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """Contextual vectors for every position.
+
+        Args:
+            input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
+            attention_mask: ``(B, past + T)``, 1 for real tokens, 0 for padding.
+            position_ids: ``(B, T)`` or ``(1, T)``; by default each real token's
+                position counts the real tokens before it.
+            past_key_values: The cache returned by the previous call (``K`` heads per layer).
+            use_cache: Return ``past_key_values``.
+            output_attentions: Return every layer's ``(B, H, T, S)`` probabilities.
+            output_hidden_states: Return the embeddings and every layer's output (the last after ``norm``).
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput`.
+        """
+        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
+        length = input_ids.shape[1]
+        if position_ids is None:
+            # A token's position counts the real tokens before it (one rule, parts.positions.position_ids).
+            position_ids = positions_of(attention_mask, length, past_length, device=input_ids.device)
+        # 1) The token vectors alone: positions enter inside attention, as rotations.
+        embedding_output = self.embed_tokens(input_ids)  # (B, T, E)
+        masks = self.attention_masks(attention_mask, length, past_length, embedding_output.dtype, input_ids.device)
+        # 2) Every token's angles, as (cos, sin), computed once for all the layers.
+        position_embeddings = self.rotary_emb(position_ids)
+        # 3) The layers.
+        hidden_states, layer_outputs = run_layers(
+            self.layers,
+            embedding_output,
+            masks,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            position_embeddings=position_embeddings,
+        )
+        # 4) The final RMS norm.
+        hidden_states = self.norm(hidden_states)
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
+
+
+def check_llama_lm_inputs(model: LlamaForCausalLM, args: Arguments) -> None:
+    """The stack's inputs (:func:`check_llama_inputs`), and labels of the ids' shape."""
+    check_llama_inputs(model.model, args)
+    if args.labels is not None:
+        check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+
+
+class LlamaForCausalLM(GenerationMixin, nn.Module):
+    """Llama with its language-model head (``lm_head``, tied to ``embed_tokens`` only if the config says so).
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.LlamaConfig`.
+
+    Attributes:
+        model: The :class:`LlamaModel` (HuggingFace's name).
+        lm_head: ``E -> V`` without bias.
+    """
+
+    #: The stack a family's language model builds.
+    model_class: type[nn.Module] = LlamaModel
+    #: ``None`` (rotary positions have no table to run past, so generation may go past ``max_position_embeddings``).
+    position_limit = None
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.model = self.model_class(config)
+        self.config = self.model.config
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            tie_weights(self.lm_head, self.model.embed_tokens)
+
+    @validate_with(check_llama_lm_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        past_key_values: tuple[LayerCache, ...] | None = None,
+        *,
+        labels: Tensor | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """Next-token scores for every position; the other arguments as in :meth:`LlamaModel.forward`.
+
+        Args:
+            labels: ``(B, T)`` token ids to score the next-token predictions against (``-100``: ignored).
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T, V)``, and ``loss``
+            with ``labels`` (:func:`~literate_transformer.parts.heads.causal_lm_loss`).
+        """
+        output = self.model(
+            input_ids,
+            attention_mask,
+            position_ids,
+            past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        output.logits = self.lm_head(output.last_hidden_state)
+        if labels is not None:
+            # Each position's scores against the token after it.
+            output.loss = causal_lm_loss(output.logits, labels)
+        return output
+
+
+def map_llama_state_dict(
+    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = False, model: str = "Llama"
+) -> dict[str, Tensor]:
+    """A Llama checkpoint's tensors for this file's modules: the same names, less the rotary frequencies.
+
+    Older releases saved each layer's ``rotary_emb.inv_freq``, which the model computes from the config.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key, or naming a head that the config
+            ties but that is not the table.
+    """
+    return map_language_model_state_dict(
+        state_dict, expected, model, table="model.embed_tokens.weight", tied=tied, dropped=(".rotary_emb.inv_freq",)
+    )
+
+
+def convert_from_hf(
+    hf_model: nn.Module, lm_class: type[nn.Module], model_class: type[nn.Module], name: str
+) -> nn.Module:
+    """Build the family's language model (or its stack, for a model without a head) and load the weights by name."""
+    cls = lm_class if hasattr(hf_model, "lm_head") else model_class
+    model = cls(hf_model.config)
+    tied = bool(getattr(hf_model.config, "tie_word_embeddings", False))
+    model.load_state_dict(map_llama_state_dict(hf_model.state_dict(), model.state_dict(), tied, name), strict=True)
+    return model.eval()
+
+
+@register("LlamaModel", "LlamaForCausalLM")
+def llama_from_hf(hf_model: nn.Module) -> LlamaModel | LlamaForCausalLM:
+    """The package's Llama with the config and weights of a ``transformers`` ``LlamaModel`` or ``LlamaForCausalLM``.
+
+    Returns:
+        A :class:`LlamaForCausalLM` for a model with a head, else a :class:`LlamaModel`, in evaluation mode.
+    """
+    return convert_from_hf(hf_model, LlamaForCausalLM, LlamaModel, "Llama")

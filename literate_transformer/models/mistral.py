@@ -1,0 +1,149 @@
+r"""Mistral: Llama with sliding-window attention, and no biases anywhere.
+
+Mistral 7B (Jiang et al., 2023, "Mistral 7B", arXiv:2310.06825, §2) is
+Llama's architecture (:mod:`~literate_transformer.models.llama`) with
+grouped-query attention in every layer and one change to what a query
+sees: in every layer, the last ``sliding_window`` tokens, its own included,
+and none before them (*sliding-window attention*),
+
+.. math::
+
+    M_{ij} = \begin{cases} 0 & i - w < j \le i \\ -\infty & \text{otherwise.} \end{cases}
+
+A token farther back still reaches the query, through the layers: after
+:math:`L` layers, information can travel :math:`L \times w` positions, and
+attention (and a cache that keeps only the window) costs :math:`O(T w)`
+instead of :math:`O(T^2)`.  The band is the causal mask with a ``window``
+(:func:`~literate_transformer.core.masks.causal_mask`), the one GPT-3's and
+GPT-Neo's local layers use, here in every layer; ``sliding_window: None``
+makes Mistral Llama again.
+
+Mistral's config has neither ``attention_bias`` nor ``mlp_bias``: its
+projections never have biases.
+
+>>> import torch
+>>> from transformers import MistralConfig
+>>> config = MistralConfig(vocab_size=40, hidden_size=24, intermediate_size=40, num_hidden_layers=1,
+...                        num_attention_heads=4, num_key_value_heads=1, head_dim=6, sliding_window=2,
+...                        max_position_embeddings=16)
+>>> model = MistralForCausalLM(config).eval()
+>>> probs = model(torch.tensor([[5, 6, 7, 8]]), output_attentions=True).attentions[0]
+>>> (probs[0, 0] > 0).int()                                           # every layer: a band of 2
+tensor([[1, 0, 0, 0],
+        [1, 1, 0, 0],
+        [0, 1, 1, 0],
+        [0, 0, 1, 1]], dtype=torch.int32)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..core.masks import build_attention_mask
+from ..core.validation import check_positive_int
+from .llama import (
+    LlamaAttention,
+    LlamaDecoderLayer,
+    LlamaForCausalLM,
+    LlamaMLP,
+    LlamaModel,
+    check_llama_config,
+    convert_from_hf,
+)
+from .registry import register
+
+__all__ = [
+    "check_mistral_config",
+    "MistralAttention",
+    "MistralMLP",
+    "MistralDecoderLayer",
+    "MistralModel",
+    "MistralForCausalLM",
+    "mistral_from_hf",
+]
+
+
+def check_mistral_config(config: Any) -> Any:
+    """A ``transformers`` ``MistralConfig``: Llama's checks, and a positive ``sliding_window`` or ``None``.
+
+    Raises:
+        TypeError: for another config.
+        ValueError: for what Llama refuses, or a window that is not a positive int.
+    """
+    check_llama_config(config, model_type="mistral", name="MistralConfig")
+    if config.sliding_window is not None:
+        check_positive_int(config.sliding_window, "MistralConfig.sliding_window")
+    return config
+
+
+class MistralAttention(LlamaAttention):
+    """Llama's attention without biases."""
+
+    @staticmethod
+    def bias(config: Any) -> bool:
+        """No biases (Mistral's config has no ``attention_bias``)."""
+        return False
+
+
+class MistralMLP(LlamaMLP):
+    """Llama's SwiGLU network without biases."""
+
+    @staticmethod
+    def bias(config: Any) -> bool:
+        """No biases (Mistral's config has no ``mlp_bias``)."""
+        return False
+
+
+class MistralDecoderLayer(LlamaDecoderLayer):
+    """Llama's layer with Mistral's bias-free attention and feed-forward network."""
+
+    attention_class = MistralAttention
+    mlp_class = MistralMLP
+
+
+class MistralModel(LlamaModel):
+    """Llama's stack, every layer attending within the sliding window.
+
+    Args:
+        config: A ``transformers`` ``MistralConfig``.
+    """
+
+    check_config = staticmethod(check_mistral_config)
+    layer_class = MistralDecoderLayer
+
+    def attention_masks(
+        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
+    ) -> Tensor:
+        """The band of ``sliding_window`` keys with the padding, built once for every layer."""
+        return build_attention_mask(
+            attention_mask,
+            query_length=length,
+            causal=True,
+            past_length=past_length,
+            device=device,
+            dtype=dtype,
+            window=self.config.sliding_window,
+        )
+
+
+class MistralForCausalLM(LlamaForCausalLM):
+    """Mistral with its language-model head.
+
+    Args:
+        config: A ``transformers`` ``MistralConfig``.
+    """
+
+    model_class = MistralModel
+
+
+@register("MistralModel", "MistralForCausalLM")
+def mistral_from_hf(hf_model: nn.Module) -> MistralModel | MistralForCausalLM:
+    """The package's Mistral with the config and weights of a ``transformers`` ``MistralModel`` or ``MistralForCausalLM``.
+
+    Returns:
+        A :class:`MistralForCausalLM` for a model with a head, else a :class:`MistralModel`, in evaluation mode.
+    """
+    return convert_from_hf(hf_model, MistralForCausalLM, MistralModel, "Mistral")

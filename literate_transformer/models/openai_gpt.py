@@ -1,0 +1,498 @@
+r"""GPT: the first decoder-only transformer, post-LN, with learned positions and a head that is the token table.
+
+"Improving Language Understanding by Generative Pre-Training" (Radford et
+al., 2018) trained the decoder of the 2017 transformer alone, without an
+encoder and so without cross-attention, as a language model: every position
+predicts the token after it.  Each block is the book's post-LN decoder layer
+minus its middle sub-layer,
+
+.. math::
+
+    h \leftarrow \operatorname{LN}_1\big(h + \operatorname{Attn}(h, M_\text{causal})\big), \qquad
+    h \leftarrow \operatorname{LN}_2\big(h + \operatorname{MLP}(h)\big),
+
+on top of token plus learned position embeddings, and the language-model
+head scores every token of the vocabulary with the token table itself,
+:math:`\text{logits} = h^{(L)} (W^\text{tok})^\top`.  There is no final
+layer norm: in a post-LN stack the last block's output has just been
+normalised.
+
+This file holds GPT's modules under HuggingFace's names (``tokens_embed``,
+``positions_embed``, ``h.0.attn.c_attn``, ``h.0.ln_1``, ``h.0.mlp.c_fc``,
+``lm_head``), so that a ``transformers`` ``OpenAIGPTLMHeadModel``'s weights
+load by name, and it is the root of this package's GPT branch: GPT-2
+(:mod:`~literate_transformer.models.gpt2`) and the families after it
+subclass these classes and write only what they change.  What they change
+goes through four small methods of :class:`OpenAIGPTModel`, one per
+decision a decoder-only stack makes: what the first block reads
+(:meth:`~OpenAIGPTModel.embed`), which keys each query may see
+(:meth:`~OpenAIGPTModel.attention_masks`), what every block reads besides
+(:meth:`~OpenAIGPTModel.layer_inputs`: rotary angles, in GPT-J) and what
+happens after the last block (:meth:`~OpenAIGPTModel.final_norm`).
+
+=============================================  ==========================================================
+GPT                                            here
+=============================================  ==========================================================
+post-LN blocks (``ln_1``, ``ln_2``)            :func:`~literate_transformer.core.residual.add_and_norm`
+                                               with ``norm_first=False``
+causal self-attention only                     the causal mask of :mod:`~literate_transformer.core.masks`
+learned positions, ``positions_embed``         :class:`~literate_transformer.parts.positions.LearnedPositionalEmbedding`
+projections stored transposed, ``Conv1D``      :class:`Conv1D`, below
+queries, keys and values in one ``c_attn``     one ``E -> 3E`` product, split in three
+its own activation table, ``afn``              ``"gelu"`` is the tanh approximation (:data:`GPT_ACTIVATIONS`)
+the LM head *is* ``tokens_embed``              :func:`~literate_transformer.parts.heads.tie_weights`,
+                                               as ``tie_word_embeddings`` says
+=============================================  ==========================================================
+
+Two things differ from ``transformers``' GPT, and neither changes a number
+the tests compare: the package's blocks keep a key/value cache, which
+HuggingFace's GPT does not (its ``generate()`` recomputes every position at
+every step; the ids are the same), and a future key is hidden with the
+most negative float rather than HuggingFace's :math:`-10^4` (both give it
+weight 0 after the softmax in float32).
+
+Conv1D is a transposed Linear
+-----------------------------
+GPT's projections are ``Conv1D`` modules, from the original TensorFlow
+code, where a "1-D convolution with kernel size 1" is a matrix product: the
+weight is stored ``(in_features, out_features)`` and the layer computes
+:math:`x W + b`, where ``nn.Linear`` stores ``(out, in)`` and computes
+:math:`x W^\top + b`.  Same function, transposed storage; keeping the module
+keeps the checkpoint's tensors as they are.
+
+>>> import torch
+>>> from transformers import OpenAIGPTConfig
+>>> config = OpenAIGPTConfig(vocab_size=40, n_embd=24, n_layer=2, n_head=3, n_positions=16)
+>>> model = OpenAIGPTLMHeadModel(config).eval()
+>>> model.lm_head.weight is model.transformer.tokens_embed.weight
+True
+>>> model(torch.tensor([[5, 6, 7]])).logits.shape                     # (B, T, V)
+torch.Size([1, 3, 40])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..book.decoding import GenerationMixin
+from ..core.activations import ACTIVATIONS, get_activation
+from ..core.masks import build_attention_mask
+from ..core.outputs import LayerCache, LayerOutput, ModelOutput
+from ..core.residual import add_and_norm, sublayer_input
+from ..core.validation import (
+    Arguments,
+    check_labels,
+    check_past_key_values,
+    check_tensor,
+    check_token_inputs,
+    validate_with,
+)
+from ..parts.attention import Attention
+from ..parts.feed_forward import feed_forward
+from ..parts.heads import causal_lm_loss, tie_weights
+from ..parts.norms import make_norm
+from ..parts.positions import LearnedPositionalEmbedding
+from ..parts.positions import position_ids as positions_of
+from ..parts.stack import run_layers
+from .registry import map_language_model_state_dict, register
+
+__all__ = [
+    "GPT_ACTIVATIONS",
+    "check_openai_gpt_config",
+    "check_activation",
+    "check_heads",
+    "Conv1D",
+    "OpenAIGPTAttention",
+    "OpenAIGPTMLP",
+    "OpenAIGPTBlock",
+    "OpenAIGPTModel",
+    "OpenAIGPTLMHeadModel",
+    "map_openai_gpt_state_dict",
+    "openai_gpt_from_hf",
+]
+
+#: GPT's own activation table (``afn``), and the package's name for each: GPT's ``"gelu"`` is the tanh
+#: approximation (``transformers``' ``gelu_new``), where BERT's ``"gelu"`` is the exact one.
+GPT_ACTIVATIONS = {"relu": "relu", "silu": "silu", "gelu": "gelu_new", "swish": "silu"}
+
+
+def check_heads(config: Any, hidden: str = "n_embd", heads: str = "n_head") -> None:
+    """The heads must divide the hidden size (``hidden`` and ``heads`` are the family's names, for the message)."""
+    if config.num_attention_heads < 1 or config.hidden_size % config.num_attention_heads:
+        raise ValueError(f"{hidden} ({config.hidden_size}) must be divisible by {heads} ({config.num_attention_heads})")
+
+
+def check_activation(name: object, field: str, known: Mapping[str, object] | None = None) -> None:
+    """An activation this package builds (a name of ``known``, by default the activation registry's), or a
+    ValueError naming the config's field."""
+    known = ACTIVATIONS if known is None else known
+    if name not in known:
+        raise ValueError(f"{field}={name!r} is not supported (one of {sorted(known)})")
+
+
+def check_openai_gpt_config(config: Any) -> Any:
+    """A ``transformers`` :class:`~transformers.OpenAIGPTConfig`, checked once, before anything is built.
+
+    Raises:
+        TypeError: for a config that is not GPT's.
+        ValueError: for an activation GPT's table does not have, or heads that do not divide ``n_embd``.
+    """
+    if getattr(config, "model_type", None) != "openai-gpt":
+        raise TypeError(f"config must be a transformers OpenAIGPTConfig, got {type(config).__name__}")
+    check_activation(config.afn, "OpenAIGPTConfig.afn", GPT_ACTIVATIONS)
+    check_heads(config)
+    return config
+
+
+class Conv1D(nn.Module):
+    r"""GPT's "1-D convolution": :math:`x W + b` with the weight stored ``(in_features, out_features)``.
+
+    Args:
+        nf: Output features.
+        nx: Input features.
+    """
+
+    def __init__(self, nf: int, nx: int) -> None:
+        super().__init__()
+        self.nf = nf
+        #: :math:`W`, ``(nx, nf)``: the transpose of an ``nn.Linear(nx, nf)``'s weight.
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(..., nx) -> (..., nf)``."""
+        # x W + b, the weight used as stored (no transpose).
+        return torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight).view(*x.shape[:-1], self.nf)
+
+
+class OpenAIGPTAttention(Attention):
+    r"""Causal self-attention with one fused projection for queries, keys and values, scaled by :math:`1/\sqrt{D}`.
+
+    ``c_attn`` maps every position to :math:`3E` features, the queries, keys
+    and values of all heads side by side; ``c_proj`` is :math:`W^O`.  The
+    rest (heads, cache, the kernel) is the shared
+    :class:`~literate_transformer.parts.attention.Attention`.
+
+    Args:
+        config: The GPT config.
+        layer_idx: The block's index.
+    """
+
+    def __init__(self, config: Any, layer_idx: int = 0) -> None:
+        heads = config.num_attention_heads
+        super().__init__(config, heads, config.hidden_size // heads, dropout=config.attn_pdrop)
+        self.split_size = config.hidden_size
+        self.c_attn = Conv1D(3 * config.hidden_size, config.hidden_size)
+        self.c_proj = Conv1D(config.hidden_size, config.hidden_size)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+
+    def project(self, hidden_states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """One product gives every head's queries, keys and values: ``(B, T, 3E)``, cut into three ``(B, T, E)``."""
+        return self.c_attn(hidden_states).split(self.split_size, dim=2)
+
+    def output(self, context: Tensor) -> Tensor:
+        """:math:`W^O` (``c_proj``), then dropout."""
+        return self.resid_dropout(self.c_proj(context))
+
+
+class OpenAIGPTMLP(nn.Module):
+    """The feed-forward network, ``c_fc`` (E -> F), the activation, ``c_proj`` (F -> E), dropout.
+
+    Args:
+        intermediate_size: ``F`` (GPT's is :math:`4E`).
+        config: The GPT config.
+    """
+
+    def __init__(self, intermediate_size: int, config: Any) -> None:
+        super().__init__()
+        self.c_fc = Conv1D(intermediate_size, config.hidden_size)
+        self.c_proj = Conv1D(config.hidden_size, intermediate_size)
+        self.act = get_activation(self.activation_name(config))
+        self.dropout = nn.Dropout(config.resid_pdrop)
+
+    @staticmethod
+    def activation_name(config: Any) -> str:
+        """The activation, from GPT's own table (``afn``)."""
+        return GPT_ACTIVATIONS[config.afn]
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, E)``, the plain feed-forward network of :mod:`~literate_transformer.parts.feed_forward`."""
+        return feed_forward(hidden_states, self.c_fc, self.c_proj, self.act, self.dropout)
+
+
+class OpenAIGPTBlock(nn.Module):
+    r"""One post-LN block: :math:`h \leftarrow \operatorname{LN}_1(h + \operatorname{Attn}(h))`, then the MLP the same way.
+
+    Args:
+        config: The GPT config.
+        layer_idx: The block's index.
+    """
+
+    #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): post-LN.
+    norm_first = False
+
+    def __init__(self, config: Any, layer_idx: int = 0) -> None:
+        super().__init__()
+        self.attn = OpenAIGPTAttention(config, layer_idx)
+        self.ln_1 = make_norm(config.hidden_size, config.layer_norm_epsilon)
+        self.mlp = OpenAIGPTMLP(4 * config.hidden_size, config)
+        self.ln_2 = make_norm(config.hidden_size, config.layer_norm_epsilon)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        past_key_value: LayerCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> LayerOutput:
+        """Run the block; arguments as in :meth:`~literate_transformer.parts.attention.Attention.forward` (the cache is the layer's ``LayerCache``)."""
+        # 1) Causal self-attention reads x (post-LN) or LN_1(x) (pre-LN); its output, dropped out inside,
+        #    joins the residual stream, normalised after the sum in post-LN.
+        attention = self.attn(
+            sublayer_input(hidden_states, self.ln_1, norm_first=self.norm_first),
+            attention_mask=attention_mask,
+            past_key_value=None if past_key_value is None else past_key_value.self_attention,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+        )
+        hidden_states = add_and_norm(hidden_states, attention.hidden_states, self.ln_1, norm_first=self.norm_first)
+        # 2) The feed-forward network, the same way, with LN_2.
+        feed_forward_output = self.mlp(sublayer_input(hidden_states, self.ln_2, norm_first=self.norm_first))
+        hidden_states = add_and_norm(hidden_states, feed_forward_output, self.ln_2, norm_first=self.norm_first)
+        cache = LayerCache(attention.past_key_value) if use_cache else None
+        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
+
+
+def check_decoder_inputs(model: OpenAIGPTModel, args: Arguments) -> None:
+    """A decoder-only stack's inputs: ids of the vocabulary that fit its positions, a cache of its shape, masks."""
+    config = model.config
+    input_ids = check_tensor(args.input_ids, "input_ids", ndim=2, dtypes=("int",), shape=(None, None))
+    past_length = check_past_key_values(
+        args.past_key_values,
+        num_layers=len(model.h),
+        batch_size=input_ids.shape[0],
+        num_heads=config.num_attention_heads,
+        head_size=config.hidden_size // config.num_attention_heads,
+    )
+    check_token_inputs(args, config, past_length)
+
+
+class OpenAIGPTModel(nn.Module):
+    """GPT's stack: ``tokens_embed`` + ``positions_embed``, the blocks ``h``; the shape of every stack of this branch.
+
+    Its forward takes HuggingFace's ``input_ids`` and ``attention_mask``
+    first; the other arguments go by name.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.OpenAIGPTConfig`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = check_openai_gpt_config(config)
+        #: The token table (V x E).
+        self.tokens_embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        #: The learned position table (positions x E).
+        self.positions_embed = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.h = nn.ModuleList(OpenAIGPTBlock(config, layer_idx=index) for index in range(config.num_hidden_layers))
+
+    # -- the four decisions a family changes ------------------------------------------------------------------
+    def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
+        """The first block's input: what each token is plus where it is, summed (no layer norm), dropped out."""
+        return self.drop(self.tokens_embed(input_ids) + self.positions_embed(position_ids))
+
+    def attention_masks(
+        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
+    ) -> Tensor | dict[str, Tensor]:
+        """The causal mask with the padding, built once, in the additive form every block adds to its scores."""
+        return build_attention_mask(
+            attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
+        )
+
+    def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
+        """What every block reads besides its input and mask (nothing here; GPT-J's rotary angles)."""
+        return {}
+
+    def final_norm(self, hidden_states: Tensor) -> Tensor:
+        """After the last block: nothing (a post-LN block's output is normalised already)."""
+        return hidden_states
+
+    # -- the forward every stack of the branch shares -----------------------------------------------------------
+    @validate_with(check_decoder_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        position_ids: Tensor | None = None,
+        past_key_values: tuple[LayerCache, ...] | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """Contextual vectors for every position.
+
+        Args:
+            input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
+            attention_mask: ``(B, past + T)``, 1 for real tokens, 0 for padding.
+            position_ids: ``(B, T)`` or ``(1, T)``; by default each real token's
+                position counts the real tokens before it.
+            past_key_values: The cache returned by the previous call.
+            use_cache: Return ``past_key_values``.
+            output_attentions: Return every block's ``(B, H, T, S)`` probabilities.
+            output_hidden_states: Return the embeddings and every block's output
+                (the last one after the final norm, where there is one).
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput`.
+
+        Raises:
+            ValueError: for ids outside the vocabulary, more positions than
+                ``max_position_embeddings``, masks, positions or caches of the wrong shape.
+            TypeError: for inputs of the wrong type.
+        """
+        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
+        length = input_ids.shape[1]
+        if position_ids is None:
+            # A token's position counts the real tokens before it (one rule, parts.positions.position_ids).
+            position_ids = positions_of(attention_mask, length, past_length, device=input_ids.device)
+        # 1) What the first block reads.
+        embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
+        # 2) Which keys each query may see, built once for every block.
+        masks = self.attention_masks(attention_mask, length, past_length, embedding_output.dtype, input_ids.device)
+        # 3) The blocks, each reading the previous one's output and its own cache entry.
+        hidden_states, layer_outputs = run_layers(
+            self.h,
+            embedding_output,
+            masks,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            **self.layer_inputs(position_ids),
+        )
+        # 4) After the last block.
+        hidden_states = self.final_norm(hidden_states)
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
+
+
+def check_language_model_inputs(model: OpenAIGPTLMHeadModel, args: Arguments) -> None:
+    """The stack's inputs (:func:`check_decoder_inputs`), and labels of the ids' shape."""
+    check_decoder_inputs(model.transformer, args)
+    if args.labels is not None:
+        check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+
+
+class OpenAIGPTLMHeadModel(GenerationMixin, nn.Module):
+    """GPT with its language-model head, whose weight is the token table ``tokens_embed`` (as the config ties it).
+
+    ``generate()`` (:class:`~literate_transformer.book.decoding.GenerationMixin`)
+    continues a prompt greedily, by sampling or by beam search.
+
+    Args:
+        config: A ``transformers`` :class:`~transformers.OpenAIGPTConfig`.
+
+    Attributes:
+        transformer: The :class:`OpenAIGPTModel` (HuggingFace's name).
+        lm_head: ``E -> V`` without bias; with ``tie_word_embeddings`` (GPT's default) its weight *is*
+            ``transformer.tokens_embed.weight``.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.transformer = OpenAIGPTModel(config)
+        self.config = self.transformer.config
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            # Tied: the next token's scores are dot products with the token embeddings themselves.
+            tie_weights(self.lm_head, self.transformer.tokens_embed)
+
+    @validate_with(check_language_model_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        past_key_values: tuple[LayerCache, ...] | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """Next-token scores for every position; the other arguments as in :meth:`OpenAIGPTModel.forward`.
+
+        Args:
+            labels: ``(B, T)`` token ids to score the next-token predictions
+                against (usually ``input_ids``, ``-100`` on padding), as
+                ``transformers``' ``labels=``.
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput` with
+            ``logits`` ``(B, T, V)``, and ``loss`` with ``labels``
+            (:func:`~literate_transformer.parts.heads.causal_lm_loss`).
+        """
+        output = self.transformer(
+            input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        # Scores over the vocabulary: the last hidden state against every token's row of the head.
+        output.logits = self.lm_head(output.last_hidden_state)
+        if labels is not None:
+            # Each position's scores against the token after it.
+            output.loss = causal_lm_loss(output.logits, labels)
+        return output
+
+
+# ---------------------------------------------------------------------------
+# GPT's key map, and from_hf
+# ---------------------------------------------------------------------------
+#: Buffers an older release saved: a constant causal mask and the position index, built per call here.
+OPENAI_GPT_DROPPED_BUFFERS = (".attn.bias", ".position_ids")
+
+
+def map_openai_gpt_state_dict(
+    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
+) -> dict[str, Tensor]:
+    """A GPT checkpoint's tensors for this file's modules: the same names, less two constant buffers.
+
+    With ``tied`` (the config's ``tie_word_embeddings``), a checkpoint's
+    ``lm_head.weight`` must hold the token table's values.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key, or naming an untied head.
+    """
+    return map_language_model_state_dict(
+        state_dict,
+        expected,
+        "GPT",
+        table="transformer.tokens_embed.weight",
+        tied=tied,
+        dropped=OPENAI_GPT_DROPPED_BUFFERS,
+    )
+
+
+@register("OpenAIGPTModel", "OpenAIGPTLMHeadModel")
+def openai_gpt_from_hf(hf_model: nn.Module) -> OpenAIGPTModel | OpenAIGPTLMHeadModel:
+    """The package's GPT with the config and weights of a ``transformers`` ``OpenAIGPTModel`` or ``OpenAIGPTLMHeadModel``.
+
+    Returns:
+        An :class:`OpenAIGPTLMHeadModel` for a model with a head, else an :class:`OpenAIGPTModel`, in evaluation mode.
+    """
+    cls = OpenAIGPTLMHeadModel if hasattr(hf_model, "lm_head") else OpenAIGPTModel
+    model = cls(hf_model.config)
+    tied = bool(hf_model.config.tie_word_embeddings)
+    model.load_state_dict(map_openai_gpt_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
+    return model.eval()

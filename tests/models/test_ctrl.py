@@ -1,0 +1,112 @@
+"""CTRL, GPT-2's child with scaled token vectors and its own sinusoid, equals transformers.CTRLLMHeadModel.
+
+Random CTRLs of unusual shapes (a single head, odd widths, tied and
+untied heads), every parameter randomised.  Tolerances as for every family
+of the branch (``tests/families.py``): fp32, 1e-5 on the logits at real
+positions, the loss and cached decoding; the exact ids of ``generate()``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from families import (
+    assert_bad_inputs_are_refused,
+    assert_cache_changes_nothing,
+    assert_causal_lm_loss_equals_hfs,
+    assert_generate_gives_hfs_ids,
+    assert_key_map_names_a_missing_tensor,
+    assert_logits_equal_at_real_positions,
+    assert_same_names_and_parameters,
+)
+
+from literate_transformer import from_hf
+from literate_transformer.models.ctrl import (
+    CTRLLMHeadModel,
+    check_ctrl_config,
+    ctrl_positional_encoding,
+    map_ctrl_state_dict,
+)
+from literate_transformer.parts.positions import SinusoidalPositionalEncoding
+
+#: name: CTRLConfig fields.
+SHAPES = {
+    "5_heads_tied": dict(vocab_size=61, n_embd=30, dff=44, n_layer=2, n_head=5, n_positions=20),
+    "1_head_untied": dict(
+        vocab_size=47,
+        n_embd=18,
+        dff=20,
+        n_layer=1,
+        n_head=1,
+        n_positions=14,
+        layer_norm_epsilon=1e-3,
+        tie_word_embeddings=False,
+    ),
+}
+
+
+@pytest.fixture(params=sorted(SHAPES), scope="module")
+def models(request, randomize):
+    config = transformers.CTRLConfig(
+        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    hf = randomize(transformers.CTRLLMHeadModel(config))
+    return hf, from_hf(hf)
+
+
+def test_from_hf_builds_ctrl_under_hfs_names(models):
+    hf, ours = models
+    assert isinstance(ours, CTRLLMHeadModel)
+    assert_same_names_and_parameters(hf, ours)
+    assert (ours.lm_head.weight is ours.transformer.w.weight) == hf.config.tie_word_embeddings
+    # The blocks' layer norms keep CTRL's fixed epsilon; the final one reads the config's.
+    assert ours.transformer.h[0].layernorm1.eps == 1e-6
+    assert ours.transformer.layernorm.eps == hf.config.layer_norm_epsilon
+
+
+def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
+    hf, ours = models
+    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
+def test_generate_gives_hfs_ids(models, decoding):
+    assert_generate_gives_hfs_ids(*models, decoding)
+
+
+def test_cached_decoding_equals_uncached_decoding(models):
+    assert_cache_changes_nothing(models[1])
+
+
+def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
+    assert_causal_lm_loss_equals_hfs(*models)
+
+
+def test_bad_inputs_are_refused(models):
+    assert_bad_inputs_are_refused(models[1])
+
+
+def test_ctrls_table_is_hfs_and_the_2017_sinusoid_with_its_halves_interleaved():
+    from transformers.models.ctrl.modeling_ctrl import positional_encoding
+
+    ours = ctrl_positional_encoding(20, 30)
+    torch.testing.assert_close(ours, positional_encoding(20, 30, torch.float32), atol=1e-6, rtol=0)
+    # Sines in the first half, cosines in the second; the 2017 layout alternates them feature by feature.
+    interleaved = torch.stack([ours[:, :15], ours[:, 15:]], dim=-1).flatten(1)
+    torch.testing.assert_close(interleaved, SinusoidalPositionalEncoding(30, 20).encoding, atol=1e-5, rtol=0)
+
+
+def test_key_map_names_a_missing_tensor(models):
+    hf, ours = models
+    assert_key_map_names_a_missing_tensor(map_ctrl_state_dict, hf.state_dict(), ours.state_dict(), "lm_head.bias")
+
+
+def test_unsupported_ctrl_configs_are_refused():
+    with pytest.raises(TypeError, match="CTRLConfig"):
+        check_ctrl_config(transformers.GPT2Config())
+    with pytest.raises(ValueError, match=r"n_embd \(30\) must be divisible by n_head \(4\)"):
+        check_ctrl_config(transformers.CTRLConfig(n_embd=30, n_head=4))
+    with pytest.raises(ValueError, match=r"n_embd \(15\) must be even"):
+        check_ctrl_config(transformers.CTRLConfig(n_embd=15, n_head=3))

@@ -1,0 +1,118 @@
+"""GPT-Neo, GPT-3's child with unscaled scores, equals transformers.GPTNeoForCausalLM.
+
+Random GPT-Neos whose layers mix global and local attention with small
+windows (so that the band hides keys in the test's sequences), odd head
+counts, tied and untied heads.  Tolerances as for every family of the
+branch (``tests/families.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from families import (
+    assert_bad_inputs_are_refused,
+    assert_cache_changes_nothing,
+    assert_causal_lm_loss_equals_hfs,
+    assert_generate_gives_hfs_ids,
+    assert_key_map_names_a_missing_tensor,
+    assert_logits_equal_at_real_positions,
+    assert_same_names_and_parameters,
+)
+
+from literate_transformer import from_hf
+from literate_transformer.core.masks import causal_mask
+from literate_transformer.models.gpt_neo import GPTNeoForCausalLM, check_gpt_neo_config, map_gpt_neo_state_dict
+
+#: name: GPTNeoConfig fields.
+SHAPES = {
+    "global_local_global_5_heads": dict(
+        vocab_size=61,
+        hidden_size=30,
+        num_layers=3,
+        num_heads=5,
+        window_size=3,
+        max_position_embeddings=20,
+        attention_types=[[["global", "local"], 1], [["global"], 1]],
+    ),
+    "two_local_3_heads_relu_untied": dict(
+        vocab_size=47,
+        hidden_size=18,
+        num_layers=2,
+        num_heads=3,
+        window_size=2,
+        max_position_embeddings=14,
+        attention_types=[[["local"], 2]],
+        intermediate_size=28,
+        activation_function="relu",
+        tie_word_embeddings=False,
+    ),
+}
+
+
+@pytest.fixture(params=sorted(SHAPES), scope="module")
+def models(request, randomize):
+    config = transformers.GPTNeoConfig(
+        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    hf = randomize(transformers.GPTNeoForCausalLM(config))
+    return hf, from_hf(hf)
+
+
+def test_from_hf_builds_gpt_neo_under_hfs_names(models):
+    hf, ours = models
+    assert isinstance(ours, GPTNeoForCausalLM)
+    assert_same_names_and_parameters(hf, ours)
+    assert [block.attention_type for block in ours.transformer.h] == hf.config.attention_layers
+    # GPT-Neo's scores are not divided by sqrt(D): transformers' _attn has no division either.
+    assert all(block.attn.attention.scale == 1.0 for block in ours.transformer.h)
+
+
+def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
+    hf, ours = models
+    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
+def test_generate_gives_hfs_ids(models, decoding):
+    assert_generate_gives_hfs_ids(*models, decoding)
+
+
+def test_cached_decoding_equals_uncached_decoding(models):
+    assert_cache_changes_nothing(models[1])
+
+
+def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
+    assert_causal_lm_loss_equals_hfs(*models)
+
+
+def test_bad_inputs_are_refused(models):
+    assert_bad_inputs_are_refused(models[1])
+
+
+def test_the_local_band_is_transformers_local_mask(models):
+    hf, _ = models
+    for layer, kind in zip(hf.transformer.h, hf.config.attention_layers, strict=True):
+        length = hf.config.max_position_embeddings
+        window = hf.config.window_size if kind == "local" else None
+        assert torch.equal(causal_mask(length, window=window), layer.attn.attention.bias[0, 0])
+
+
+def test_key_map_names_a_missing_tensor_and_drops_old_mask_buffers(models):
+    hf, ours = models
+    state, expected = hf.state_dict(), ours.state_dict()
+    key = "transformer.h.0.attn.attention.q_proj.weight"
+    assert_key_map_names_a_missing_tensor(map_gpt_neo_state_dict, state, expected, key)
+    old = dict(state, **{"transformer.h.0.attn.attention.bias": torch.ones(1, 1, 4, 4, dtype=torch.bool)})
+    assert sorted(map_gpt_neo_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(expected)
+
+
+def test_unsupported_gpt_neo_configs_are_refused():
+    with pytest.raises(TypeError, match="GPTNeoConfig"):
+        check_gpt_neo_config(transformers.GPT2Config())
+    with pytest.raises(ValueError, match=r"hidden_size \(30\) must be divisible by num_heads \(4\)"):
+        check_gpt_neo_config(transformers.GPTNeoConfig(hidden_size=30, num_heads=4))
+    with pytest.raises(ValueError, match="GPTNeoConfig.activation_function='quick_gelu' is not supported"):
+        check_gpt_neo_config(transformers.GPTNeoConfig(activation_function="quick_gelu"))

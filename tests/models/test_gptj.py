@@ -1,0 +1,96 @@
+"""GPT-J, GPT-Neo's child with rotary positions and parallel blocks, equals transformers.GPTJForCausalLM.
+
+Random GPT-Js of unusual shapes: rotary angles on part of each head and on
+all of it, odd head counts, biased heads tied and untied.  Tolerances as for
+every family of the branch (``tests/families.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from families import (
+    assert_bad_inputs_are_refused,
+    assert_cache_changes_nothing,
+    assert_causal_lm_loss_equals_hfs,
+    assert_generate_gives_hfs_ids,
+    assert_key_map_names_a_missing_tensor,
+    assert_logits_equal_at_real_positions,
+    assert_same_names_and_parameters,
+)
+
+from literate_transformer import from_hf
+from literate_transformer.models.gptj import GPTJForCausalLM, check_gptj_config, map_gptj_state_dict
+
+#: name: GPTJConfig fields.
+SHAPES = {
+    "5_heads_rotary_4_of_6_untied": dict(vocab_size=61, n_embd=30, n_layer=2, n_head=5, rotary_dim=4, n_positions=20),
+    "2_heads_rotary_whole_head_tied": dict(
+        vocab_size=47,
+        n_embd=24,
+        n_layer=1,
+        n_head=2,
+        rotary_dim=12,
+        n_positions=14,
+        n_inner=20,
+        activation_function="gelu",
+        tie_word_embeddings=True,
+    ),
+}
+
+
+@pytest.fixture(params=sorted(SHAPES), scope="module")
+def models(request, randomize):
+    config = transformers.GPTJConfig(
+        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    hf = randomize(transformers.GPTJForCausalLM(config))
+    return hf, from_hf(hf)
+
+
+def test_from_hf_builds_gptj_under_hfs_names(models):
+    hf, ours = models
+    assert isinstance(ours, GPTJForCausalLM)
+    assert_same_names_and_parameters(hf, ours)
+    assert (ours.lm_head.weight is ours.transformer.wte.weight) == hf.config.tie_word_embeddings
+    # One layer norm per block (attention and MLP read it in parallel), no position table.
+    assert not hasattr(ours.transformer.h[0], "ln_2") and not hasattr(ours.transformer, "wpe")
+
+
+def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
+    hf, ours = models
+    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
+def test_generate_gives_hfs_ids(models, decoding):
+    assert_generate_gives_hfs_ids(*models, decoding)
+
+
+def test_cached_decoding_equals_uncached_decoding(models):
+    assert_cache_changes_nothing(models[1])
+
+
+def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
+    assert_causal_lm_loss_equals_hfs(*models)
+
+
+def test_bad_inputs_are_refused(models):
+    assert_bad_inputs_are_refused(models[1])
+
+
+def test_key_map_names_a_missing_tensor(models):
+    hf, ours = models
+    key = "transformer.h.0.attn.out_proj.weight"
+    assert_key_map_names_a_missing_tensor(map_gptj_state_dict, hf.state_dict(), ours.state_dict(), key)
+
+
+def test_a_rotary_dim_that_is_odd_or_wider_than_a_head_is_refused():
+    with pytest.raises(ValueError, match="GPTJConfig.rotary_dim=5 must be an even number of features, at most"):
+        check_gptj_config(transformers.GPTJConfig(n_embd=24, n_head=2, rotary_dim=5))
+    with pytest.raises(ValueError, match="GPTJConfig.rotary_dim=14 must be an even number of features, at most"):
+        check_gptj_config(transformers.GPTJConfig(n_embd=24, n_head=2, rotary_dim=14))
+    with pytest.raises(TypeError, match="GPTJConfig"):
+        check_gptj_config(transformers.GPT2Config())

@@ -1,0 +1,159 @@
+"""Llama, from the parts, equals transformers.LlamaForCausalLM: RMS norms, RoPE, SwiGLU, grouped-query attention.
+
+Random Llamas of unusual shapes: key/value heads shared by 2 query heads
+and by all of them (multi-query), a head size other than E/H, biases on,
+tied and untied heads, Llama 3.1's rotary scaling with a short original
+context (so that the scaling changes the frequencies the test uses).
+Tolerances as for every family of the branch (``tests/families.py``).
+Rows that need what ``transformers`` 4.41 lacks (``head_dim``, the
+``llama3`` rotary scaling) skip there, saying so.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from families import (
+    assert_bad_inputs_are_refused,
+    assert_cache_changes_nothing,
+    assert_causal_lm_loss_equals_hfs,
+    assert_generate_gives_hfs_ids,
+    assert_key_map_names_a_missing_tensor,
+    assert_key_map_refuses_a_changed_copy,
+    assert_logits_equal_at_real_positions,
+    assert_same_names_and_parameters,
+)
+
+from literate_transformer import from_hf
+from literate_transformer.models.llama import (
+    LlamaForCausalLM,
+    check_llama_config,
+    kv_cache_bytes_per_token,
+    map_llama_state_dict,
+)
+
+#: transformers releases whose LlamaConfig has head_dim (4.41 does not).
+HAS_HEAD_DIM = getattr(transformers.LlamaConfig(), "head_dim", None) is not None
+try:
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    HAS_LLAMA3_ROPE = "llama3" in ROPE_INIT_FUNCTIONS
+except ImportError:
+    HAS_LLAMA3_ROPE = False
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8,
+}
+
+#: name: LlamaConfig fields.
+SHAPES = {
+    "4_heads_2_kv_heads_untied": dict(
+        vocab_size=61,
+        hidden_size=32,
+        intermediate_size=44,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=24,
+        rms_norm_eps=1e-5,
+    ),
+    "6_heads_1_kv_head_of_10_biases_llama3_tied": dict(
+        vocab_size=47,
+        hidden_size=24,
+        intermediate_size=40,
+        num_hidden_layers=1,
+        num_attention_heads=6,
+        num_key_value_heads=1,
+        head_dim=10,
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=True,
+        rope_theta=500.0,
+        rope_scaling=LLAMA3_ROPE,
+        max_position_embeddings=24,
+    ),
+}
+NEEDS = {
+    "6_heads_1_kv_head_of_10_biases_llama3_tied": pytest.mark.skipif(
+        not (HAS_HEAD_DIM and HAS_LLAMA3_ROPE),
+        reason=f"transformers {transformers.__version__} has no head_dim or no llama3 rotary scaling in Llama",
+    )
+}
+
+
+@pytest.fixture(params=[pytest.param(name, marks=NEEDS.get(name, ())) for name in sorted(SHAPES)], scope="module")
+def models(request, randomize):
+    config = transformers.LlamaConfig(
+        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    hf = randomize(transformers.LlamaForCausalLM(config))
+    return hf, from_hf(hf)
+
+
+def test_from_hf_builds_llama_under_hfs_names(models):
+    hf, ours = models
+    assert isinstance(ours, LlamaForCausalLM)
+    assert_same_names_and_parameters(hf, ours)
+    assert (ours.lm_head.weight is ours.model.embed_tokens.weight) == hf.config.tie_word_embeddings
+    attention = ours.model.layers[0].self_attn
+    assert (attention.num_heads, attention.num_key_value_heads) == (
+        hf.config.num_attention_heads,
+        hf.config.num_key_value_heads,
+    )
+
+
+def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
+    hf, ours = models
+    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
+def test_generate_gives_hfs_ids(models, decoding):
+    assert_generate_gives_hfs_ids(*models, decoding)
+
+
+def test_cached_decoding_equals_uncached_decoding(models):
+    assert_cache_changes_nothing(models[1])
+
+
+def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
+    assert_causal_lm_loss_equals_hfs(*models)
+
+
+def test_bad_inputs_are_refused(models):
+    assert_bad_inputs_are_refused(models[1])
+
+
+@torch.no_grad()
+def test_the_cache_holds_kv_cache_bytes_per_token_for_every_token(models):
+    _, ours = models
+    cache = ours(torch.tensor([[3, 4, 5, 6, 7]]), use_cache=True).past_key_values
+    stored = sum(tensor.numel() * tensor.element_size() for layer in cache for tensor in layer.self_attention)
+    # float32 here: 4 bytes a number; K key/value heads per layer, not H.
+    assert stored == 5 * kv_cache_bytes_per_token(ours.config, bytes_per_number=4)
+    assert cache[0].self_attention[0].shape[1] == ours.config.num_key_value_heads
+
+
+def test_key_map_names_a_missing_tensor_and_refuses_an_untied_head(models):
+    hf, ours = models
+    state, expected = hf.state_dict(), ours.state_dict()
+    key = "model.layers.0.self_attn.k_proj.weight"
+    assert_key_map_names_a_missing_tensor(map_llama_state_dict, state, expected, key)
+    if hf.config.tie_word_embeddings:
+        refuse = lambda state, expected: map_llama_state_dict(state, expected, tied=True)  # noqa: E731
+        assert_key_map_refuses_a_changed_copy(refuse, state, expected, "lm_head.weight", "not tied")
+
+
+def test_unsupported_llama_configs_are_refused_naming_the_field():
+    with pytest.raises(TypeError, match="LlamaConfig"):
+        check_llama_config(transformers.GPT2Config())
+    with pytest.raises(ValueError, match=r"num_attention_heads \(6\) must be divisible by num_key_value_heads \(4\)"):
+        check_llama_config(transformers.LlamaConfig(hidden_size=24, num_attention_heads=6, num_key_value_heads=4))
+    linear = {"rope_type": "linear", "factor": 2.0} if HAS_LLAMA3_ROPE else {"type": "linear", "factor": 2.0}
+    with pytest.raises(ValueError, match="LlamaConfig.rope_scaling=.* rope_type 'linear'"):
+        check_llama_config(transformers.LlamaConfig(rope_scaling=linear))

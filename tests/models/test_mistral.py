@@ -1,0 +1,138 @@
+"""Mistral, Llama with a sliding window in every layer, equals transformers.MistralForCausalLM.
+
+Random Mistrals whose windows are shorter than the test's sequences (so
+that the band hides keys), and one without a window; grouped-query and
+multi-query attention.  Tolerances as for every family of the branch
+(``tests/families.py``).  Rows with a head size other than E/H skip where
+``transformers`` has no ``head_dim`` (4.41), saying so.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from families import (
+    assert_bad_inputs_are_refused,
+    assert_cache_changes_nothing,
+    assert_causal_lm_loss_equals_hfs,
+    assert_generate_gives_hfs_ids,
+    assert_logits_equal_at_real_positions,
+    assert_same_names_and_parameters,
+)
+
+from literate_transformer import from_hf
+from literate_transformer.core.masks import causal_mask
+from literate_transformer.models.mistral import MistralForCausalLM, check_mistral_config
+
+HAS_HEAD_DIM = getattr(transformers.MistralConfig(), "head_dim", None) is not None
+
+
+def _hf_eager_mistral_band() -> torch.Tensor:
+    """Which keys transformers' eager Mistral lets each of 6 queries see with ``sliding_window=2``."""
+    sizes = dict(
+        vocab_size=11,
+        hidden_size=8,
+        intermediate_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
+    config = transformers.MistralConfig(**sizes, sliding_window=2, attn_implementation="eager")
+    with torch.no_grad():
+        probabilities = transformers.MistralForCausalLM(config).eval()(torch.arange(1, 7)[None], output_attentions=True)
+    return probabilities.attentions[0][0, 0] > 0
+
+
+#: transformers 5 counts the window as the package does (the query's own key and window - 1 before it); 4.41's
+#: eager attention lets one more key through.
+HF_COUNTS_THE_WINDOW_AS_WE_DO = torch.equal(_hf_eager_mistral_band(), causal_mask(6, window=2))
+
+#: name: MistralConfig fields.
+SHAPES = {
+    "4_heads_2_kv_heads_window_3": dict(
+        vocab_size=61,
+        hidden_size=32,
+        intermediate_size=44,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=3,
+        max_position_embeddings=24,
+    ),
+    "3_heads_1_kv_head_of_10_no_window_tied": dict(
+        vocab_size=47,
+        hidden_size=24,
+        intermediate_size=40,
+        num_hidden_layers=1,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        head_dim=10,
+        sliding_window=None,
+        tie_word_embeddings=True,
+        max_position_embeddings=24,
+    ),
+}
+NEEDS = {
+    "3_heads_1_kv_head_of_10_no_window_tied": pytest.mark.skipif(
+        not HAS_HEAD_DIM, reason=f"transformers {transformers.__version__}'s MistralConfig has no head_dim"
+    ),
+    "4_heads_2_kv_heads_window_3": pytest.mark.skipif(
+        not HF_COUNTS_THE_WINDOW_AS_WE_DO,
+        reason=f"transformers {transformers.__version__}'s eager Mistral counts sliding_window otherwise than "
+        "transformers 5 and the package (one more key)",
+    ),
+}
+
+
+@pytest.fixture(params=[pytest.param(name, marks=NEEDS.get(name, ())) for name in sorted(SHAPES)], scope="module")
+def models(request, randomize):
+    config = transformers.MistralConfig(
+        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    hf = randomize(transformers.MistralForCausalLM(config))
+    return hf, from_hf(hf)
+
+
+def test_from_hf_builds_mistral_under_hfs_names(models):
+    hf, ours = models
+    assert isinstance(ours, MistralForCausalLM)
+    assert_same_names_and_parameters(hf, ours)
+    assert all(layer.bias is None for layer in ours.modules() if isinstance(layer, torch.nn.Linear))
+
+
+def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
+    hf, ours = models
+    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
+def test_generate_gives_hfs_ids(models, decoding):
+    assert_generate_gives_hfs_ids(*models, decoding)
+
+
+def test_cached_decoding_equals_uncached_decoding(models):
+    assert_cache_changes_nothing(models[1])
+
+
+def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
+    assert_causal_lm_loss_equals_hfs(*models)
+
+
+def test_bad_inputs_are_refused(models):
+    assert_bad_inputs_are_refused(models[1])
+
+
+@torch.no_grad()
+def test_every_layer_attends_within_the_window(models):
+    hf, ours = models
+    window = hf.config.sliding_window
+    probabilities = ours(torch.randint(3, hf.config.vocab_size, (1, 8)), output_attentions=True).attentions
+    for layer in probabilities:
+        assert torch.equal(layer[0, 0] > 0, causal_mask(8, window=window))
+
+
+def test_a_window_that_is_not_a_positive_int_is_refused():
+    with pytest.raises(ValueError, match="MistralConfig.sliding_window must be a positive int"):
+        check_mistral_config(transformers.MistralConfig(sliding_window=0))

@@ -1,0 +1,117 @@
+"""GPT, the root of the decoder branch, equals transformers.OpenAIGPTLMHeadModel.
+
+Random GPTs of unusual shapes (odd head counts and widths, GPT's own
+``afn`` table, tied and untied heads), every parameter randomised so that
+no layer norm is the identity, are converted with ``from_hf``.
+
+Tolerance: fp32, absolute 1e-5 on the logits at every real position of a
+right-padded batch, on the ``labels=`` loss, and between cached and
+uncached decoding.  Generation: exactly the ids of ``generate()``, greedy,
+sampled (same seed) and beam search.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from families import (
+    assert_bad_inputs_are_refused,
+    assert_cache_changes_nothing,
+    assert_causal_lm_loss_equals_hfs,
+    assert_generate_gives_hfs_ids,
+    assert_key_map_names_a_missing_tensor,
+    assert_key_map_refuses_a_changed_copy,
+    assert_logits_equal_at_real_positions,
+    assert_same_names_and_parameters,
+)
+
+from literate_transformer import from_hf
+from literate_transformer.models.openai_gpt import (
+    OpenAIGPTLMHeadModel,
+    OpenAIGPTModel,
+    check_openai_gpt_config,
+    map_openai_gpt_state_dict,
+)
+
+#: name: OpenAIGPTConfig fields (odd sizes, GPT's own activation names, tied and untied heads).
+SHAPES = {
+    "5_heads_gelu_tied": dict(vocab_size=61, n_embd=30, n_layer=2, n_head=5, n_positions=20, afn="gelu"),
+    "3_heads_relu_untied": dict(
+        vocab_size=47, n_embd=18, n_layer=1, n_head=3, n_positions=14, afn="relu", tie_word_embeddings=False
+    ),
+}
+
+
+@pytest.fixture(params=sorted(SHAPES), scope="module")
+def models(request, randomize):
+    config = transformers.OpenAIGPTConfig(
+        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    hf = randomize(transformers.OpenAIGPTLMHeadModel(config))
+    return hf, from_hf(hf)
+
+
+def test_from_hf_builds_gpt_under_hfs_names_with_the_head_tied_as_the_config_says(models):
+    hf, ours = models
+    assert isinstance(ours, OpenAIGPTLMHeadModel) and not ours.training
+    assert_same_names_and_parameters(hf, ours)
+    tied = ours.lm_head.weight is ours.transformer.tokens_embed.weight
+    assert tied == hf.config.tie_word_embeddings == (hf.lm_head.weight is hf.transformer.tokens_embed.weight)
+    # Post-LN: no final layer norm.
+    assert not hasattr(ours.transformer, "ln_f") and ours.transformer.h[0].norm_first is False
+
+
+def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
+    hf, ours = models
+    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
+def test_generate_gives_hfs_ids(models, decoding):
+    hf, ours = models
+    assert_generate_gives_hfs_ids(hf, ours, decoding)
+
+
+def test_cached_decoding_equals_uncached_decoding(models):
+    # transformers' GPT keeps no cache; the package's blocks do, and change no number by it.
+    assert_cache_changes_nothing(models[1])
+
+
+def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
+    assert_causal_lm_loss_equals_hfs(*models)
+
+
+def test_bad_inputs_are_refused(models):
+    assert_bad_inputs_are_refused(models[1])
+
+
+def test_gpt_without_head_equals_hfs_openai_gpt_model(randomize):
+    hf = randomize(transformers.OpenAIGPTModel(transformers.OpenAIGPTConfig(**SHAPES["5_heads_gelu_tied"])))
+    ours = from_hf(hf)
+    assert type(ours) is OpenAIGPTModel
+    input_ids = torch.randint(0, 61, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            ours(input_ids).last_hidden_state, hf(input_ids).last_hidden_state, atol=1e-5, rtol=0
+        )
+
+
+def test_key_map_names_a_missing_tensor_drops_old_buffers_and_refuses_an_untied_head(models):
+    hf, ours = models
+    state, expected = hf.state_dict(), ours.state_dict()
+    assert_key_map_names_a_missing_tensor(map_openai_gpt_state_dict, state, expected, "transformer.h.0.mlp.c_fc.bias")
+    old = dict(state, **{"transformer.h.0.attn.bias": torch.ones(1, 1, 4, 4)})
+    assert sorted(map_openai_gpt_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(expected)
+    if hf.config.tie_word_embeddings:
+        assert_key_map_refuses_a_changed_copy(map_openai_gpt_state_dict, state, expected, "lm_head.weight", "not tied")
+
+
+def test_unsupported_gpt_configs_are_refused_naming_the_field():
+    with pytest.raises(TypeError, match="OpenAIGPTConfig"):
+        check_openai_gpt_config(transformers.GPT2Config())
+    with pytest.raises(ValueError, match="OpenAIGPTConfig.afn='tanh' is not supported"):
+        check_openai_gpt_config(transformers.OpenAIGPTConfig(afn="tanh"))
+    with pytest.raises(ValueError, match=r"n_embd \(30\) must be divisible by n_head \(4\)"):
+        check_openai_gpt_config(transformers.OpenAIGPTConfig(n_embd=30, n_head=4))

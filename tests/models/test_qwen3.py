@@ -1,0 +1,118 @@
+"""Qwen3, Llama with RMS-normalised queries and keys, equals transformers.Qwen3ForCausalLM.
+
+Random Qwen3s: grouped and ungrouped key/value heads, head sizes other
+than E/H, biased projections, tied and untied heads.  Tolerances as for
+every family of the branch (``tests/families.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip(
+    "transformers.models.qwen3", reason="this transformers has no Qwen3 (added in 4.51): nothing to compare with"
+)
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from families import (  # noqa: E402
+    assert_bad_inputs_are_refused,
+    assert_cache_changes_nothing,
+    assert_causal_lm_loss_equals_hfs,
+    assert_generate_gives_hfs_ids,
+    assert_logits_equal_at_real_positions,
+    assert_same_names_and_parameters,
+)
+
+from literate_transformer import from_hf  # noqa: E402
+from literate_transformer.models.qwen3 import Qwen3ForCausalLM, check_qwen3_config  # noqa: E402
+
+#: name: Qwen3Config fields.
+SHAPES = {
+    "4_heads_2_kv_heads_of_6_tied": dict(
+        vocab_size=61,
+        hidden_size=32,
+        intermediate_size=44,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=6,
+        tie_word_embeddings=True,
+        max_position_embeddings=24,
+    ),
+    "3_heads_of_10_biases_untied": dict(
+        vocab_size=47,
+        hidden_size=24,
+        intermediate_size=40,
+        num_hidden_layers=1,
+        num_attention_heads=3,
+        num_key_value_heads=3,
+        head_dim=10,
+        attention_bias=True,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=24,
+    ),
+}
+
+
+@pytest.fixture(params=sorted(SHAPES), scope="module")
+def models(request, randomize):
+    config = transformers.Qwen3Config(
+        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    hf = randomize(transformers.Qwen3ForCausalLM(config))
+    return hf, from_hf(hf)
+
+
+def test_from_hf_builds_qwen3_under_hfs_names(models):
+    hf, ours = models
+    assert isinstance(ours, Qwen3ForCausalLM)
+    assert_same_names_and_parameters(hf, ours)
+    attention = ours.model.layers[0].self_attn
+    assert attention.q_norm.weight.shape == attention.k_norm.weight.shape == (hf.config.head_dim,)
+
+
+def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
+    hf, ours = models
+    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
+def test_generate_gives_hfs_ids(models, decoding):
+    assert_generate_gives_hfs_ids(*models, decoding)
+
+
+def test_cached_decoding_equals_uncached_decoding(models):
+    assert_cache_changes_nothing(models[1])
+
+
+def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
+    assert_causal_lm_loss_equals_hfs(*models)
+
+
+def test_bad_inputs_are_refused(models):
+    assert_bad_inputs_are_refused(models[1])
+
+
+@torch.no_grad()
+def test_the_query_and_key_norms_matter(models):
+    # Not vacuous: a Qwen3 whose q_norm and k_norm gains are changed computes other logits.
+    _, ours = models
+    input_ids = torch.tensor([[3, 4, 5, 6]])
+    before = ours(input_ids).logits
+    attention = ours.model.layers[0].self_attn
+    saved = attention.q_norm.weight.clone()
+    attention.q_norm.weight.mul_(2.0)
+    try:
+        assert (ours(input_ids).logits - before).abs().max() > 1e-3
+    finally:
+        attention.q_norm.weight.copy_(saved)
+
+
+def test_sliding_window_layers_are_refused():
+    config = transformers.Qwen3Config(use_sliding_window=True, sliding_window=4, max_window_layers=0)
+    with pytest.raises(ValueError, match="Qwen3Config.use_sliding_window=True is not supported"):
+        check_qwen3_config(config)
+    with pytest.raises(TypeError, match="Qwen3Config"):
+        check_qwen3_config(transformers.LlamaConfig())

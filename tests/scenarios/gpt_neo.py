@@ -1,0 +1,31 @@
+"""Shape scenarios of GPT-Neo: global and local layers with unscaled scores, and sampling."""
+
+from __future__ import annotations
+
+import torch
+from transformers import GPTNeoConfig
+
+from literate_transformer.models.gpt_neo import GPTNeoForCausalLM
+
+from . import DIMS, T, standard_sizes, token_ids
+
+
+def scenario_gpt_neo():
+    sizes = standard_sizes()
+    config = GPTNeoConfig(
+        vocab_size=sizes["vocab_size"],
+        hidden_size=DIMS["E"],
+        num_heads=DIMS["H"],
+        num_layers=DIMS["L"],
+        attention_types=[[["global", "local"], 1], [["global"], 1]],
+        window_size=2,
+        intermediate_size=DIMS["F"],
+        max_position_embeddings=sizes["max_position_embeddings"],
+        eos_token_id=2,
+    )
+    neo = GPTNeoForCausalLM(config).eval()
+    mask = torch.ones(DIMS["B"], T, dtype=torch.long)
+    mask[1, 0] = 0
+    neo(token_ids(), attention_mask=mask, output_attentions=True)
+    torch.manual_seed(0)
+    neo.generate(token_ids(), mask, max_new_tokens=2, do_sample=True, top_k=5, top_p=0.9, temperature=0.7)

@@ -9,7 +9,7 @@ writes only what it changes: :mod:`~literate_transformer.models.roberta`
 is BERT with padding-aware positions, :mod:`~literate_transformer.models.m2m_100`
 is BART with pre-LN layers and sinusoids.  Each file ends with its key map
 and its registration with :func:`~literate_transformer.models.registry.register`,
-which is how :func:`literate_transformer.from_hf` finds it;
+which is how :func:`~literate_transformer.models.registry.from_hf` finds it;
 :func:`~literate_transformer.models.registry.supported` lists the
 ``transformers`` classes it converts.
 """

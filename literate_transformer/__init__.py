@@ -7,14 +7,15 @@ tensor's shape wherever the shape changes, with one legend for the whole
 package: ``B`` batch, ``T`` query (target) length, ``S`` key (source)
 length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``E`` hidden
 size, ``F`` intermediate size, ``V`` vocabulary size, ``C`` labels, ``L``
-layers.  Tests execute every shape comment and prove each module equal to
-what HuggingFace's ``transformers`` or PyTorch's own modules compute.
+layers, ``N`` the real tokens of a packed batch.  Tests execute every shape
+comment and prove each module equal to what HuggingFace's ``transformers``
+or PyTorch's own modules compute.
 
 The modules sit in floors, each importing only the floors below it: the
 ground floor (``core``: config, checkpoints, masks, kernels, validation),
 the parts that models assemble (``parts``: norms, positions, feed-forward
 variants, heads), the book's from-scratch path (``book``), the model
-families under HuggingFace's names (``models``, one file a family), and the
+families under HuggingFace's names (``models``, one file a family), the same models made fast (``fast``), and the
 conversions between the book's modules, BERT's and PyTorch's
 (``interop``).  Both lists below are generated from
 :mod:`~literate_transformer.manifest`.
@@ -84,10 +85,13 @@ _EXPORTS: dict[str, str] = {
     "from_hf": "models.registry",
     "mean_pooling": "models.bert",
     "sentence_embeddings": "models.bert",
+    # Fast: sentence embeddings on the fast path
+    "encode": "fast.encode",
+    "FastBertModel": "fast.bert",
 }
 
 #: The sub-packages and modules a reader may reach as attributes (``lt.interop``).
-_MODULES = ("core", "parts", "book", "models", "interop", "manifest", "visualize", "diagrams")
+_MODULES = ("core", "parts", "book", "models", "fast", "interop", "manifest", "visualize", "diagrams")
 
 
 def __getattr__(name: str) -> Any:

@@ -77,7 +77,12 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(13, "chapters/13_encoder_branch", "The encoder branch", ()),
     Chapter(14, "chapters/14_decoder_branch", "The decoder branch", ("models.gpt2",)),
     Chapter(15, "chapters/15_encoder_decoder_branch", "The encoder-decoder branch", ("models.bart",)),
-    Chapter(16, "chapters/16_making_attention_fast", "Making attention fast", ()),
+    Chapter(
+        16,
+        "chapters/16_making_attention_fast",
+        "Making attention fast",
+        ("fast.bert", "fast.encode", "fast.flash", "fast.parallel"),
+    ),
     Chapter(17, "chapters/17_errata", "Errata", ()),
 )
 
@@ -109,6 +114,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "models",
         "the model families under HuggingFace's names, one file a family (its modules, key map and "
         "registration with from_hf), and the registry from_hf finds them in",
+    ),
+    (
+        "fast",
+        "the same models with less work and on more processes: fused projections and packed tokens, sentence "
+        "embeddings, FlashAttention's online softmax, tensor parallelism",
     ),
     (
         "interop",

@@ -20,7 +20,8 @@ tooling (``docs/_tools``) is checked the same way.  It fails when
 The legend: ``B`` batch, ``T`` query/target length, ``S`` key/value (source)
 length, ``H`` heads, ``K`` key/value heads (``H`` unless a model groups its
 queries), ``D`` head size, ``E`` hidden size, ``F`` intermediate size, ``V``
-vocabulary size, ``C`` number of labels, ``L`` number of layers; integers
+vocabulary size, ``C`` number of labels, ``L`` number of layers, ``N`` the real
+tokens of a packed batch; integers
 stand for themselves.  ``T`` and ``S`` are bound *per call frame*: the first commented
 line of a call that mentions them fixes their values for the rest of that
 call.  The other letters are fixed for a scenario by :data:`DIMS`.

@@ -20,7 +20,7 @@ from literate_transformer.core.config import TransformerConfig
 
 #: Fixed sizes of the legend letters in every scenario (all distinct; K, the key/value heads, is H unless a
 #: scenario of grouped-query attention says otherwise with ``with_dims``).
-DIMS = {"B": 2, "H": 4, "K": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3}
+DIMS = {"B": 2, "H": 4, "K": 4, "D": 6, "E": 24, "F": 40, "V": 50, "C": 7, "L": 3, "N": 9}
 #: Query and key lengths the scenarios use (any values work; distinct ones catch swaps).
 T, S = 3, 5
 

@@ -142,7 +142,7 @@ def encode(
     if show_progress_bar is None:
         show_progress_bar = len(starts) > PROGRESS_BAR_BATCHES
     if show_progress_bar:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         starts = tqdm(starts, desc="Batches")
     embeddings = torch.empty(len(order), model.config.hidden_size, device=device, dtype=dtype)

@@ -18,7 +18,7 @@ from literate_transformer.fast.encode import PROGRESS_BAR_BATCHES, max_seq_lengt
 
 ATOL = 1e-5
 #: Enough sentences for several batches of different lengths, and one far beyond max_seq_length.
-SENTENCES = python_doc_sentences(40) + [" ".join(["attention"] * 400)]
+SENTENCES = python_doc_sentences(20) + [" ".join(["attention"] * 300)]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_bad_input_is_refused_by_name(sentences, batch_size, error, match):
 
 
 def test_a_long_corpus_shows_a_progress_bar_and_a_short_one_does_not(capsys):
-    sentences = ["a short sentence"] * (PROGRESS_BAR_BATCHES + 1)
+    sentences = ["a"] * (PROGRESS_BAR_BATCHES + 1)
     lt.encode(sentences[:PROGRESS_BAR_BATCHES], batch_size=1)
     assert "Batches" not in capsys.readouterr().err
     lt.encode(sentences, batch_size=1)

@@ -160,7 +160,7 @@ class FusedBertLayer(nn.Module):
         self.intermediate = layer.intermediate
         self.output = layer.output
 
-    def attend(self, mixed: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: torch.Size) -> Tensor:
+    def attend(self, mixed: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: tuple[int, int]) -> Tensor:
         """Attention of each sequence over its own tokens: packed ``[Q K V]`` ``(N, 3E)`` -> context ``(N, E)``.
 
         ``index`` and ``key_mask`` are a :class:`PackedBatch`'s; ``shape`` is ``(B, T)``, the padded layout's.
@@ -181,7 +181,7 @@ class FusedBertLayer(nn.Module):
         return context if index is None else context.index_select(0, index)
 
     def forward(
-        self, hidden_states: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: torch.Size
+        self, hidden_states: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: tuple[int, int]
     ) -> Tensor:
         """One layer on the packed tokens, ``(N, E) -> (N, E)`` (the other arguments: see :meth:`attend`)."""
         # 1) [Q K V] for every real token in one matrix multiply, (N, E) -> (N, 3E).
@@ -214,7 +214,7 @@ def _check_fast_inputs(model: FastBertModel, args: Arguments) -> None:
 
 
 class FastBertModel(nn.Module):
-    """BERT's encoder on packed tokens with fused projections: what :func:`sentence embeddings <.encode>` runs.
+    """BERT's encoder on packed tokens with fused projections: what :func:`~literate_transformer.fast.encode.encode` runs.
 
     Build it with :meth:`from_bert` (or :meth:`from_pretrained`); it keeps
     the ``BertModel``'s embeddings and layers and adds one fused

@@ -81,14 +81,14 @@ def _check_split(size: int, world_size: int, what: str) -> int:
 
 
 class ColumnParallelLinear(nn.Module):
-    """Process ``rank``'s columns of :math:`XA + b`: the rows ``chunk`` of a linear layer's weight and bias.
+    """Process ``rank``'s columns of :math:`XA + b`: the rows ``rows`` of a linear layer's weight and bias.
 
     Args:
         linear: The whole layer (``out x in`` weight).
-        rows: The output features this process keeps (a slice or an index tensor).
+        rows: The output features this process keeps.
     """
 
-    def __init__(self, linear: nn.Linear, rows: slice | Tensor) -> None:
+    def __init__(self, linear: nn.Linear, rows: slice) -> None:
         super().__init__()
         self.weight = nn.Parameter(linear.weight.detach()[rows].clone())
         self.bias = nn.Parameter(linear.bias.detach()[rows].clone())
@@ -106,7 +106,7 @@ class RowParallelLinear(nn.Module):
         columns: The input features this process reads (the column-parallel layer's output features).
     """
 
-    def __init__(self, linear: nn.Linear, columns: slice | Tensor) -> None:
+    def __init__(self, linear: nn.Linear, columns: slice) -> None:
         super().__init__()
         self.weight = nn.Parameter(linear.weight.detach()[:, columns].clone())
         # Replicated: added once, after the sum (added on every process before it, it would count P times).

@@ -37,10 +37,9 @@ within ``1e-5``.
    the packed forward to :func:`torch.compile`, which fuses what PyTorch
    runs as separate passes over memory (a bias into its matrix multiply, the
    GELU into the output of the one before it, the residual into the layer
-   norm).  With inference-only "freezing" (``torch._inductor.config.freezing``)
-   it also treats the weights as constants and lays them out for the CPU's
-   matrix-multiply library once.  Compiling takes tens of seconds: it pays
-   on a long corpus, never on one sentence.
+   norm).  With inference-only "freezing" it also treats the weights as
+   constants.  Compiling takes tens of seconds: it pays on a long corpus,
+   never on one sentence.
 
 What stays the same: the weights (shared with the ``BertModel`` it was
 built from, except the fused ``query_key_value``, which is a copy), the
@@ -247,24 +246,25 @@ class FastBertModel(nn.Module):
         """The fast model of a checkpoint (by default the offline one)."""
         return cls.from_bert(BertModel.from_pretrained(path_or_name))
 
-    def compile(self, **options: Any) -> FastBertModel:
+    def compile(self, dynamic: bool = True) -> FastBertModel:
         """Run the packed forward through :func:`torch.compile` (inference only; the first calls compile).
 
-        Shapes are dynamic (one compilation serves every batch size and
-        length) and the weights are frozen into the compiled code, so change
-        no weight afterwards.
+        Inductor's "freezing" treats the weights as constants (inference
+        only: change no weight afterwards) and folds what depends on them
+        alone; the matrix multiplies stay PyTorch's own (``weight_prepack``
+        off: on this package's CPU benchmark, re-laid-out weights were
+        slower), with the bias, GELU, residual and layer norm fused around
+        them.
 
         Args:
-            **options: Passed to :func:`torch.compile` (default ``dynamic=True``).
+            dynamic: One compilation for every batch size and length (what a corpus of sentences needs);
+                ``False`` compiles each new shape anew, the best code a fixed shape can get.
 
         Returns:
             The model itself.
         """
-        import torch._inductor.config as inductor_config
-
-        # Weights as constants, laid out once for the CPU's matrix-multiply library (inference only).
-        inductor_config.freezing = True
-        self._encode_packed = torch.compile(self.encode_packed, **{"dynamic": True, **options})
+        options = {"freezing": True, "cpp.weight_prepack": False}
+        self._encode_packed = torch.compile(self.encode_packed, dynamic=dynamic, options=options)
         return self
 
     def encode_packed(

@@ -16,9 +16,9 @@ within ``1e-5``.
 
        [Q \; K \; V] = X \, [W^Q \; W^K \; W^V]^\top + [b^Q \; b^K \; b^V],
 
-   one pass over :math:`X` instead of three, and one larger, more efficient
-   matrix multiply (Megatron-LM calls the fused layer ``query_key_value``;
-   GPT-2's ``c_attn`` was born fused).
+   one pass over :math:`X` and one matrix multiply instead of three
+   (Megatron-LM calls the fused layer ``query_key_value``; GPT-2's
+   ``c_attn`` was born fused).
 
 2. **No work on padding.**  A batch of sentences padded to the longest
    spends the same work on a ``[PAD]`` as on a word.  Here the real tokens
@@ -40,12 +40,13 @@ within ``1e-5``.
    saves one pass over the ``(N, E)`` states per sub-layer.
 
 4. **A compiled path where it pays.**  :meth:`FastBertModel.compile` hands
-   the packed forward to :func:`torch.compile`, which fuses what PyTorch
-   runs as separate passes over memory (a bias into its matrix multiply, the
-   GELU into the output of the one before it, the residual into the layer
-   norm).  With inference-only "freezing" it also treats the weights as
-   constants.  Compiling takes tens of seconds: it pays on a long corpus,
-   never on one sentence.
+   the packed forward to :func:`torch.compile`, which fuses the steps PyTorch
+   runs as separate passes over memory (the GELU, the additions, the layer
+   norms) into fewer kernels around the matrix multiplies; with
+   inference-only "freezing" it also treats the weights as constants.
+   Compiling takes tens of seconds, so it can only pay on a long-running
+   job (the benchmark page shows what it saves once warm), never on one
+   sentence.
 
 What stays the same: the weights (shared with the ``BertModel`` it was
 built from, except the fused ``query_key_value``, which is a copy), the
@@ -276,8 +277,8 @@ class FastBertModel(nn.Module):
         only: change no weight afterwards) and folds what depends on them
         alone; the matrix multiplies stay PyTorch's own (``weight_prepack``
         off: on this package's CPU benchmark, re-laid-out weights were
-        slower), with the bias, GELU, residual and layer norm fused around
-        them.
+        slower), with the GELU, the additions and the layer norms fused into
+        fewer kernels around them.
 
         Args:
             dynamic: One compilation for every batch size and length (what a corpus of sentences needs);

@@ -9,16 +9,18 @@ length, ``H`` heads, ``K`` key/value heads, ``D`` head size, ``R`` rotated
 features per head (``D`` unless only part of a head turns), ``E`` hidden
 size, ``F`` intermediate size, ``V`` vocabulary size, ``C`` labels, ``L``
 layers, ``W`` embedding width (where it is not ``E``), ``A`` rows of a
-relative-position table (twice the attention span); block-sparse attention (BigBird) cuts a sequence into
-``N`` blocks of ``Z`` tokens, and each of the ``M = N - 2`` blocks between the
-first and the last reads ``G`` blocks of keys.  Tests execute every shape comment and prove each module equal to
-what HuggingFace's ``transformers`` or PyTorch's own modules compute.
+relative-position table (twice the attention span), ``U`` the real tokens of
+an unpadded (packed) batch; block-sparse attention (BigBird) cuts a sequence
+into ``N`` blocks of ``Z`` tokens, and each of the ``M = N - 2`` blocks
+between the first and the last reads ``G`` blocks of keys.  Tests execute
+every shape comment and prove each module equal to what HuggingFace's
+``transformers`` or PyTorch's own modules compute.
 
 The modules sit in floors, each importing only the floors below it: the
 ground floor (``core``: config, checkpoints, masks, kernels, validation),
 the parts that models assemble (``parts``: norms, positions, feed-forward
 variants, heads), the book's from-scratch path (``book``), the model
-families under HuggingFace's names (``models``, one file a family), and the
+families under HuggingFace's names (``models``, one file a family), the same models made fast (``fast``), and the
 conversions between the book's modules, BERT's and PyTorch's
 (``interop``).  Both lists below are generated from
 :mod:`~literate_transformer.manifest`.
@@ -88,10 +90,13 @@ _EXPORTS: dict[str, str] = {
     "from_hf": "models.registry",
     "mean_pooling": "models.bert",
     "sentence_embeddings": "models.bert",
+    # Fast: sentence embeddings on the fast path
+    "encode": "fast.encode",
+    "FastBertModel": "fast.bert",
 }
 
 #: The sub-packages and modules a reader may reach as attributes (``lt.interop``).
-_MODULES = ("core", "parts", "book", "models", "interop", "manifest", "visualize", "diagrams")
+_MODULES = ("core", "parts", "book", "models", "fast", "interop", "manifest", "visualize", "diagrams")
 
 
 def __getattr__(name: str) -> Any:

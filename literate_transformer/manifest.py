@@ -113,7 +113,12 @@ CHAPTERS: tuple[Chapter, ...] = (
         "The encoder-decoder branch",
         ("models.bart", "models.t5", "models.m2m_100", "models.bigbird_pegasus", "pretraining.denoising"),
     ),
-    Chapter(16, "chapters/16_making_attention_fast", "Making attention fast", ()),
+    Chapter(
+        16,
+        "chapters/16_making_attention_fast",
+        "Making attention fast",
+        ("fast.bert", "fast.encode", "fast.flash", "fast.parallel"),
+    ),
     Chapter(17, "chapters/17_errata", "Errata", ()),
 )
 
@@ -145,6 +150,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "models",
         "the model families under HuggingFace's names, one file a family (its modules, key map and "
         "registration with from_hf), and the registry from_hf finds them in",
+    ),
+    (
+        "fast",
+        "the same models with less work and on more processes: fused projections and packed tokens, sentence "
+        "embeddings, FlashAttention's online softmax, tensor parallelism",
     ),
     (
         "interop",

@@ -1,4 +1,4 @@
-"""The "Try your own sentence" page: the model, its vocabulary and bertviz's head view, served by the site.
+"""The "Try your own sentence" page: the model and its vocabulary, served by the site.
 
 The page (``try_it_page``, default ``try``) runs the package's BERT in the
 reader's browser.  For it, at build time, this extension
@@ -19,16 +19,15 @@ reader's browser.  For it, at build time, this extension
    order;
 4. after the build, copies into ``try_it_output_dir`` (default
    ``_static/try``) of the built site: ``model/model.json.gz`` and
-   ``model/model.onnx.gz`` (gzip-compressed once per export and cached), and
-   ``bertviz/head_view.js``, bertviz's own head-view script taken from the
-   installed ``bertviz`` package (nothing of bertviz is committed), wrapped
-   in a function the page calls with its data, with bertviz's licence next
-   to it.
+   ``model/model.onnx.gz`` (gzip-compressed once per export and cached).
+
+The page draws its head view itself (``try.js``: the tokens as SVG text, the
+lines on one canvas), so it loads neither bertviz's script nor the d3 and
+jQuery that script needs.
 
 When the page is not part of the build, none of this happens.
 
-The pure helpers (``wrap_head_view``, ``gzip_once``, ``copy_if_changed``,
-``facts_text``) are separate from the Sphinx glue below them, and each is
+The pure helpers (``gzip_once``, ``copy_if_changed``, ``facts_text``) are separate from the Sphinx glue below them, and each is
 tested on its own.
 """
 
@@ -36,9 +35,6 @@ from __future__ import annotations
 
 import gzip
 import importlib
-import importlib.metadata
-import importlib.util
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -54,52 +50,10 @@ logger = logging.getLogger(__name__)
 # The export of each build, by source folder (set before pages are read; forked read workers inherit it).
 _EXPORTS: dict[str, Any] = {}
 
+
 # ---------------------------------------------------------------------------
 # Pure helpers
 # ---------------------------------------------------------------------------
-# bertviz's scripts start by pointing require.js at d3 and jQuery on a CDN.
-_REQUIRE_CONFIG = re.compile(r"require\.config\(\s*\{.*?\}\s*\);", re.DOTALL)
-# A script or module path on another host (what must not remain in a served script).
-_EXTERNAL_LOAD = re.compile(r"""(?:src\s*=\s*|:\s*)["']https?://[^"']+["']""")
-
-
-def wrap_head_view(source: str, version: str) -> str:
-    """Turn bertviz's ``head_view.js`` template into a function the page can call.
-
-    bertviz's Python side pastes its data into the script in place of the
-    marker ``PYTHON_PARAMS``.  Here the whole script becomes the body of
-    ``window.bertvizHeadView = function (PYTHON_PARAMS) {...}``: the marker is
-    now the function's argument and bertviz's code runs unchanged each time
-    the page calls the function with new data.  Its ``require.config`` block
-    (CDN addresses of d3 and jQuery) is removed: the site's
-    ``bertviz-require-shim.js`` hands bertviz the site's own copies.
-
-    Args:
-        source: The text of bertviz's ``head_view.js``.
-        version: bertviz's version, for the header comment.
-
-    Returns:
-        The wrapped script.
-
-    Raises:
-        ValueError: if ``source`` is not a bertviz view template (no
-            ``PYTHON_PARAMS`` marker), or still loads something from another
-            host after the rewrite.
-    """
-    if "PYTHON_PARAMS" not in source or "requirejs(" not in source:
-        raise ValueError("source is not bertviz's head_view.js: it has no PYTHON_PARAMS marker or requirejs call")
-    body = _REQUIRE_CONFIG.sub("/* require.config removed: d3 and jQuery come from the site. */", source, count=1)
-    left = _EXTERNAL_LOAD.findall(body)
-    if left:
-        raise ValueError(f"bertviz's head_view.js still loads from another host after the rewrite: {left[:3]}")
-    header = (
-        f"/* bertviz {version} head_view.js (Apache-2.0, see LICENSE), copied at build time by docs/_ext/try_it.py\n"
-        " * and wrapped in a function: the page calls window.bertvizHeadView(params) with what\n"
-        " * bertviz's Python side would have pasted in place of PYTHON_PARAMS. */\n"
-    )
-    return f"{header}window.bertvizHeadView = function (PYTHON_PARAMS) {{\n{body}\n}};\n"
-
-
 def gzip_once(source: Path, target: Path, key: str) -> Path:
     """Write ``target`` = ``source`` gzip-compressed (level 9, no timestamp), unless done for ``key``.
 
@@ -258,22 +212,7 @@ def _copy_files(app: Sphinx, exception: Exception | None) -> None:
     # The vocabulary is most of the JSON file: compressed, 0.3 MB become 0.1 MB.
     packed_metadata = gzip_once(result.metadata_path, _cache_dir(app) / "model.json.gz", result.digest)
     copy_if_changed(packed_metadata, target / "model" / "model.json.gz")
-    # bertviz's head view, from the installed package.
-    package = app.config.try_it_bertviz_package
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        raise ExtensionError(f"try_it: the {package} package is not installed (it ships head_view.js)")
-    source = Path(spec.origin).parent / "head_view.js"
-    wrapped = wrap_head_view(source.read_text(encoding="utf-8"), importlib.metadata.version(package))
-    head_view = target / "bertviz" / "head_view.js"
-    if not head_view.is_file() or head_view.read_text(encoding="utf-8") != wrapped:
-        head_view.parent.mkdir(parents=True, exist_ok=True)
-        head_view.write_text(wrapped, encoding="utf-8")
-    licences = [f for f in importlib.metadata.distribution(package).files or [] if "LICENSE" in f.name.upper()]
-    if not licences:
-        raise ExtensionError(f"try_it: found no LICENSE file in the {package} distribution to serve with head_view.js")
-    (target / "bertviz" / "LICENSE").write_bytes(Path(licences[0].locate()).read_bytes())
-    logger.info("try_it: model and head view for %s copied to %s", app.config.try_it_page, target)
+    logger.info("try_it: model for %s copied to %s", app.config.try_it_page, target)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
@@ -283,18 +222,12 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("try_it_exporter", "", "env", types=frozenset({str}))
     # Where the export is cached, relative to conf.py ("" = _build/try_it next to the output folder).
     app.add_config_value("try_it_cache_dir", "", "env", types=frozenset({str}))
-    # Where the model and the head view go in the built site (the page's scripts find them there).
+    # Where the model goes in the built site (the page's scripts find it there).
     app.add_config_value("try_it_output_dir", "_static/try", "html", types=frozenset({str}))
-    # The Python package whose head_view.js is served.
-    app.add_config_value("try_it_bertviz_package", "bertviz", "html", types=frozenset({str}))
-    # The page's scripts, in order (paths under _static): jQuery, d3 and the shim for bertviz, then ours.
+    # The page's scripts, in order (paths under _static): the tokenizer, then the page.
     app.add_config_value(
         "try_it_scripts",
         [
-            "vendor/jquery/jquery.min.js",
-            "vendor/d3/d3.min.js",
-            "bertviz-require-shim.js",
-            "try/bertviz/head_view.js",
             "try/wordpiece.js",
             "try/try.js",
         ],

@@ -23,8 +23,9 @@ queries), ``D`` head size, ``R`` rotated features per head (``D`` unless only
 part of a head turns), ``E`` hidden size, ``F`` intermediate size, ``V``
 vocabulary size, ``C`` number of labels, ``L`` number of layers, ``W``
 embedding width (where it is not ``E``), ``A`` rows of a relative-position
-table, and for block-sparse attention ``N`` blocks of ``Z`` tokens, ``M = N -
-2`` middle blocks, ``G`` key blocks a middle block reads; integers stand for
+table, ``U`` the real tokens of an unpadded (packed) batch, and for
+block-sparse attention ``N`` blocks of ``Z`` tokens, ``M = N - 2`` middle
+blocks, ``G`` key blocks a middle block reads; integers stand for
 themselves.  ``T`` and ``S`` are bound *per call frame*: the first commented
 line of a call that mentions them fixes their values for the rest of that
 call.  The other letters are fixed for a scenario by :data:`DIMS`.

@@ -28,6 +28,8 @@ DIMS |= {"W": 10, "A": 12}
 #: Block-sparse attention cuts S into N blocks of Z tokens; each of the M = N - 2 blocks between the two
 #: global ones reads G key blocks.
 DIMS |= {"N": 10, "M": 8, "G": 7, "Z": 5}
+#: U, the real tokens of an unpadded (packed) batch.
+DIMS |= {"U": 9}
 #: Query and key lengths the scenarios use (any values work; distinct ones catch swaps).
 T, S = 3, 5
 

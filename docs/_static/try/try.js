@@ -7,8 +7,8 @@
  *     what the export measured (written by literate_transformer.export);
  *   - onnxruntime-web's WebAssembly runtime and the graph, model/model.onnx;
  * then it tokenizes the text with wordpiece.js, runs the graph, and draws what came out:
- * bertviz's head view, one heatmap per head, and the similarity of the sentence's
- * mean-pooled embedding to a few reference sentences.
+ * a head view (after bertviz's, its lines on a canvas), one heatmap per head, and the
+ * similarity of the sentence's mean-pooled embedding to a few reference sentences.
  *
  * The last run is kept in window.literateTransformer.lastRun = {tokens, inputIds,
  * tokenTypeIds, attentions (layer x head x query x key), timings}, so that a test
@@ -160,45 +160,146 @@
     });
   }
 
-  // bertviz's head view, with the data bertviz's Python side would give it (head_view.py).
-  function drawHeadView(tokens, attention, sentenceBStart) {
-    const parts = [{ name: null, attn: attention, left_text: tokens, right_text: tokens }];
+  // The head view (after bertviz's): tokens left and right, a line from each token on the left to each
+  // token on the right it attends to, as opaque as the attention probability, one colour per head.
+  // The tokens are SVG text; the 12 x T^2 lines are drawn on one canvas (thousands of SVG elements
+  // would cost the page most of its drawing time), and only the chosen layer's.
+  const HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                        "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"];
+  const VIEW = { tokenWidth: 110, linesWidth: 115, rowHeight: 22.5, top: 30, square: 20 };
+  const SVG_NS = "http://www.w3.org/2000/svg";
+
+  function svgElement(name, attributes, text) {
+    const element = document.createElementNS(SVG_NS, name);
+    for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, value);
+    if (text !== undefined) element.textContent = text;
+    return element;
+  }
+
+  function drawHeadView(tokens, attentionTensor, sentenceBStart) {
+    const [, layers, heads, length] = attentionTensor.dims;
+    const data = attentionTensor.data;
+    const all = [0, length];
+    const parts = [{ name: "All", rows: all, columns: all }];
     if (sentenceBStart !== null) {
       const a = [0, sentenceBStart];
-      const b = [sentenceBStart, tokens.length];
-      const slice = (rows, columns) =>
-        attention.map((layer) => layer.map((head) => head.slice(...rows).map((row) => row.slice(...columns))));
-      parts[0].name = "All";
-      for (const [name, rows, columns] of [
-        ["Sentence A -> Sentence A", a, a],
-        ["Sentence B -> Sentence B", b, b],
-        ["Sentence A -> Sentence B", a, b],
-        ["Sentence B -> Sentence A", b, a],
-      ]) {
-        parts.push({
-          name,
-          attn: slice(rows, columns),
-          left_text: tokens.slice(...rows),
-          right_text: tokens.slice(...columns),
-        });
-      }
+      const b = [sentenceBStart, length];
+      parts.push(
+        { name: "Sentence A -> Sentence A", rows: a, columns: a },
+        { name: "Sentence B -> Sentence B", rows: b, columns: b },
+        { name: "Sentence A -> Sentence B", rows: a, columns: b },
+        { name: "Sentence B -> Sentence A", rows: b, columns: a },
+      );
     }
+    const view = { layer: 0, part: parts[0], active: new Array(heads).fill(true), hovered: null };
     const root = document.createElement("div");
-    root.id = `try-bertviz-${state.runs}`;
-    const menu =
-      parts.length > 1
-        ? ` Attention: <select id="filter">${parts.map((p, i) => `<option value="${i}">${p.name}</option>`).join("")}</select>`
-        : "";
-    root.innerHTML = `<span class="try-view-controls">Layer: <select id="layer"></select>${menu}</span><div id="vis"></div>`;
+    const controls = document.createElement("span");
+    controls.className = "try-view-controls";
+    const layerSelect = document.createElement("select");
+    layerSelect.id = "try-head-view-layer";
+    for (let l = 0; l < layers; l++) layerSelect.add(new Option(`${l}`, l));
+    controls.append("Layer: ", layerSelect);
+    let partSelect = null;
+    if (parts.length > 1) {
+      partSelect = document.createElement("select");
+      parts.forEach((part, i) => partSelect.add(new Option(part.name, i)));
+      controls.append(" Attention: ", partSelect);
+    }
+    const figure = document.createElement("div");
+    figure.className = "try-head-view-figure";
+    root.append(controls, figure);
     page.headView.replaceChildren(root);
-    window.bertvizHeadView({
-      attention: parts,
-      default_filter: "0",
-      root_div_id: root.id,
-      layer: null,
-      heads: null,
-      include_layers: attention.map((_, l) => l),
-    });
+
+    function draw() {
+      const { rows, columns } = view.part;
+      const leftTokens = tokens.slice(...rows);
+      const rightTokens = tokens.slice(...columns);
+      const height = VIEW.top + Math.max(leftTokens.length, rightTokens.length) * VIEW.rowHeight;
+      const width = 2 * VIEW.tokenWidth + VIEW.linesWidth;
+      const svg = svgElement("svg", { width, height, viewBox: `0 0 ${width} ${height}` });
+      // One square per head: click to show or hide it, double-click to show only it (or all again).
+      for (let h = 0; h < heads; h++) {
+        const square = svgElement("rect", {
+          x: h * VIEW.square, y: 0, width: VIEW.square - 2, height: VIEW.square - 2,
+          fill: HEAD_COLOURS[h % HEAD_COLOURS.length], "fill-opacity": view.active[h] ? 1 : 0.2,
+          class: "try-head-square",
+        });
+        square.append(svgElement("title", {}, `head ${h}`));
+        square.addEventListener("click", () => { view.active[h] = !view.active[h]; draw(); });
+        square.addEventListener("dblclick", () => {
+          const only = view.active.every((on, i) => on === (i === h));
+          view.active.fill(only);
+          view.active[h] = true;
+          draw();
+        });
+        svg.append(square);
+      }
+      const addTokens = (texts, side) => {
+        texts.forEach((token, i) => {
+          const y = VIEW.top + (i + 0.5) * VIEW.rowHeight;
+          const x = side === "left" ? VIEW.tokenWidth - 6 : VIEW.tokenWidth + VIEW.linesWidth + 6;
+          const text = svgElement(
+            "text",
+            { x, y, "dominant-baseline": "middle", "text-anchor": side === "left" ? "end" : "start",
+              "font-size": 15, "data-side": side, "data-index": i },
+            token,
+          );
+          // Hover a token: only its lines.
+          text.addEventListener("mouseenter", () => { view.hovered = { side, index: i }; paint(); });
+          text.addEventListener("mouseleave", () => { view.hovered = null; paint(); });
+          svg.append(text);
+        });
+      };
+      addTokens(leftTokens, "left");
+      addTokens(rightTokens, "right");
+      const canvas = document.createElement("canvas");
+      canvas.className = "try-head-view-lines";
+      const scale = window.devicePixelRatio || 1;
+      canvas.width = Math.round(VIEW.linesWidth * scale);
+      canvas.height = Math.round(height * scale);
+      canvas.style.left = `${VIEW.tokenWidth}px`;
+      canvas.style.width = `${VIEW.linesWidth}px`;
+      canvas.style.height = `${height}px`;
+      figure.replaceChildren(svg, canvas);
+
+      function paint() {
+        const context = canvas.getContext("2d");
+        context.setTransform(scale, 0, 0, scale, 0, 0);
+        context.clearRect(0, 0, VIEW.linesWidth, height);
+        context.lineWidth = 2;
+        const shown = view.active.filter(Boolean).length;
+        for (let h = 0; h < heads; h++) {
+          if (!view.active[h]) continue;
+          context.strokeStyle = HEAD_COLOURS[h % HEAD_COLOURS.length];
+          const offset = (view.layer * heads + h) * length * length;
+          for (let q = rows[0]; q < rows[1]; q++) {
+            if (view.hovered && view.hovered.side === "left" && view.hovered.index !== q - rows[0]) continue;
+            for (let k = columns[0]; k < columns[1]; k++) {
+              if (view.hovered && view.hovered.side === "right" && view.hovered.index !== k - columns[0]) continue;
+              // As opaque as the probability, shared between the heads shown (bertviz's rule).
+              const alpha = data[offset + q * length + k] / shown;
+              if (alpha < 1 / 512) continue; // below what 8-bit colour can show
+              context.globalAlpha = Math.min(1, alpha);
+              context.beginPath();
+              context.moveTo(0, VIEW.top + (q - rows[0] + 0.5) * VIEW.rowHeight);
+              context.lineTo(VIEW.linesWidth, VIEW.top + (k - columns[0] + 0.5) * VIEW.rowHeight);
+              context.stroke();
+            }
+          }
+        }
+        context.globalAlpha = 1;
+        for (const text of svg.querySelectorAll("text")) {
+          const hovered = view.hovered && view.hovered.side === text.dataset.side &&
+            view.hovered.index === Number(text.dataset.index);
+          text.setAttribute("font-weight", hovered ? "bold" : "normal");
+        }
+      }
+      paint();
+    }
+
+    layerSelect.addEventListener("change", () => { view.layer = Number(layerSelect.value); draw(); });
+    if (partSelect) partSelect.addEventListener("change", () => { view.part = parts[Number(partSelect.value)]; draw(); });
+    draw();
   }
 
   // The theme's colours, resolved to rgb() by the browser; looked up again when the theme changes.
@@ -352,7 +453,7 @@
       const heatmapsDrawn = performance.now();
       const headViewLimit = Number(page.root.dataset.headViewMaxTokens);
       if (encoded.tokens.length <= headViewLimit) {
-        drawHeadView(encoded.tokens, api.lastRun.attentions, encoded.sentenceBStart);
+        drawHeadView(encoded.tokens, output.attentions, encoded.sentenceBStart);
       } else {
         page.headView.replaceChildren();
         say(

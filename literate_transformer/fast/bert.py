@@ -1,0 +1,359 @@
+r"""BERT, fast: the same function as :class:`~literate_transformer.models.bert.BertModel`, with less work.
+
+:class:`~literate_transformer.models.bert.BertModel` is written to be read:
+three projections for queries, keys and values, every padded position
+computed like a real one, one PyTorch call per step.  That is also where its
+time goes.  :class:`FastBertModel` is built *from* a ``BertModel`` (the same
+weights, nothing retrained) and changes four things, each one a lesson of
+chapter 16; a test proves that it still computes what ``BertModel`` computes,
+within ``1e-5``.
+
+1. **One matrix multiply for Q, K and V.**  The three ``E -> E`` projections
+   read the same input, so their weights stacked into one ``3E x E`` matrix
+   give all three in one multiply:
+
+   .. math::
+
+       [Q \; K \; V] = X \, [W^Q \; W^K \; W^V]^\top + [b^Q \; b^K \; b^V],
+
+   one pass over :math:`X` and one matrix multiply instead of three
+   (Megatron-LM calls the fused layer ``query_key_value``; GPT-2's
+   ``c_attn`` was born fused).
+
+2. **No work on padding.**  A batch of sentences padded to the longest
+   spends the same work on a ``[PAD]`` as on a word.  Here the real tokens
+   of the batch are laid end to end, ``U = sum(lengths)`` of them, and every
+   position-wise step (the projections, the feed-forward layer, the layer
+   norms: almost all of the work) runs on that ``(U, E)`` matrix.  Only
+   attention needs the sequences apart: the packed queries, keys and values
+   are scattered into a padded ``(B, T, 3E)`` buffer, attended with the
+   padding keys masked, and gathered back.  Where the lengths are all equal
+   there is nothing to scatter, and attention runs without a mask.  The
+   lengths are what the tokenizer returns, plain integers on the host: the
+   model never reads a mask back from the device to find them (such a read
+   stops a GPU's queue until it has caught up).
+
+3. **Fewer passes over memory.**  Each post-LN sub-layer ends with
+   :math:`\operatorname{LayerNorm}(x + hW^\top + b)`.  Summing the residual
+   :math:`x` and the bias :math:`b` first and letting the matrix multiply
+   accumulate into that sum in place (:meth:`FusedBertLayer.add_and_norm`)
+   saves one pass over the ``(U, E)`` states per sub-layer.
+
+4. **A compiled path where it pays.**  :meth:`FastBertModel.compile` hands
+   the packed forward to :func:`torch.compile`, which fuses the steps PyTorch
+   runs as separate passes over memory (the GELU, the additions, the layer
+   norms) into fewer kernels around the matrix multiplies; with
+   inference-only "freezing" it also treats the weights as constants.
+   Compiling takes tens of seconds, so it can only pay on a long-running
+   job (the benchmark page shows what it saves once warm), never on one
+   sentence.
+
+What stays the same: the weights (shared with the ``BertModel`` it was
+built from, except the fused ``query_key_value``, which is a copy), the
+embeddings, the post-layer-norm arrangement, the fused attention kernel
+(:func:`torch.nn.functional.scaled_dot_product_attention`).  What it leaves
+out: everything a sentence encoder does not need (the pooler, attention
+probabilities, head masks, cross-attention, dropout: it is for inference).
+
+>>> import torch
+>>> from literate_transformer import TransformerConfig
+>>> from literate_transformer.models.bert import BertModel
+>>> config = TransformerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+...                            num_attention_heads=4, intermediate_size=32, max_position_embeddings=20)
+>>> bert = BertModel(config).eval()
+>>> fast = FastBertModel.from_bert(bert)
+>>> input_ids = torch.tensor([[2, 7, 9, 3], [2, 5, 3, 0]])          # the second sentence is padded
+>>> mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+>>> ours = fast(input_ids, lengths=[4, 3])
+>>> theirs = bert(input_ids, attention_mask=mask).last_hidden_state
+>>> torch.allclose(ours[mask.bool()], theirs[mask.bool()], atol=1e-5)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..core.validation import Arguments, check_input_ids, validate_with
+from ..models.bert import BertLayer, BertModel
+
+__all__ = ["PackedBatch", "FusedBertLayer", "FastBertModel"]
+
+
+class PackedBatch:
+    """The real tokens of a batch, end to end, and where each sits in the padded ``(B, T)`` layout.
+
+    Built on the host from the lengths the tokenizer returned (plain
+    integers), so that nothing is read back from the device.
+
+    Attributes:
+        lengths: Each sequence's number of real tokens.
+        batch_size: ``B``.
+        max_length: ``T``, the longest length.
+        index: ``(U,)`` the flat position (``b * T + t``) of each real token in
+            the padded layout; ``None`` when every sequence has ``T`` tokens
+            (the packed and the padded layouts are then the same).
+        key_mask: ``(B, 1, 1, T)`` additive mask hiding the padding keys, or ``None``.
+        position_ids: ``(U,)`` each token's position in its own sequence, ``0 .. length - 1``.
+        shape: An empty ``(B, T, 0)`` tensor: the padded layout's sizes, as a shape (see
+            :meth:`FastBertModel.encode_packed`).
+
+    Args:
+        lengths: Each sequence's number of real tokens.
+        max_length: The padded length ``T`` (default: the longest).
+        device: Where the model runs.
+        dtype: The model's floating-point type (of the mask).
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        max_length: int | None = None,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        self.lengths = tuple(int(length) for length in lengths)
+        max_length = max(self.lengths) if max_length is None else max_length
+        self.batch_size, self.max_length = len(self.lengths), max_length
+        starts = torch.arange(self.batch_size) * max_length
+        counts = torch.tensor(self.lengths)
+        # Position of each real token in its sentence: 0, 1, ..., length - 1, sentence after sentence.
+        ends = counts.cumsum(0)
+        within = torch.arange(int(ends[-1])) - torch.repeat_interleave(ends - counts, counts)
+        self.position_ids = within.to(device)
+        self.shape = torch.empty(self.batch_size, max_length, 0, device=device)
+        self.index = self.key_mask = None
+        if any(length != max_length for length in self.lengths):
+            # b * T + t for each real token: where the padded layout keeps it.
+            self.index = (torch.repeat_interleave(starts, counts) + within).to(device)
+            hidden = torch.arange(max_length)[None, :] >= counts[:, None]
+            mask = torch.zeros(self.batch_size, 1, 1, max_length, dtype=dtype)
+            self.key_mask = mask.masked_fill(hidden[:, None, None, :], torch.finfo(dtype).min).to(device)
+
+    @property
+    def num_tokens(self) -> int:
+        """``U``, the number of real tokens."""
+        return sum(self.lengths)
+
+
+class FusedBertLayer(nn.Module):
+    """:class:`~literate_transformer.models.bert.BertLayer` on packed tokens, Q, K and V in one multiply.
+
+    Args:
+        layer: The ``BertLayer`` whose weights it uses (shared, except the fused projection, a copy).
+    """
+
+    def __init__(self, layer: BertLayer) -> None:
+        super().__init__()
+        attention = layer.attention.self
+        self.num_attention_heads = attention.num_attention_heads  # H
+        self.attention_head_size = attention.attention_head_size  # D
+        hidden_size = attention.all_head_size
+        # W^Q, W^K and W^V stacked: one (3E x E) layer whose output is [Q K V] side by side.
+        self.query_key_value = nn.Linear(hidden_size, 3 * hidden_size)
+        with torch.no_grad():
+            self.query_key_value.weight.copy_(
+                torch.cat([attention.query.weight, attention.key.weight, attention.value.weight])
+            )
+            self.query_key_value.bias.copy_(torch.cat([attention.query.bias, attention.key.bias, attention.value.bias]))
+        # The rest is BERT's own modules: output projection, feed-forward, the two layer norms.
+        self.attention_output = layer.attention.output
+        self.intermediate = layer.intermediate
+        self.output = layer.output
+
+    def attend(self, mixed: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: tuple[int, int]) -> Tensor:
+        """Attention of each sequence over its own tokens: packed ``[Q K V]`` ``(U, 3E)`` -> context ``(U, E)``.
+
+        ``index`` and ``key_mask`` are a :class:`PackedBatch`'s; ``shape`` is ``(B, T)``, the padded layout's.
+        """
+        heads, head_size = self.num_attention_heads, self.attention_head_size
+        size, length = shape
+        if index is not None:
+            # Scatter the real tokens into the padded layout (padding rows stay 0; their keys are masked).
+            padded = mixed.new_zeros(size * length, mixed.shape[-1])
+            mixed = padded.index_copy_(0, index, mixed)
+        # (B*T, 3E) -> (B, T, 3, H, D) -> three (B, H, T, D) views: Q, K and V.
+        query, key, value = mixed.view(size, length, 3, heads, head_size).permute(2, 0, 3, 1, 4).unbind(0)
+        # softmax(Q K^T / sqrt(D) + M) V in PyTorch's fused kernel, padding keys masked.
+        context = F.scaled_dot_product_attention(query, key, value, attn_mask=key_mask)  # (B, H, T, D)
+        # Merge the heads, (B, H, T, D) -> (B, T, H * D), one row per position ...
+        context = context.transpose(1, 2).reshape(size * length, heads * head_size)
+        # ... and keep the real tokens' rows.
+        return context if index is None else context.index_select(0, index)
+
+    @staticmethod
+    def add_and_norm(residual: Tensor, hidden: Tensor, dense: nn.Linear, norm: nn.LayerNorm) -> Tensor:
+        r"""BERT's post-LN sub-layer end, :math:`\operatorname{LayerNorm}(x + h W^\top + b)`, in fewer passes.
+
+        :class:`~literate_transformer.models.bert.BertSelfOutput` writes the
+        product with its bias into a new tensor, then adds the residual in
+        another pass.  Here the residual and the bias are summed first, and
+        the matrix multiply accumulates into that sum in place
+        (:func:`torch.addmm` with ``out`` its own input): one pass over the
+        ``(U, E)`` states fewer, the same sum up to rounding.
+        """
+        # x + b, in a new tensor the multiply then adds h W^T into.
+        summed = residual + dense.bias  # (U, E)
+        summed = torch.addmm(summed, hidden, dense.weight.t(), out=summed)  # (U, E)
+        return norm(summed)
+
+    def forward(
+        self, hidden_states: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: tuple[int, int]
+    ) -> Tensor:
+        """One layer on the packed tokens, ``(U, E) -> (U, E)`` (the other arguments: see :meth:`attend`)."""
+        # 1) [Q K V] for every real token in one matrix multiply, (U, E) -> (U, 3E).
+        mixed = self.query_key_value(hidden_states)
+        # 2) Attention within each sequence.
+        context = self.attend(mixed, index, key_mask, shape)  # (U, E)
+        # 3) W^O, residual, layer norm (post-LN, BERT's weights).
+        output = self.attention_output
+        attention_output = self.add_and_norm(hidden_states, context, output.dense, output.LayerNorm)  # (U, E)
+        # 4) The feed-forward layer, act(a W_1 + b_1) W_2 + b_2, residual and layer norm, on real tokens only.
+        intermediate = self.intermediate
+        intermediate_output = intermediate.intermediate_act_fn(intermediate.dense(attention_output))  # (U, F)
+        return self.add_and_norm(attention_output, intermediate_output, self.output.dense, self.output.LayerNorm)
+
+
+def _check_fast_inputs(model: FastBertModel, args: Arguments) -> None:
+    config = model.config
+    input_ids = check_input_ids(args.input_ids, config.vocab_size, config.max_position_embeddings)
+    batch_size, length = input_ids.shape
+    if args.lengths is not None:
+        lengths = args.lengths
+        if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
+            raise TypeError(
+                f"lengths must be a sequence of ints (the tokenizer's lengths), got {type(lengths).__name__}"
+            )
+        if len(lengths) != batch_size:
+            raise ValueError(f"lengths must have one entry per sequence ({batch_size}), got {len(lengths)}")
+        for value in lengths:
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= length:
+                raise ValueError(f"lengths must be ints in [1, {length}] (real tokens per row), got {value!r}")
+
+
+class FastBertModel(nn.Module):
+    """BERT's encoder on packed tokens with fused projections: what :func:`~literate_transformer.fast.encode.encode` runs.
+
+    Build it with :meth:`from_bert` (or :meth:`from_pretrained`); it keeps
+    the ``BertModel``'s embeddings and layers and adds one fused
+    ``query_key_value`` projection per layer.
+
+    Args:
+        bert: The :class:`~literate_transformer.models.bert.BertModel` whose weights to use.
+    """
+
+    def __init__(self, bert: BertModel) -> None:
+        super().__init__()
+        self.config = bert.config
+        self.embeddings = bert.embeddings
+        self.layer = nn.ModuleList([FusedBertLayer(layer) for layer in bert.encoder.layer])
+        self._encode_packed = self.encode_packed
+
+    @classmethod
+    def from_bert(cls, bert: BertModel) -> FastBertModel:
+        """The fast model of a ``BertModel`` (in evaluation mode: the fast path is for inference)."""
+        if not isinstance(bert, BertModel):
+            raise TypeError(f"bert must be a literate_transformer BertModel, got {type(bert).__name__}")
+        if bert.config.is_decoder:
+            raise ValueError(
+                "bert must be an encoder (config.is_decoder=False): the fast path does not mask the future"
+            )
+        return cls(bert).eval()
+
+    @classmethod
+    def from_pretrained(cls, path_or_name: Any = None) -> FastBertModel:
+        """The fast model of a checkpoint (by default the offline one)."""
+        return cls.from_bert(BertModel.from_pretrained(path_or_name))
+
+    def compile(self, dynamic: bool = True) -> FastBertModel:
+        """Run the packed forward through :func:`torch.compile` (inference only; the first calls compile).
+
+        Inductor's "freezing" treats the weights as constants (inference
+        only: change no weight afterwards) and folds what depends on them
+        alone; the matrix multiplies stay PyTorch's own (``weight_prepack``
+        off: on this package's CPU benchmark, re-laid-out weights were
+        slower), with the GELU, the additions and the layer norms fused into
+        fewer kernels around them.
+
+        Args:
+            dynamic: One compilation for every batch size and length (what a corpus of sentences needs);
+                ``False`` compiles each new shape anew, the best code a fixed shape can get.
+
+        Returns:
+            The model itself.
+        """
+        options = {"freezing": True, "cpp.weight_prepack": False}
+        self._encode_packed = torch.compile(self.encode_packed, dynamic=dynamic, options=options)
+        return self
+
+    def encode_packed(
+        self, input_ids: Tensor, position_ids: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: Tensor
+    ) -> Tensor:
+        """The encoder on packed tokens, tensors in and out (what :meth:`compile` compiles).
+
+        Args:
+            input_ids: ``(U,)`` the real tokens' ids, sequence after sequence.
+            position_ids: ``(U,)`` their positions within their sequences.
+            index: ``(U,)`` their flat positions in the padded layout, or ``None``.
+            key_mask: ``(B, 1, 1, T)`` additive mask of the padding keys, or ``None``.
+            shape: an empty ``(B, T, 0)`` tensor: the padded layout's sizes, carried as a shape so that a
+                compiled forward treats them as sizes, not as constants.
+
+        Returns:
+            ``(U, E)``, the last layer's hidden states of the real tokens.
+        """
+        embeddings = self.embeddings
+        # BERT's three lookups on the real tokens only, summed in its order: every sentence is segment 0.
+        summed = (
+            embeddings.word_embeddings(input_ids)
+            + embeddings.token_type_embeddings.weight[0]
+            + embeddings.position_embeddings(position_ids)
+        )  # (U, E)
+        hidden_states = embeddings.LayerNorm(summed)  # (U, E)
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states, index, key_mask, shape.shape[:2])  # (U, E)
+        return hidden_states
+
+    @torch.inference_mode()
+    def forward_packed(self, input_ids: Tensor, batch: PackedBatch) -> Tensor:
+        """The encoder on a packed batch, compiled if :meth:`compile` was called (under inference mode).
+
+        Args:
+            input_ids: ``(U,)`` the real tokens' ids, sequence after sequence.
+            batch: Their lengths and layout.
+
+        Returns:
+            ``(U, E)``, the last layer's hidden states of the real tokens.
+        """
+        return self._encode_packed(input_ids, batch.position_ids, batch.index, batch.key_mask, batch.shape)
+
+    @torch.inference_mode()
+    @validate_with(_check_fast_inputs)
+    def forward(self, input_ids: Tensor, lengths: Sequence[int] | None = None) -> Tensor:
+        """Encode right-padded token ids whose real lengths the tokenizer gave (under inference mode).
+
+        Args:
+            input_ids: ``(B, T)`` token ids, each row's real tokens first.
+            lengths: Each row's number of real tokens (plain ints); ``None``: every row is real.
+
+        Returns:
+            ``(B, T, E)``: the real tokens' last hidden states, zeros at padding positions.
+        """
+        size, length = input_ids.shape
+        lengths = [length] * size if lengths is None else lengths
+        batch = PackedBatch(lengths, length, input_ids.device, self.embeddings.word_embeddings.weight.dtype)
+        # The real tokens, end to end (all of them when nothing is padded).
+        flat_ids = input_ids.reshape(-1)
+        if batch.index is not None:
+            flat_ids = flat_ids.index_select(0, batch.index)
+        packed = self.forward_packed(flat_ids, batch)  # (U, E)
+        if batch.index is None:
+            return packed.view(size, length, -1)
+        # Back to the padded layout, zeros where the padding was.
+        padded = packed.new_zeros(size * length, packed.shape[-1])
+        return padded.index_copy_(0, batch.index, packed).view(size, length, -1)

@@ -1,0 +1,88 @@
+"""The fast BERT computes what BertModel computes: fused Q, K, V, packed tokens, the same numbers.
+
+Tolerance: float32, absolute 1e-5 (the package's), on the real tokens (the
+fast model leaves zeros at padding positions, which no reader of its output
+looks at).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from literate_transformer.fast.bert import FastBertModel, PackedBatch
+from literate_transformer.models.bert import BertModel
+
+ATOL = 1e-5
+
+
+def _mask(lengths: list[int], length: int) -> torch.Tensor:
+    return (torch.arange(length)[None, :] < torch.tensor(lengths)[:, None]).long()
+
+
+@pytest.fixture(scope="module")
+def checkpoint():
+    bert = BertModel.from_pretrained().eval()
+    return bert, FastBertModel.from_bert(bert)
+
+
+@pytest.mark.parametrize("lengths", [[9, 4, 1, 7], [9, 9, 9, 9]], ids=["padded", "unpadded"])
+def test_fast_bert_equals_the_checkpoints_bert_on_the_real_tokens(checkpoint, lengths):
+    bert, fast = checkpoint
+    input_ids = torch.randint(1000, bert.config.vocab_size, (len(lengths), 9))
+    mask = _mask(lengths, 9)
+    with torch.inference_mode():
+        expected = bert(input_ids, attention_mask=mask).last_hidden_state
+        actual = fast(input_ids, lengths=lengths)
+    torch.testing.assert_close(actual[mask.bool()], expected[mask.bool()], atol=ATOL, rtol=0)
+    assert torch.equal(actual[~mask.bool()], torch.zeros_like(actual[~mask.bool()]))
+
+
+def test_without_lengths_every_token_is_real(tiny_config):
+    bert = BertModel(tiny_config()).eval()
+    input_ids = torch.randint(0, bert.config.vocab_size, (3, 6))
+    with torch.inference_mode():
+        torch.testing.assert_close(
+            FastBertModel.from_bert(bert)(input_ids), bert(input_ids).last_hidden_state, atol=ATOL, rtol=0
+        )
+
+
+def test_the_fused_projection_is_query_key_and_value_stacked(tiny_config):
+    bert = BertModel(tiny_config()).eval()
+    fused = FastBertModel.from_bert(bert).layer[0].query_key_value
+    hidden = torch.randn(5, bert.config.hidden_size)
+    attention = bert.encoder.layer[0].attention.self
+    expected = torch.cat([attention.query(hidden), attention.key(hidden), attention.value(hidden)], dim=-1)
+    torch.testing.assert_close(fused(hidden), expected, atol=ATOL, rtol=0)
+
+
+def test_a_packed_batch_knows_where_each_real_token_sits():
+    batch = PackedBatch([3, 1, 2], max_length=3)
+    assert batch.num_tokens == 6
+    assert batch.index.tolist() == [0, 1, 2, 3, 6, 7]
+    assert batch.position_ids.tolist() == [0, 1, 2, 0, 0, 1]
+    hidden_keys = batch.key_mask[:, 0, 0] < 0
+    assert hidden_keys.tolist() == [[False, False, False], [False, True, True], [False, False, True]]
+    assert PackedBatch([4, 4]).index is None and PackedBatch([4, 4]).key_mask is None
+
+
+@pytest.mark.parametrize(
+    ("lengths", "error", "match"),
+    [
+        ([3], ValueError, "one entry per sequence"),
+        ([3, 7], ValueError, r"lengths must be ints in \[1, 4\]"),
+        ([3, 0], ValueError, "lengths"),
+        ("34", TypeError, "lengths must be a sequence"),
+    ],
+)
+def test_bad_lengths_are_refused_by_name(tiny_config, lengths, error, match):
+    fast = FastBertModel.from_bert(BertModel(tiny_config()).eval())
+    with pytest.raises(error, match=match):
+        fast(torch.zeros(2, 4, dtype=torch.long), lengths=lengths)
+
+
+def test_only_a_bert_encoder_can_be_made_fast(tiny_config):
+    with pytest.raises(TypeError, match="bert must be a literate_transformer BertModel"):
+        FastBertModel.from_bert(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="is_decoder"):
+        FastBertModel.from_bert(BertModel(tiny_config(is_decoder=True)))

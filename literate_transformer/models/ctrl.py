@@ -90,13 +90,11 @@ def check_ctrl_config(config: Any) -> Any:
 
     Raises:
         TypeError: for a config that is not CTRL's.
-        ValueError: for heads that do not divide ``n_embd``, or an odd ``n_embd`` (its sines and cosines come in pairs).
+        ValueError: for heads that do not divide ``n_embd``.
     """
     if getattr(config, "model_type", None) != "ctrl":
         raise TypeError(f"config must be a transformers CTRLConfig, got {type(config).__name__}")
     check_heads(config)
-    if config.hidden_size % 2:
-        raise ValueError(f"n_embd ({config.hidden_size}) must be even: CTRL's positions are pairs of sines and cosines")
     return config
 
 
@@ -107,7 +105,7 @@ def ctrl_positional_encoding(num_positions: int, dim: int, dtype: torch.dtype = 
 
     Args:
         num_positions: The rows of the table (``n_positions``).
-        dim: ``E`` (even).
+        dim: ``E``; an odd ``E`` gets one sine more than cosines, as in ``transformers``.
         dtype: The dtype of the computation.
 
     Returns:

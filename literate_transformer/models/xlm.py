@@ -20,7 +20,8 @@ embeddings and the masking:
 
 * ``langs`` (:math:`\ell_t`), one language id per token, read from
   ``lang_embeddings`` when the config has more than one language
-  (``n_langs > 1`` and ``use_lang_emb``); such a model requires them here;
+  (``n_langs > 1`` and ``use_lang_emb``); without ``langs`` no language
+  vector is added, as in ``transformers``;
 * positions from a learned table, or from the 2017 sinusoids
   (``sinusoidal_embeddings``, the table then frozen);
 * :math:`m_t`, 1 for a real token and 0 for padding, multiplies the
@@ -137,12 +138,7 @@ def _check_model_inputs(model: XLMModel, args: Arguments) -> None:
         ids = check_tensor(args.token_type_ids, "token_type_ids", dtypes=("int",), shape=(batch_size, length))
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= config.vocab_size):
             raise ValueError(f"token_type_ids are read from the word table: they must be in [0, {config.vocab_size})")
-    if model.uses_langs:
-        if args.langs is None:
-            raise ValueError(
-                f"langs is required: this XLM has {config.n_langs} language embeddings (n_langs), "
-                "one language id per token, shape (B, T)"
-            )
+    if model.uses_langs and args.langs is not None:
         langs = check_tensor(args.langs, "langs", dtypes=("int",), shape=(batch_size, length))
         if langs.numel() and (int(langs.min()) < 0 or int(langs.max()) >= config.n_langs):
             raise ValueError(f"langs must be language ids in [0, n_langs={config.n_langs})")
@@ -155,7 +151,7 @@ class XLMModel(nn.Module):
         config: A ``transformers`` :class:`~transformers.XLMConfig`.
 
     Attributes:
-        uses_langs: Whether the model adds language embeddings (and so requires ``langs``).
+        uses_langs: Whether the model adds language embeddings (where it is given ``langs``).
     """
 
     def __init__(self, config: Any) -> None:
@@ -199,7 +195,8 @@ class XLMModel(nn.Module):
             input_ids: ``(B, T)`` token ids.
             attention_mask: ``(B, T)``, 1 for real tokens and 0 for padding; by
                 default the first ``(input_ids != pad_index).sum()`` tokens of each row are real.
-            langs: ``(B, T)`` language ids; required when the model has language embeddings.
+            langs: ``(B, T)`` language ids, read where the model has language embeddings; without them
+                none is added (as in ``transformers``).
             token_type_ids: ``(B, T)`` ids added from the word table (rarely used).
             position_ids: ``(B, T)``; ``0 .. T-1`` by default (TLM restarts them for the second sentence).
             output_attentions: Return every layer's ``(B, H, T, T)`` probabilities.
@@ -210,7 +207,7 @@ class XLMModel(nn.Module):
 
         Raises:
             ValueError: for ids outside the vocabulary, sequences longer than the position table,
-                masks of the wrong shape, and ``langs`` missing or outside ``[0, n_langs)``.
+                masks of the wrong shape, and ``langs`` outside ``[0, n_langs)``.
         """
         length = input_ids.shape[1]
         if attention_mask is None:
@@ -223,7 +220,7 @@ class XLMModel(nn.Module):
         keep = attention_mask.to(self.embeddings.weight.dtype).unsqueeze(-1)  # (B, T, 1)
         # What the token is, where it is, and (XLM's own) which language it is in.
         tensor = self.embeddings(input_ids) + self.position_embeddings(position_ids)  # (B, T, E)
-        if self.uses_langs:
+        if self.uses_langs and langs is not None:
             tensor = tensor + self.lang_embeddings(langs)
         if token_type_ids is not None:
             tensor = tensor + self.embeddings(token_type_ids)

@@ -108,5 +108,13 @@ def test_unsupported_ctrl_configs_are_refused():
         check_ctrl_config(transformers.GPT2Config())
     with pytest.raises(ValueError, match=r"n_embd \(30\) must be divisible by n_head \(4\)"):
         check_ctrl_config(transformers.CTRLConfig(n_embd=30, n_head=4))
-    with pytest.raises(ValueError, match=r"n_embd \(15\) must be even"):
-        check_ctrl_config(transformers.CTRLConfig(n_embd=15, n_head=3))
+
+
+def test_an_odd_width_takes_one_sine_more_as_in_transformers():
+    """n_embd = 15: 8 sines and 7 cosines per position, and the same logits as HF's."""
+    torch.manual_seed(0)
+    config = transformers.CTRLConfig(vocab_size=30, n_embd=15, n_head=3, dff=11, n_layer=2, n_positions=12)
+    hf = transformers.CTRLLMHeadModel(config).eval()
+    ours = from_hf(hf).eval()
+    assert ctrl_positional_encoding(12, 15).shape == (12, 15)
+    assert_logits_equal_at_real_positions(hf, ours, config.vocab_size)

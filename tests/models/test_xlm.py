@@ -65,7 +65,18 @@ def test_without_a_mask_the_padding_ids_give_the_same_output(models):
     torch.testing.assert_close(ours(input_ids, langs=langs).last_hidden_state, expected, atol=ATOL, rtol=0)
 
 
-def test_bad_input_is_refused_by_name_and_langs_are_required_where_the_model_has_them(models):
+@torch.no_grad()
+def test_without_langs_no_language_vector_is_added_as_in_transformers(models):
+    hf, ours = models
+    input_ids, attention_mask, langs = batch(hf.config)
+    actual, _ = assert_encoder_equals_hf(hf, ours, input_ids, attention_mask, ATOL)
+    if ours.uses_langs:
+        # Not vacuous: with languages the output is another.
+        with_langs = ours(input_ids, attention_mask=attention_mask, langs=langs).last_hidden_state
+        assert (with_langs - actual.last_hidden_state).abs().max() > 1e-3
+
+
+def test_bad_input_is_refused_by_name(models):
     hf, ours = models
     input_ids, _, langs = batch(hf.config)
     config = hf.config
@@ -73,8 +84,6 @@ def test_bad_input_is_refused_by_name_and_langs_are_required_where_the_model_has
     assert_refuses_bad_input(ours, input_ids, "max_position_embeddings", config.vocab_size,
                              config.max_position_embeddings, **inputs)  # fmt: skip
     if ours.uses_langs:
-        with pytest.raises(ValueError, match="langs is required"):
-            ours(input_ids)
         with pytest.raises(ValueError, match=r"langs must be language ids in \[0, n_langs=3\)"):
             ours(input_ids, langs=langs + 3)
     with pytest.raises(ValueError, match="XLMConfig.causal=True is not supported"):

@@ -33,15 +33,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.config import as_config
 from ..core.outputs import ModelOutput
 from ..core.validation import Arguments, check_tensor, check_token_inputs, validate_with
-from .bert import BertEmbeddings, BertModel
+from .albert import AlbertEmbeddings
+from .bert import BertModel
 from .registry import map_state_dict, register
 
 __all__ = [
@@ -72,37 +71,15 @@ def check_electra_config(config: Any) -> Any:
     return config
 
 
-def _check_embeddings_inputs(embeddings: ElectraEmbeddings, args: Arguments) -> None:
-    check_token_inputs(args, embeddings.config)
+class ElectraEmbeddings(AlbertEmbeddings):
+    """ALBERT's embeddings under ELECTRA's name: BERT's three tables and norm at ``embedding_size`` (``W``).
 
-
-class ElectraEmbeddings(BertEmbeddings):
-    """BERT's embeddings at ELECTRA's ``embedding_size``: the same three tables and norm, narrower.
+    ELECTRA takes ALBERT's narrower embeddings and nothing else of ALBERT's (its layers are BERT's, unshared);
+    the projection up to ``E`` is :class:`ElectraModel`'s ``embeddings_project``.
 
     Args:
         config: A ``transformers`` :class:`~transformers.ElectraConfig`.
     """
-
-    def __init__(self, config: Any) -> None:
-        # BERT's tables and norm, built at the embedding width W (one head: no attention is built here).
-        super().__init__(as_config(config).replace(hidden_size=config.embedding_size, num_attention_heads=1))
-
-    @validate_with(_check_embeddings_inputs)
-    def forward(
-        self, input_ids: Tensor, token_type_ids: Tensor | None = None, position_ids: Tensor | None = None
-    ) -> Tensor:
-        """BERT's embeddings (:meth:`~literate_transformer.models.bert.BertEmbeddings.forward`), ``W`` wide."""
-        if position_ids is None:
-            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        # BERT's three lookups, summed in BERT's order; the vectors are W wide, not E.
-        embeddings = (
-            self.word_embeddings(input_ids)
-            + self.token_type_embeddings(token_type_ids)
-            + self.position_embeddings(position_ids)
-        )  # (B, T, W)
-        return self.dropout(self.LayerNorm(embeddings))
 
 
 def _check_model_inputs(model: ElectraModel, args: Arguments) -> None:

@@ -55,7 +55,7 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_token_inputs, validate_with
-from ..parts.attention import Attention
+from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
 from ..parts.positions import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from ..parts.stack import run_layers
@@ -127,12 +127,13 @@ class DistilBertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
-class DistilBertSelfAttention(Attention):
+class DistilBertSelfAttention(LinAttention):
     """Multi-head self-attention under DistilBERT's names: ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin``.
 
     The heads, the kernel and the probabilities are the shared
-    :class:`~literate_transformer.parts.attention.Attention`; :math:`W^O`
-    (``out_lin``) sits in this module, where BERT keeps it in
+    :class:`~literate_transformer.parts.attention.Attention`, the four layers
+    XLM's (:class:`~literate_transformer.parts.attention.LinAttention`);
+    :math:`W^O` (``out_lin``) sits in this module, where BERT keeps it in
     ``attention.output.dense``.
 
     Args:
@@ -140,23 +141,7 @@ class DistilBertSelfAttention(Attention):
     """
 
     def __init__(self, config: Any) -> None:
-        super().__init__(config, config.n_heads, config.dim // config.n_heads, dropout=config.attention_dropout)
-        self.q_lin = nn.Linear(config.dim, config.dim)
-        self.k_lin = nn.Linear(config.dim, config.dim)
-        self.v_lin = nn.Linear(config.dim, config.dim)
-        self.out_lin = nn.Linear(config.dim, config.dim)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``(B, T, E)``."""
-        return self.q_lin(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``(B, S, E)`` each."""
-        return self.k_lin(states), self.v_lin(states)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O`, ``out_lin``."""
-        return self.out_lin(context)
+        super().__init__(config, config.dim, config.n_heads, dropout=config.attention_dropout)
 
 
 class DistilBertFFN(nn.Module):

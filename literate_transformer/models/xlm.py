@@ -49,7 +49,7 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_tensor, check_token_inputs, validate_with
-from ..parts.attention import Attention
+from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
 from ..parts.positions import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from .registry import map_state_dict, register
@@ -79,32 +79,18 @@ def check_xlm_config(config: Any) -> Any:
     return config
 
 
-class XLMMultiHeadAttention(Attention):
+class XLMMultiHeadAttention(LinAttention):
     """Self-attention under XLM's names, ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin`` (``MultiHeadAttention``).
+
+    The four layers are :class:`~literate_transformer.parts.attention.LinAttention`'s; XLM gives them its width
+    (``emb_dim``), its heads and its attention dropout.
 
     Args:
         config: A ``transformers`` :class:`~transformers.XLMConfig`.
     """
 
     def __init__(self, config: Any) -> None:
-        dim = config.emb_dim
-        super().__init__(config, config.n_heads, dim // config.n_heads, dropout=config.attention_dropout)
-        self.q_lin = nn.Linear(dim, dim)
-        self.k_lin = nn.Linear(dim, dim)
-        self.v_lin = nn.Linear(dim, dim)
-        self.out_lin = nn.Linear(dim, dim)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``(B, T, E)``."""
-        return self.q_lin(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``(B, S, E)`` each."""
-        return self.k_lin(states), self.v_lin(states)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O`, ``out_lin``."""
-        return self.out_lin(context)
+        super().__init__(config, config.emb_dim, config.n_heads, dropout=config.attention_dropout)
 
 
 class XLMTransformerFFN(nn.Module):

@@ -225,12 +225,8 @@ class DistilBertModel(nn.Module):
     ) -> ModelOutput:
         """Contextual vectors for every token.
 
-        Args:
-            input_ids: ``(B, T)`` token ids.
-            attention_mask: ``(B, T)``, 1 for real tokens and 0 for padding.
-            position_ids: ``(B, T)`` or ``(1, T)``; ``0 .. T-1`` by default.
-            output_attentions: Return every layer's ``(B, H, T, T)`` probabilities.
-            output_hidden_states: Return the embeddings and every layer's output.
+        The arguments are :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`'s,
+        less the segments: DistilBERT has no segment table.
 
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput` (no ``pooler_output``: no pooler).

@@ -57,7 +57,7 @@ from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_token_inputs, validate_with
 from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
-from ..parts.positions import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import run_layers
 from .registry import map_state_dict, register
 
@@ -113,10 +113,8 @@ class DistilBertEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.dim, padding_idx=config.pad_token_id)
         self.position_embeddings = LearnedPositionalEmbedding(config.max_position_embeddings, config.dim)
         if config.sinusoidal_pos_embds:
-            table = SinusoidalPositionalEncoding(config.dim, config.max_position_embeddings).encoding
-            with torch.no_grad():
-                self.position_embeddings.weight.copy_(table)
-            self.position_embeddings.weight.requires_grad_(False)
+            # The 2017 sinusoids, frozen: still a weight of the checkpoint, never trained.
+            self.position_embeddings.freeze_to_sinusoids()
         self.LayerNorm = nn.LayerNorm(config.dim, eps=LAYER_NORM_EPS)
         self.dropout = nn.Dropout(config.dropout)
 

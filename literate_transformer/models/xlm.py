@@ -51,7 +51,7 @@ from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_tensor, check_token_inputs, validate_with
 from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
-from ..parts.positions import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from ..parts.positions import LearnedPositionalEmbedding
 from .registry import map_state_dict, register
 
 __all__ = ["check_xlm_config", "XLMMultiHeadAttention", "XLMTransformerFFN", "XLMModel", "xlm_from_hf"]
@@ -147,10 +147,8 @@ class XLMModel(nn.Module):
         self.uses_langs = config.n_langs > 1 and config.use_lang_emb
         self.position_embeddings = LearnedPositionalEmbedding(config.max_position_embeddings, dim)
         if config.sinusoidal_embeddings:
-            table = SinusoidalPositionalEncoding(dim, config.max_position_embeddings).encoding
-            with torch.no_grad():
-                self.position_embeddings.weight.copy_(table)
-            self.position_embeddings.weight.requires_grad_(False)
+            # The 2017 sinusoids, frozen: still a weight of the checkpoint, never trained.
+            self.position_embeddings.freeze_to_sinusoids()
         if self.uses_langs:
             #: One learned vector per language (``n_langs x E``).
             self.lang_embeddings = nn.Embedding(config.n_langs, dim)

@@ -695,7 +695,7 @@ class BertPooler(nn.Module):
 # ---------------------------------------------------------------------------
 def _check_model_inputs(model: BertModel, args: Arguments) -> None:
     config = model.config
-    batch_size = check_token_inputs(args, config).shape[0]
+    batch_size = model.check_token_inputs(args).shape[0]
     if args.head_mask is not None:
         head_mask = check_tensor(args.head_mask, "head_mask", dtypes=("float", "int", "bool"))
         heads, layers = config.num_attention_heads, config.num_hidden_layers
@@ -790,6 +790,14 @@ class BertModel(nn.Module):
             The model, in the same training/evaluation mode as ``hf_model``.
         """
         return bert_from_hf(hf_model, cls=cls, **config_changes)
+
+    def check_token_inputs(self, args: Arguments) -> Tensor:
+        """The ids, mask, segments and positions of a call, checked as the embeddings read them; returns the ids.
+
+        A family whose embeddings read other positions (RoBERTa's, counted
+        after the padding index) changes this check and keeps BERT's ``forward``.
+        """
+        return check_token_inputs(args, self.config)
 
     def get_extended_attention_mask(
         self, attention_mask: Tensor | None, query_length: int, dtype: torch.dtype, causal: bool = False

@@ -504,13 +504,9 @@ class DebertaV2Model(nn.Module):
     ) -> ModelOutput:
         """Contextual vectors for every token.
 
-        Args:
-            input_ids: ``(B, T)`` token ids.
-            attention_mask: ``(B, T)``, 1 for real tokens and 0 for padding.
-            token_type_ids: ``(B, T)`` segment ids (only with ``type_vocab_size > 0``).
-            position_ids: ``(B, T)`` or ``(1, T)`` absolute positions (only read with ``position_biased_input``).
-            output_attentions: Return every layer's ``(B, H, T, T)`` probabilities.
-            output_hidden_states: Return the embeddings and every layer's output.
+        The arguments are :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`'s,
+        two of them read only where the config has their table: ``token_type_ids`` with
+        ``type_vocab_size > 0``, ``position_ids`` with ``position_biased_input``.
 
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput`.

@@ -55,9 +55,9 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_token_inputs, validate_with
-from ..parts.attention import Attention
+from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
-from ..parts.positions import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import run_layers
 from .registry import map_state_dict, register
 
@@ -113,10 +113,8 @@ class DistilBertEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.dim, padding_idx=config.pad_token_id)
         self.position_embeddings = LearnedPositionalEmbedding(config.max_position_embeddings, config.dim)
         if config.sinusoidal_pos_embds:
-            table = SinusoidalPositionalEncoding(config.dim, config.max_position_embeddings).encoding
-            with torch.no_grad():
-                self.position_embeddings.weight.copy_(table)
-            self.position_embeddings.weight.requires_grad_(False)
+            # The 2017 sinusoids, frozen: still a weight of the checkpoint, never trained.
+            self.position_embeddings.freeze_to_sinusoids()
         self.LayerNorm = nn.LayerNorm(config.dim, eps=LAYER_NORM_EPS)
         self.dropout = nn.Dropout(config.dropout)
 
@@ -127,12 +125,13 @@ class DistilBertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
-class DistilBertSelfAttention(Attention):
+class DistilBertSelfAttention(LinAttention):
     """Multi-head self-attention under DistilBERT's names: ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin``.
 
     The heads, the kernel and the probabilities are the shared
-    :class:`~literate_transformer.parts.attention.Attention`; :math:`W^O`
-    (``out_lin``) sits in this module, where BERT keeps it in
+    :class:`~literate_transformer.parts.attention.Attention`, the four layers
+    XLM's (:class:`~literate_transformer.parts.attention.LinAttention`);
+    :math:`W^O` (``out_lin``) sits in this module, where BERT keeps it in
     ``attention.output.dense``.
 
     Args:
@@ -140,23 +139,7 @@ class DistilBertSelfAttention(Attention):
     """
 
     def __init__(self, config: Any) -> None:
-        super().__init__(config, config.n_heads, config.dim // config.n_heads, dropout=config.attention_dropout)
-        self.q_lin = nn.Linear(config.dim, config.dim)
-        self.k_lin = nn.Linear(config.dim, config.dim)
-        self.v_lin = nn.Linear(config.dim, config.dim)
-        self.out_lin = nn.Linear(config.dim, config.dim)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``(B, T, E)``."""
-        return self.q_lin(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``(B, S, E)`` each."""
-        return self.k_lin(states), self.v_lin(states)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O`, ``out_lin``."""
-        return self.out_lin(context)
+        super().__init__(config, config.dim, config.n_heads, dropout=config.attention_dropout)
 
 
 class DistilBertFFN(nn.Module):
@@ -240,12 +223,8 @@ class DistilBertModel(nn.Module):
     ) -> ModelOutput:
         """Contextual vectors for every token.
 
-        Args:
-            input_ids: ``(B, T)`` token ids.
-            attention_mask: ``(B, T)``, 1 for real tokens and 0 for padding.
-            position_ids: ``(B, T)`` or ``(1, T)``; ``0 .. T-1`` by default.
-            output_attentions: Return every layer's ``(B, H, T, T)`` probabilities.
-            output_hidden_states: Return the embeddings and every layer's output.
+        The arguments are :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`'s,
+        less the segments: DistilBERT has no segment table.
 
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput` (no ``pooler_output``: no pooler).

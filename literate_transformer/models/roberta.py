@@ -40,7 +40,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..core.outputs import ModelOutput
 from ..core.validation import Arguments, check_input_ids, check_token_inputs, validate_with
 from .bert import BertEmbeddings, BertModel
 from .registry import map_state_dict, register
@@ -141,10 +140,6 @@ class RobertaEmbeddings(BertEmbeddings):
         return super().forward(input_ids, token_type_ids, position_ids)
 
 
-def _check_model_inputs(model: RobertaModel, args: Arguments) -> None:
-    _check_embeddings_inputs(model.embeddings, args)
-
-
 class RobertaModel(BertModel):
     """RoBERTa: :class:`RobertaEmbeddings`, then BERT's encoder and pooler.
 
@@ -162,31 +157,16 @@ class RobertaModel(BertModel):
         # The one module RoBERTa changes: its embeddings count positions after the padding.
         self.embeddings = RobertaEmbeddings(config)
 
-    @validate_with(_check_model_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        *,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Encode a batch; as :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`.
+    def check_token_inputs(self, args: Arguments) -> Tensor:
+        """BERT's check of the token inputs, with RoBERTa's limit on their length.
 
-        Raises:
-            ValueError: for ids outside the vocabulary, sequences longer than
-                ``max_position_embeddings - pad_token_id - 1``, or masks of the wrong shape.
+        Positions run up to ``T + pad_token_id``, so a sequence holds at most
+        ``max_position_embeddings - pad_token_id - 1`` tokens.  ``forward`` is
+        :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`:
+        only the embeddings, and so this check, change.
         """
-        return super().forward(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
+        _check_embeddings_inputs(self.embeddings, args)
+        return args.input_ids
 
 
 @register("RobertaModel")

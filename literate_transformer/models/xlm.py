@@ -49,9 +49,9 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_tensor, check_token_inputs, validate_with
-from ..parts.attention import Attention
+from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
-from ..parts.positions import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from ..parts.positions import LearnedPositionalEmbedding
 from .registry import map_state_dict, register
 
 __all__ = ["check_xlm_config", "XLMMultiHeadAttention", "XLMTransformerFFN", "XLMModel", "xlm_from_hf"]
@@ -79,32 +79,18 @@ def check_xlm_config(config: Any) -> Any:
     return config
 
 
-class XLMMultiHeadAttention(Attention):
+class XLMMultiHeadAttention(LinAttention):
     """Self-attention under XLM's names, ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin`` (``MultiHeadAttention``).
+
+    The four layers are :class:`~literate_transformer.parts.attention.LinAttention`'s; XLM gives them its width
+    (``emb_dim``), its heads and its attention dropout.
 
     Args:
         config: A ``transformers`` :class:`~transformers.XLMConfig`.
     """
 
     def __init__(self, config: Any) -> None:
-        dim = config.emb_dim
-        super().__init__(config, config.n_heads, dim // config.n_heads, dropout=config.attention_dropout)
-        self.q_lin = nn.Linear(dim, dim)
-        self.k_lin = nn.Linear(dim, dim)
-        self.v_lin = nn.Linear(dim, dim)
-        self.out_lin = nn.Linear(dim, dim)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``(B, T, E)``."""
-        return self.q_lin(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``(B, S, E)`` each."""
-        return self.k_lin(states), self.v_lin(states)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O`, ``out_lin``."""
-        return self.out_lin(context)
+        super().__init__(config, config.emb_dim, config.n_heads, dropout=config.attention_dropout)
 
 
 class XLMTransformerFFN(nn.Module):
@@ -161,10 +147,8 @@ class XLMModel(nn.Module):
         self.uses_langs = config.n_langs > 1 and config.use_lang_emb
         self.position_embeddings = LearnedPositionalEmbedding(config.max_position_embeddings, dim)
         if config.sinusoidal_embeddings:
-            table = SinusoidalPositionalEncoding(dim, config.max_position_embeddings).encoding
-            with torch.no_grad():
-                self.position_embeddings.weight.copy_(table)
-            self.position_embeddings.weight.requires_grad_(False)
+            # The 2017 sinusoids, frozen: still a weight of the checkpoint, never trained.
+            self.position_embeddings.freeze_to_sinusoids()
         if self.uses_langs:
             #: One learned vector per language (``n_langs x E``).
             self.lang_embeddings = nn.Embedding(config.n_langs, dim)

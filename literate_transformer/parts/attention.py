@@ -53,7 +53,7 @@ from ..core.kernels import attend
 from ..core.outputs import AttentionOutput
 from .heads import extend_cache, merge_heads, repeat_kv, split_heads
 
-__all__ = ["Attention"]
+__all__ = ["Attention", "LinAttention"]
 
 
 class Attention(nn.Module):
@@ -166,3 +166,37 @@ class Attention(nn.Module):
         # The heads side by side again, then W^O.
         output = self.output(merge_heads(context))  # (B, T, E)
         return AttentionOutput(output, attention_probs, cache)
+
+
+class LinAttention(Attention):
+    """Self-attention whose four layers are ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin``: XLM's names, kept by DistilBERT.
+
+    Facebook's XLM code (``MultiHeadAttention``) named its projections so;
+    DistilBERT took that module as it was, so both families write only their
+    config's names for the width, the heads and the dropout.
+
+    Args:
+        config: The model's config (its attention implementation).
+        dim: ``E``, the model's width (``H D``).
+        num_heads: ``H``.
+        dropout: Dropout on the probabilities.
+    """
+
+    def __init__(self, config: Any, dim: int, num_heads: int, dropout: float = 0.0) -> None:
+        super().__init__(config, num_heads, dim // num_heads, dropout=dropout)
+        self.q_lin = nn.Linear(dim, dim)
+        self.k_lin = nn.Linear(dim, dim)
+        self.v_lin = nn.Linear(dim, dim)
+        self.out_lin = nn.Linear(dim, dim)
+
+    def project_query(self, hidden_states: Tensor) -> Tensor:
+        """Every head's queries, ``(B, T, E)``."""
+        return self.q_lin(hidden_states)
+
+    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
+        """Every head's keys and values, ``(B, S, E)`` each."""
+        return self.k_lin(states), self.v_lin(states)
+
+    def output(self, context: Tensor) -> Tensor:
+        """:math:`W^O`, ``out_lin``."""
+        return self.out_lin(context)

@@ -153,6 +153,22 @@ class LearnedPositionalEmbedding(nn.Embedding):
         """``(B, T)`` positions to ``(B, T, E)`` vectors: row ``p + offset`` for position ``p``."""
         return super().forward(position_ids + self.offset)
 
+    def freeze_to_sinusoids(self) -> None:
+        """Fill the table with the 2017 sinusoids and stop training it (XLM's and DistilBERT's sinusoidal option).
+
+        The rows stay a weight of the checkpoint (``...position_embeddings.weight``); only their values are
+        fixed, to those of :class:`SinusoidalPositionalEncoding`.
+
+        >>> table = LearnedPositionalEmbedding(8, 4)
+        >>> table.freeze_to_sinusoids()
+        >>> torch.equal(table.weight, SinusoidalPositionalEncoding(4, 8).encoding), table.weight.requires_grad
+        (True, False)
+        """
+        sinusoids = SinusoidalPositionalEncoding(self.embedding_dim, self.num_embeddings - self.offset).encoding
+        with torch.no_grad():
+            self.weight[self.offset :].copy_(sinusoids)
+        self.weight.requires_grad_(False)
+
 
 def _check_sinusoidal_inputs(encoding: SinusoidalPositionalEncoding, args: Arguments) -> None:
     past_length = check_positive_int(args.past_length, "past_length", minimum=0)

@@ -86,6 +86,7 @@ from .openai_gpt import (
     check_decoder_inputs,
     check_heads,
     check_language_model_inputs,
+    load_from_hf,
 )
 from .registry import map_language_model_state_dict, register
 
@@ -331,8 +332,4 @@ def gpt2_from_hf(hf_model: nn.Module) -> GPT2Model | GPT2LMHeadModel:
     Returns:
         A :class:`GPT2LMHeadModel` for a model with a head, else a :class:`GPT2Model`, in evaluation mode.
     """
-    cls = GPT2LMHeadModel if hasattr(hf_model, "lm_head") else GPT2Model
-    model = cls(hf_model.config)
-    tied = bool(hf_model.config.tie_word_embeddings)
-    model.load_state_dict(map_gpt2_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, GPT2LMHeadModel, GPT2Model, map_gpt2_state_dict)

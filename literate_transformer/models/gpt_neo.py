@@ -55,7 +55,7 @@ from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from .gpt2 import GPT2MLP
 from .gpt3 import GPT3Block, GPT3LMHeadModel, GPT3Model, check_attention_layers
-from .openai_gpt import check_activation, check_heads
+from .openai_gpt import check_activation, check_heads, load_from_hf
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -227,8 +227,4 @@ def gpt_neo_from_hf(hf_model: nn.Module) -> GPTNeoModel | GPTNeoForCausalLM:
     Returns:
         A :class:`GPTNeoForCausalLM` for a model with a head, else a :class:`GPTNeoModel`, in evaluation mode.
     """
-    cls = GPTNeoForCausalLM if hasattr(hf_model, "lm_head") else GPTNeoModel
-    model = cls(hf_model.config)
-    tied = bool(hf_model.config.tie_word_embeddings)
-    model.load_state_dict(map_gpt_neo_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, GPTNeoForCausalLM, GPTNeoModel, map_gpt_neo_state_dict)

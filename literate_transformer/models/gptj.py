@@ -53,7 +53,7 @@ from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
 from .gpt_neo import GPTNeoForCausalLM, GPTNeoModel, GPTNeoSelfAttention
-from .openai_gpt import check_activation, check_heads
+from .openai_gpt import check_activation, check_heads, load_from_hf
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -255,8 +255,4 @@ def gptj_from_hf(hf_model: nn.Module) -> GPTJModel | GPTJForCausalLM:
     Returns:
         A :class:`GPTJForCausalLM` for a model with a head, else a :class:`GPTJModel`, in evaluation mode.
     """
-    cls = GPTJForCausalLM if hasattr(hf_model, "lm_head") else GPTJModel
-    model = cls(hf_model.config)
-    tied = bool(hf_model.config.tie_word_embeddings)
-    model.load_state_dict(map_gptj_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, GPTJForCausalLM, GPTJModel, map_gptj_state_dict)

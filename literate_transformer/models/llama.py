@@ -58,6 +58,7 @@ refuses the other kinds with a ValueError that names the field.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -85,6 +86,7 @@ from ..parts.norms import make_norm
 from ..parts.positions import position_ids as positions_of
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import run_layers
+from .openai_gpt import load_from_hf
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -520,12 +522,12 @@ def map_llama_state_dict(
 def convert_from_hf(
     hf_model: nn.Module, lm_class: type[nn.Module], model_class: type[nn.Module], name: str
 ) -> nn.Module:
-    """Build the family's language model (or its stack, for a model without a head) and load the weights by name."""
-    cls = lm_class if hasattr(hf_model, "lm_head") else model_class
-    model = cls(hf_model.config)
-    tied = bool(getattr(hf_model.config, "tie_word_embeddings", False))
-    model.load_state_dict(map_llama_state_dict(hf_model.state_dict(), model.state_dict(), tied, name), strict=True)
-    return model.eval()
+    """Build the family's language model (or its stack, for a model without a head) and load the weights by name.
+
+    As every decoder family converts (:func:`~literate_transformer.models.openai_gpt.load_from_hf`), through
+    Llama's key map under the family's ``name``.
+    """
+    return load_from_hf(hf_model, lm_class, model_class, functools.partial(map_llama_state_dict, model=name))
 
 
 @register("LlamaModel", "LlamaForCausalLM")

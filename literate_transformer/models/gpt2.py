@@ -274,18 +274,7 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        """Next-token scores for every position, as :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTLMHeadModel.forward`, in HuggingFace's order for GPT-2.
-
-        Args:
-            labels: ``(B, T)`` token ids to score the next-token predictions
-                against (usually ``input_ids``, ``-100`` on padding), as in
-                :meth:`transformers.GPT2LMHeadModel.forward`.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput` with
-            ``logits`` ``(B, T, V)``, and ``loss`` with ``labels``
-            (:func:`~literate_transformer.parts.heads.causal_lm_loss`).
-        """
+        """Next-token scores for every position, as :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTLMHeadModel.forward`, in HuggingFace's order for GPT-2."""
         return super().forward(
             input_ids,
             attention_mask,

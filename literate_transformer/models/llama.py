@@ -394,20 +394,9 @@ class LlamaModel(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        """Contextual vectors for every position.
-
-        Args:
-            input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
-            attention_mask: ``(B, past + T)``, 1 for real tokens, 0 for padding.
-            position_ids: ``(B, T)`` or ``(1, T)``; by default each real token's
-                position counts the real tokens before it.
-            past_key_values: The cache returned by the previous call (``K`` heads per layer).
-            use_cache: Return ``past_key_values``.
-            output_attentions: Return every layer's ``(B, H, T, S)`` probabilities.
-            output_hidden_states: Return the embeddings and every layer's output (the last after ``norm``).
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput`.
+        """Contextual vectors for every position; the arguments as in GPT's stack
+        (:meth:`~literate_transformer.models.openai_gpt.OpenAIGPTModel.forward`), in HuggingFace's order for Llama
+        (``position_ids`` and ``past_key_values`` may come by position too), the cache with ``K`` heads per layer.
         """
         past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
         length = input_ids.shape[1]

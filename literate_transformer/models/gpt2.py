@@ -192,15 +192,20 @@ class GPT2Model(OpenAIGPTModel):
         config: A ``transformers`` :class:`~transformers.GPT2Config`.
     """
 
+    #: The config check of the family (a descendant names its own).
+    check_config = staticmethod(check_gpt2_config)
+    #: The block a family's stack builds (a descendant names its own).
+    block_class: type[nn.Module] = GPT2Block
+
     def __init__(self, config: Any) -> None:
         nn.Module.__init__(self)  # GPT-2's own modules (GPT's __init__ is not run)
-        self.config = check_gpt2_config(config)
+        self.config = self.check_config(config)
         #: The token table (V x E).
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         #: The learned position table (positions x E).
         self.wpe = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.drop = nn.Dropout(config.embd_pdrop)
-        self.h = nn.ModuleList(GPT2Block(config, layer_idx=index) for index in range(config.num_hidden_layers))
+        self.h = nn.ModuleList(self.block_class(config, index) for index in range(config.num_hidden_layers))
         #: The final layer norm (a pre-LN stack's output has not been normalised since the embeddings).
         self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
@@ -248,11 +253,16 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
             ``transformer.wte.weight``.
     """
 
+    #: The stack a family's language model builds (a descendant names its own).
+    model_class: type[nn.Module] = GPT2Model
+    #: Whether ``lm_head`` adds a bias to the scores (GPT-J's does).
+    lm_head_bias = False
+
     def __init__(self, config: Any) -> None:
         nn.Module.__init__(self)  # GPT-2's own modules (GPT's __init__ is not run)
-        self.transformer = GPT2Model(config)
+        self.transformer = self.model_class(config)
         self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=self.lm_head_bias)
         if config.tie_word_embeddings:
             # Tied: the next token's scores are dot products with the token embeddings themselves.
             tie_weights(self.lm_head, self.transformer.wte)

@@ -50,7 +50,6 @@ from torch import Tensor, nn
 from ..core.activations import get_activation
 from ..core.outputs import AttentionOutput
 from ..parts.attention import Attention
-from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from .gpt2 import GPT2MLP
@@ -194,13 +193,7 @@ class GPTNeoForCausalLM(GPT3LMHeadModel):
         config: A ``transformers`` :class:`~transformers.GPTNeoConfig`.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-3's __init__ is not run)
-        self.transformer = GPTNeoModel(config)
-        self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        if config.tie_word_embeddings:
-            tie_weights(self.lm_head, self.transformer.wte)
+    model_class = GPTNeoModel
 
 
 #: Buffers older releases saved: each attention's constant mask and the value that filled it.

@@ -49,7 +49,6 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
-from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
 from .gpt_neo import GPTNeoForCausalLM, GPTNeoModel, GPTNeoSelfAttention
@@ -221,13 +220,8 @@ class GPTJForCausalLM(GPTNeoForCausalLM):
         config: A ``transformers`` :class:`~transformers.GPTJConfig`.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-J's own modules (GPT-Neo's __init__ is not run)
-        self.transformer = GPTJModel(config)
-        self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
-        if config.tie_word_embeddings:
-            tie_weights(self.lm_head, self.transformer.wte)
+    model_class = GPTJModel
+    lm_head_bias = True
 
 
 #: Buffers older releases saved: the constant causal mask, the value that filled it, and the table of angles.

@@ -69,7 +69,7 @@ tensor([2])
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -114,6 +114,7 @@ __all__ = [
     "BartModel",
     "BartForConditionalGeneration",
     "map_bart_state_dict",
+    "load_from_hf",
     "bart_from_hf",
 ]
 
@@ -628,11 +629,22 @@ def map_bart_state_dict(
     return map_state_dict(state_dict, expected, key_map, model)
 
 
+def load_from_hf(
+    hf_model: nn.Module,
+    lm_class: type[nn.Module],
+    model_class: type[nn.Module],
+    map_state_dict: Callable[[Mapping[str, Tensor], Mapping[str, Tensor]], dict[str, Tensor]],
+) -> nn.Module:
+    """A family's model with a language-model head (or without, as ``hf_model`` is) with ``hf_model``'s config and
+    weights, through the family's key map, in evaluation mode; BART and its descendants convert this way."""
+    cls = lm_class if hasattr(hf_model, "lm_head") else model_class
+    model = cls(hf_model.config)
+    model.load_state_dict(map_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
+    return model.eval()
+
+
 @register("BartModel", "BartForConditionalGeneration")
 def bart_from_hf(hf_model: nn.Module) -> BartModel | BartForConditionalGeneration:
     """The package's BART with the config and weights of a ``transformers`` ``BartModel`` or
     ``BartForConditionalGeneration``, in evaluation mode."""
-    cls = BartForConditionalGeneration if hasattr(hf_model, "lm_head") else BartModel
-    model = cls(hf_model.config)
-    model.load_state_dict(map_bart_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, BartForConditionalGeneration, BartModel, map_bart_state_dict)

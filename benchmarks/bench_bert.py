@@ -160,6 +160,24 @@ def _quartiles(times: list[float]) -> tuple[float, float, float]:
     return q1, median, q3
 
 
+def _time_rotated(calls: dict[str, Callable[[], object]], repeats: int, device: str) -> dict[str, list[float]]:
+    """Each call's time in ``repeats`` rounds, the order rotated each round: no call always runs first (or right
+    after another)."""
+    names = list(calls)
+    times = {name: [] for name in names}
+    for repetition in range(repeats):
+        shift = repetition % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(_time_call(calls[name], device))
+    return times
+
+
+def _summary(times: list[float]) -> dict:
+    """One call's times: the median, the minimum and the quartiles in seconds, and how many there were."""
+    q1, median, q3 = _quartiles(times)
+    return {"median_s": median, "min_s": min(times), "q1_s": q1, "q3_s": q3, "repeats": len(times)}
+
+
 def measure_matmul(device: str, dtype: torch.dtype, size: int, repeats: int) -> dict:
     """Best and median FLOP/s of ``size x size`` matrix multiplies on this machine."""
     generator = torch.Generator(device="cpu").manual_seed(0)
@@ -237,26 +255,17 @@ def time_shape(
         }
         round_s = sum(_time_call(fn, device) for fn in calls.values())
         repeats = int(max(5, min(max_repeats, budget_s // max(round_s, 1e-9))))
-        times = {name: [] for name in names}
-        for repetition in range(repeats):
-            # Rotate the order each repetition: no model always runs first (or right after another).
-            shift = repetition % len(names)
-            for name in names[shift:] + names[:shift]:
-                times[name].append(_time_call(calls[name], device))
+        times = _time_rotated(calls, repeats, device)
     flops = bert_forward_flops(config, batch_size, seq_len)
     results = {}
     for name in names:
         # The fast path computes no pooler: its FLOPs leave the pooler's out.
         flops = bert_forward_flops(config, batch_size, seq_len, pooler=name not in FAST)
-        q1, median, q3 = _quartiles(times[name])
+        summary = _summary(times[name])
         results[name] = {
-            "median_s": median,
-            "min_s": min(times[name]),
-            "q1_s": q1,
-            "q3_s": q3,
-            "repeats": repeats,
-            "flops_per_s": flops / median,
-            "tokens_per_s": batch_size * seq_len / median,
+            **summary,
+            "flops_per_s": flops / summary["median_s"],
+            "tokens_per_s": batch_size * seq_len / summary["median_s"],
             "max_abs_diff_vs_hf_sdpa": differences[name],
         }
     return {"batch_size": batch_size, "seq_len": seq_len, "flops": flops, "models": results}
@@ -402,21 +411,12 @@ def time_corpus(count: int, batch_size: int, repeats: int, compile_fast: bool) -
             start = time.perf_counter()
             warm[name] = calls[name]()
             print(f"corpus warm-up: {name} {time.perf_counter() - start:.1f} s", flush=True)
-        times = {name: [] for name in names}
-        for repetition in range(repeats):
-            shift = repetition % len(names)
-            for name in names[shift:] + names[:shift]:
-                times[name].append(_time_call(calls[name], "cpu"))
+        times = _time_rotated(calls, repeats, "cpu")
     theirs = warm["sentence-transformers"].cpu()
     runs = {}
     for name in names:
-        q1, median, q3 = _quartiles(times[name])
         runs[name] = {
-            "median_s": median,
-            "min_s": min(times[name]),
-            "q1_s": q1,
-            "q3_s": q3,
-            "repeats": repeats,
+            **_summary(times[name]),
             "max_abs_diff_vs_sentence_transformers": float((warm[name].cpu() - theirs).abs().max()),
         }
     lengths = [len(ids) for ids in tokenizer(sentences, truncation=True, max_length=truncate_at)["input_ids"]]

@@ -69,7 +69,7 @@ tensor([2])
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -114,6 +114,7 @@ __all__ = [
     "BartModel",
     "BartForConditionalGeneration",
     "map_bart_state_dict",
+    "load_from_hf",
     "bart_from_hf",
 ]
 
@@ -475,27 +476,13 @@ class BartPreTrainedModel(EncoderDecoderModel):
         decoder_attention_mask: Tensor | None = None,
         output_attentions: bool = False,
     ) -> Seq2SeqOutput:
-        """Encode the source, decode the target, with the arguments of :meth:`transformers.BartModel.forward`.
+        """The book's :meth:`~literate_transformer.book.decoder.EncoderDecoderModel.forward` (``logits`` is ``None``
+        in :class:`BartModel`), the arguments in the order of :meth:`transformers.BartModel.forward`.
 
         Args:
-            input_ids: Source ids ``(B, S)``.
-            attention_mask: The source's ``(B, S)`` padding mask.
-            decoder_input_ids: Target ids ``(B, T)``, starting with
-                ``decoder_start_token_id``; ``None``: ``input_ids`` shifted
-                one place right (:func:`shift_tokens_right`), as HuggingFace's
-                ``BartModel`` does.
-            decoder_attention_mask: The target's ``(B, T)`` padding mask.
-            output_attentions: Also return ``encoder_attentions``,
-                ``decoder_attentions`` and ``cross_attentions``.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.Seq2SeqOutput`
-            (``logits`` is ``None`` in :class:`BartModel`).
-
-        Raises:
-            ValueError: for ids out of range or too long, masks shaped unlike
-                their ids, or source and target batches of different sizes.
-            TypeError: for inputs of the wrong type.
+            decoder_input_ids: Target ids ``(B, T)``, starting with ``decoder_start_token_id``; ``None``:
+                ``input_ids`` shifted one place right (:func:`shift_tokens_right`), as HuggingFace's ``BartModel``
+                does.
         """
         if decoder_input_ids is None:
             start = self.config.decoder_start_token_id
@@ -574,17 +561,11 @@ class BartForConditionalGeneration(BartPreTrainedModel):
         use_cache: bool = True,
         forced_bos_token_id: int | None = None,
     ) -> Tensor:
-        """Greedy decoding with the key/value cache, as ``generate(do_sample=False, num_beams=1)``.
+        """Greedy decoding, as ``generate(do_sample=False, num_beams=1)``: the ids of
+        :func:`~literate_transformer.book.generation.greedy_generate`, whose arguments these are.
 
-        Args:
-            input_ids: Source ids ``(B, S)``.
-            attention_mask: The source's ``(B, S)`` padding mask.
-            max_new_tokens: How many tokens to write at most; a target stops
-                at ``config.eos_token_id`` (and is padded after it).
-            use_cache: Reuse the keys and values of earlier positions.
-            forced_bos_token_id: The first token to write, whatever the
-                scores (a multilingual model's target language), as
-                ``generate(forced_bos_token_id=...)``; ``None`` for none.
+        A target stops at ``config.eos_token_id`` (and is padded after it); ``forced_bos_token_id`` is a
+        multilingual model's target language, as ``generate(forced_bos_token_id=...)``.
 
         Returns:
             ``(B, 1 + N)``: ``decoder_start_token_id``, then the new token ids.
@@ -648,11 +629,22 @@ def map_bart_state_dict(
     return map_state_dict(state_dict, expected, key_map, model)
 
 
+def load_from_hf(
+    hf_model: nn.Module,
+    lm_class: type[nn.Module],
+    model_class: type[nn.Module],
+    map_state_dict: Callable[[Mapping[str, Tensor], Mapping[str, Tensor]], dict[str, Tensor]],
+) -> nn.Module:
+    """A family's model with a language-model head (or without, as ``hf_model`` is) with ``hf_model``'s config and
+    weights, through the family's key map, in evaluation mode; BART and its descendants convert this way."""
+    cls = lm_class if hasattr(hf_model, "lm_head") else model_class
+    model = cls(hf_model.config)
+    model.load_state_dict(map_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
+    return model.eval()
+
+
 @register("BartModel", "BartForConditionalGeneration")
 def bart_from_hf(hf_model: nn.Module) -> BartModel | BartForConditionalGeneration:
     """The package's BART with the config and weights of a ``transformers`` ``BartModel`` or
     ``BartForConditionalGeneration``, in evaluation mode."""
-    cls = BartForConditionalGeneration if hasattr(hf_model, "lm_head") else BartModel
-    model = cls(hf_model.config)
-    model.load_state_dict(map_bart_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, BartForConditionalGeneration, BartModel, map_bart_state_dict)

@@ -108,6 +108,7 @@ from .bart import (
     BartModel,
     BartStack,
     check_bart_config,
+    load_from_hf,
     map_bart_state_dict,
 )
 from .registry import register
@@ -535,7 +536,6 @@ def map_bigbird_pegasus_state_dict(
 def bigbird_pegasus_from_hf(hf_model: nn.Module) -> BigBirdPegasusModel | BigBirdPegasusForConditionalGeneration:
     """The package's BigBird-Pegasus with the config and weights of a ``transformers`` ``BigBirdPegasusModel`` or
     ``BigBirdPegasusForConditionalGeneration``, in evaluation mode (the config's ``attention_type`` is kept)."""
-    cls = BigBirdPegasusForConditionalGeneration if hasattr(hf_model, "lm_head") else BigBirdPegasusModel
-    model = cls(hf_model.config)
-    model.load_state_dict(map_bigbird_pegasus_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
-    return model.eval()
+    return load_from_hf(
+        hf_model, BigBirdPegasusForConditionalGeneration, BigBirdPegasusModel, map_bigbird_pegasus_state_dict
+    )

@@ -67,7 +67,7 @@ from ..parts.feed_forward import feed_forward
 from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from .gpt2 import GPT2LMHeadModel, GPT2Model
-from .openai_gpt import check_heads
+from .openai_gpt import check_heads, load_from_hf
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -278,8 +278,4 @@ def ctrl_from_hf(hf_model: nn.Module) -> CTRLModel | CTRLLMHeadModel:
     Returns:
         A :class:`CTRLLMHeadModel` for a model with a head, else a :class:`CTRLModel`, in evaluation mode.
     """
-    cls = CTRLLMHeadModel if hasattr(hf_model, "lm_head") else CTRLModel
-    model = cls(hf_model.config)
-    tied = bool(hf_model.config.tie_word_embeddings)
-    model.load_state_dict(map_ctrl_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, CTRLLMHeadModel, CTRLModel, map_ctrl_state_dict)

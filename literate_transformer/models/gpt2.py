@@ -86,6 +86,7 @@ from .openai_gpt import (
     check_decoder_inputs,
     check_heads,
     check_language_model_inputs,
+    load_from_hf,
 )
 from .registry import map_language_model_state_dict, register
 
@@ -191,15 +192,20 @@ class GPT2Model(OpenAIGPTModel):
         config: A ``transformers`` :class:`~transformers.GPT2Config`.
     """
 
+    #: The config check of the family (a descendant names its own).
+    check_config = staticmethod(check_gpt2_config)
+    #: The block a family's stack builds (a descendant names its own).
+    block_class: type[nn.Module] = GPT2Block
+
     def __init__(self, config: Any) -> None:
         nn.Module.__init__(self)  # GPT-2's own modules (GPT's __init__ is not run)
-        self.config = check_gpt2_config(config)
+        self.config = self.check_config(config)
         #: The token table (V x E).
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         #: The learned position table (positions x E).
         self.wpe = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.drop = nn.Dropout(config.embd_pdrop)
-        self.h = nn.ModuleList(GPT2Block(config, layer_idx=index) for index in range(config.num_hidden_layers))
+        self.h = nn.ModuleList(self.block_class(config, index) for index in range(config.num_hidden_layers))
         #: The final layer norm (a pre-LN stack's output has not been normalised since the embeddings).
         self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
@@ -247,11 +253,16 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
             ``transformer.wte.weight``.
     """
 
+    #: The stack a family's language model builds (a descendant names its own).
+    model_class: type[nn.Module] = GPT2Model
+    #: Whether ``lm_head`` adds a bias to the scores (GPT-J's does).
+    lm_head_bias = False
+
     def __init__(self, config: Any) -> None:
         nn.Module.__init__(self)  # GPT-2's own modules (GPT's __init__ is not run)
-        self.transformer = GPT2Model(config)
+        self.transformer = self.model_class(config)
         self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=self.lm_head_bias)
         if config.tie_word_embeddings:
             # Tied: the next token's scores are dot products with the token embeddings themselves.
             tie_weights(self.lm_head, self.transformer.wte)
@@ -273,18 +284,7 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        """Next-token scores for every position, as :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTLMHeadModel.forward`, in HuggingFace's order for GPT-2.
-
-        Args:
-            labels: ``(B, T)`` token ids to score the next-token predictions
-                against (usually ``input_ids``, ``-100`` on padding), as in
-                :meth:`transformers.GPT2LMHeadModel.forward`.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput` with
-            ``logits`` ``(B, T, V)``, and ``loss`` with ``labels``
-            (:func:`~literate_transformer.parts.heads.causal_lm_loss`).
-        """
+        """Next-token scores for every position, as :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTLMHeadModel.forward`, in HuggingFace's order for GPT-2."""
         return super().forward(
             input_ids,
             attention_mask,
@@ -331,8 +331,4 @@ def gpt2_from_hf(hf_model: nn.Module) -> GPT2Model | GPT2LMHeadModel:
     Returns:
         A :class:`GPT2LMHeadModel` for a model with a head, else a :class:`GPT2Model`, in evaluation mode.
     """
-    cls = GPT2LMHeadModel if hasattr(hf_model, "lm_head") else GPT2Model
-    model = cls(hf_model.config)
-    tied = bool(hf_model.config.tie_word_embeddings)
-    model.load_state_dict(map_gpt2_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, GPT2LMHeadModel, GPT2Model, map_gpt2_state_dict)

@@ -58,15 +58,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from transformers import GPT2Config
 
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput
 from ..core.validation import check_positive_int
-from ..parts.heads import tie_weights
-from ..parts.norms import make_norm
-from ..parts.positions import LearnedPositionalEmbedding
 from .gpt2 import GPT2Block, GPT2LMHeadModel, GPT2Model, check_gpt2_config
 
 __all__ = [
@@ -189,14 +186,8 @@ class GPT3Model(GPT2Model):
         config: A :class:`GPT3Config`.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-3's own modules (GPT-2's __init__ is not run)
-        self.config = check_gpt3_config(config)
-        self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.wpe = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
-        self.drop = nn.Dropout(config.embd_pdrop)
-        self.h = nn.ModuleList(GPT3Block(config, layer_idx=index) for index in range(config.num_hidden_layers))
-        self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
+    check_config = staticmethod(check_gpt3_config)
+    block_class = GPT3Block
 
     def attention_masks(
         self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
@@ -216,10 +207,4 @@ class GPT3LMHeadModel(GPT2LMHeadModel):
         config: A :class:`GPT3Config`.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-3's own modules (GPT-2's __init__ is not run)
-        self.transformer = GPT3Model(config)
-        self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        if config.tie_word_embeddings:
-            tie_weights(self.lm_head, self.transformer.wte)
+    model_class = GPT3Model

@@ -50,12 +50,11 @@ from torch import Tensor, nn
 from ..core.activations import get_activation
 from ..core.outputs import AttentionOutput
 from ..parts.attention import Attention
-from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from .gpt2 import GPT2MLP
 from .gpt3 import GPT3Block, GPT3LMHeadModel, GPT3Model, check_attention_layers
-from .openai_gpt import check_activation, check_heads
+from .openai_gpt import check_activation, check_heads, load_from_hf
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -194,13 +193,7 @@ class GPTNeoForCausalLM(GPT3LMHeadModel):
         config: A ``transformers`` :class:`~transformers.GPTNeoConfig`.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-3's __init__ is not run)
-        self.transformer = GPTNeoModel(config)
-        self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        if config.tie_word_embeddings:
-            tie_weights(self.lm_head, self.transformer.wte)
+    model_class = GPTNeoModel
 
 
 #: Buffers older releases saved: each attention's constant mask and the value that filled it.
@@ -227,8 +220,4 @@ def gpt_neo_from_hf(hf_model: nn.Module) -> GPTNeoModel | GPTNeoForCausalLM:
     Returns:
         A :class:`GPTNeoForCausalLM` for a model with a head, else a :class:`GPTNeoModel`, in evaluation mode.
     """
-    cls = GPTNeoForCausalLM if hasattr(hf_model, "lm_head") else GPTNeoModel
-    model = cls(hf_model.config)
-    tied = bool(hf_model.config.tie_word_embeddings)
-    model.load_state_dict(map_gpt_neo_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, GPTNeoForCausalLM, GPTNeoModel, map_gpt_neo_state_dict)

@@ -49,11 +49,10 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
-from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
 from .gpt_neo import GPTNeoForCausalLM, GPTNeoModel, GPTNeoSelfAttention
-from .openai_gpt import check_activation, check_heads
+from .openai_gpt import check_activation, check_heads, load_from_hf
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -221,13 +220,8 @@ class GPTJForCausalLM(GPTNeoForCausalLM):
         config: A ``transformers`` :class:`~transformers.GPTJConfig`.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-J's own modules (GPT-Neo's __init__ is not run)
-        self.transformer = GPTJModel(config)
-        self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
-        if config.tie_word_embeddings:
-            tie_weights(self.lm_head, self.transformer.wte)
+    model_class = GPTJModel
+    lm_head_bias = True
 
 
 #: Buffers older releases saved: the constant causal mask, the value that filled it, and the table of angles.
@@ -255,8 +249,4 @@ def gptj_from_hf(hf_model: nn.Module) -> GPTJModel | GPTJForCausalLM:
     Returns:
         A :class:`GPTJForCausalLM` for a model with a head, else a :class:`GPTJModel`, in evaluation mode.
     """
-    cls = GPTJForCausalLM if hasattr(hf_model, "lm_head") else GPTJModel
-    model = cls(hf_model.config)
-    tied = bool(hf_model.config.tie_word_embeddings)
-    model.load_state_dict(map_gptj_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, GPTJForCausalLM, GPTJModel, map_gptj_state_dict)

@@ -58,6 +58,7 @@ refuses the other kinds with a ValueError that names the field.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -85,6 +86,7 @@ from ..parts.norms import make_norm
 from ..parts.positions import position_ids as positions_of
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import run_layers
+from .openai_gpt import load_from_hf
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -392,20 +394,9 @@ class LlamaModel(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        """Contextual vectors for every position.
-
-        Args:
-            input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
-            attention_mask: ``(B, past + T)``, 1 for real tokens, 0 for padding.
-            position_ids: ``(B, T)`` or ``(1, T)``; by default each real token's
-                position counts the real tokens before it.
-            past_key_values: The cache returned by the previous call (``K`` heads per layer).
-            use_cache: Return ``past_key_values``.
-            output_attentions: Return every layer's ``(B, H, T, S)`` probabilities.
-            output_hidden_states: Return the embeddings and every layer's output (the last after ``norm``).
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput`.
+        """Contextual vectors for every position; the arguments as in GPT's stack
+        (:meth:`~literate_transformer.models.openai_gpt.OpenAIGPTModel.forward`), in HuggingFace's order for Llama
+        (``position_ids`` and ``past_key_values`` may come by position too), the cache with ``K`` heads per layer.
         """
         past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
         length = input_ids.shape[1]
@@ -520,12 +511,12 @@ def map_llama_state_dict(
 def convert_from_hf(
     hf_model: nn.Module, lm_class: type[nn.Module], model_class: type[nn.Module], name: str
 ) -> nn.Module:
-    """Build the family's language model (or its stack, for a model without a head) and load the weights by name."""
-    cls = lm_class if hasattr(hf_model, "lm_head") else model_class
-    model = cls(hf_model.config)
-    tied = bool(getattr(hf_model.config, "tie_word_embeddings", False))
-    model.load_state_dict(map_llama_state_dict(hf_model.state_dict(), model.state_dict(), tied, name), strict=True)
-    return model.eval()
+    """Build the family's language model (or its stack, for a model without a head) and load the weights by name.
+
+    As every decoder family converts (:func:`~literate_transformer.models.openai_gpt.load_from_hf`), through
+    Llama's key map under the family's ``name``.
+    """
+    return load_from_hf(hf_model, lm_class, model_class, functools.partial(map_llama_state_dict, model=name))
 
 
 @register("LlamaModel", "LlamaForCausalLM")

@@ -101,6 +101,7 @@ from .bart import (
     BartModel,
     BartStack,
     check_bart_config,
+    load_from_hf,
     map_bart_state_dict,
 )
 from .registry import register
@@ -287,7 +288,4 @@ def map_m2m_100_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[s
 def m2m_100_from_hf(hf_model: nn.Module) -> M2M100Model | M2M100ForConditionalGeneration:
     """The package's M2M-100 with the config and weights of a ``transformers`` ``M2M100Model`` or
     ``M2M100ForConditionalGeneration``, in evaluation mode."""
-    cls = M2M100ForConditionalGeneration if hasattr(hf_model, "lm_head") else M2M100Model
-    model = cls(hf_model.config)
-    model.load_state_dict(map_m2m_100_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, M2M100ForConditionalGeneration, M2M100Model, map_m2m_100_state_dict)

@@ -72,7 +72,7 @@ torch.Size([1, 3, 40])
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -112,6 +112,7 @@ __all__ = [
     "OpenAIGPTModel",
     "OpenAIGPTLMHeadModel",
     "map_openai_gpt_state_dict",
+    "load_from_hf",
     "openai_gpt_from_hf",
 ]
 
@@ -484,6 +485,33 @@ def map_openai_gpt_state_dict(
     )
 
 
+def load_from_hf(
+    hf_model: nn.Module,
+    lm_class: type[nn.Module],
+    model_class: type[nn.Module],
+    map_state_dict: Callable[[Mapping[str, Tensor], Mapping[str, Tensor], bool], dict[str, Tensor]],
+) -> nn.Module:
+    """A family's language model (or its stack, for a model without a head) with ``hf_model``'s config and weights.
+
+    Every decoder family converts the same way; what differs is its classes and its key map.
+
+    Args:
+        hf_model: The ``transformers`` model.
+        lm_class: The family's class with the language-model head.
+        model_class: The family's stack.
+        map_state_dict: The family's key map, ``(state_dict, expected, tied)``.
+
+    Returns:
+        The model, in evaluation mode.
+    """
+    cls = lm_class if hasattr(hf_model, "lm_head") else model_class
+    model = cls(hf_model.config)
+    # A head tied to the token table is one tensor, so the key map checks that the checkpoint's copy equals it.
+    tied = bool(getattr(hf_model.config, "tie_word_embeddings", False))
+    model.load_state_dict(map_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
+    return model.eval()
+
+
 @register("OpenAIGPTModel", "OpenAIGPTLMHeadModel")
 def openai_gpt_from_hf(hf_model: nn.Module) -> OpenAIGPTModel | OpenAIGPTLMHeadModel:
     """The package's GPT with the config and weights of a ``transformers`` ``OpenAIGPTModel`` or ``OpenAIGPTLMHeadModel``.
@@ -491,8 +519,4 @@ def openai_gpt_from_hf(hf_model: nn.Module) -> OpenAIGPTModel | OpenAIGPTLMHeadM
     Returns:
         An :class:`OpenAIGPTLMHeadModel` for a model with a head, else an :class:`OpenAIGPTModel`, in evaluation mode.
     """
-    cls = OpenAIGPTLMHeadModel if hasattr(hf_model, "lm_head") else OpenAIGPTModel
-    model = cls(hf_model.config)
-    tied = bool(hf_model.config.tie_word_embeddings)
-    model.load_state_dict(map_openai_gpt_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+    return load_from_hf(hf_model, OpenAIGPTLMHeadModel, OpenAIGPTModel, map_openai_gpt_state_dict)

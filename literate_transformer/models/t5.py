@@ -577,26 +577,12 @@ class T5PreTrainedModel(EncoderDecoderModel):
         decoder_attention_mask: Tensor | None = None,
         output_attentions: bool = False,
     ) -> Seq2SeqOutput:
-        """Encode the source, decode the target, with the arguments of :meth:`transformers.T5Model.forward`.
+        """The book's :meth:`~literate_transformer.book.decoder.EncoderDecoderModel.forward` (``logits`` is ``None``
+        in :class:`T5Model`), the arguments in the order of :meth:`transformers.T5Model.forward`.
 
         Args:
-            input_ids: Source ids ``(B, S)``.
-            attention_mask: The source's ``(B, S)`` padding mask.
-            decoder_input_ids: Target ids ``(B, T)``, starting with the start
-                token (``model._shift_right(labels)``); required.
-            decoder_attention_mask: The target's ``(B, T)`` padding mask.
-            output_attentions: Also return ``encoder_attentions``,
-                ``decoder_attentions`` and ``cross_attentions``.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.Seq2SeqOutput`
-            (``logits`` is ``None`` in :class:`T5Model`).
-
-        Raises:
-            ValueError: for ids outside the vocabulary, masks shaped unlike
-                their ids, source and target batches of different sizes, or
-                no ``decoder_input_ids``.
-            TypeError: for inputs of the wrong type.
+            decoder_input_ids: Target ids ``(B, T)``, starting with the start token (``model._shift_right(labels)``);
+                required (a ValueError says so).
         """
         # The book's forward, the arguments in its order: encode the source, decode the target.
         return super().forward(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions)
@@ -604,14 +590,10 @@ class T5PreTrainedModel(EncoderDecoderModel):
     def generate(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, max_new_tokens: int = 20, use_cache: bool = True
     ) -> Tensor:
-        """Greedy decoding with the key/value cache, as ``generate(do_sample=False, num_beams=1)``.
+        """Greedy decoding, as ``generate(do_sample=False, num_beams=1)``: the ids of
+        :func:`~literate_transformer.book.generation.greedy_generate`, whose arguments these are.
 
-        Args:
-            input_ids: Source ids ``(B, S)``.
-            attention_mask: The source's ``(B, S)`` padding mask.
-            max_new_tokens: How many tokens to write at most; a target stops
-                at ``config.eos_token_id`` (and is padded after it).
-            use_cache: Reuse the keys and values of earlier positions.
+        A target stops at ``config.eos_token_id`` (and is padded after it).
 
         Returns:
             ``(B, 1 + N)``: the start token (:attr:`decoder_start_token_id`), then the new token ids.

@@ -7,8 +7,8 @@ from transformers import M2M100Config
 
 from literate_transformer.models.m2m_100 import M2M100ForConditionalGeneration
 
-from ..base import BOOK_DIMS, Proof, RunningExample, book_example, hf_and_ours, max_diff
-from .bart import SIZES
+from ..base import BOOK_DIMS, Proof, RunningExample
+from .bart import SIZES, logits_difference, two_sources
 
 #: A token of the vocabulary standing for the target language.
 TARGET_LANGUAGE = 40
@@ -17,11 +17,8 @@ TARGET_LANGUAGE = 40
 def _m2m_100_on_two_sources() -> None:
     torch.manual_seed(0)
     m2m = M2M100ForConditionalGeneration(M2M100Config(**SIZES)).eval()
-    source = torch.randint(3, SIZES["vocab_size"], (2, 7))
-    source_mask = torch.ones(2, 7, dtype=torch.long)
-    source_mask[1, -2:] = 0
+    source, source_mask, target = two_sources()
     source = source.masked_fill(source_mask == 0, m2m.config.pad_token_id)
-    target = torch.randint(3, SIZES["vocab_size"], (2, 5))
     m2m(source, source_mask, target, output_attentions=True)
     m2m.generate(source, source_mask, max_new_tokens=3, forced_bos_token_id=TARGET_LANGUAGE)
 
@@ -37,24 +34,12 @@ EXAMPLES = (
 )
 
 
-@torch.no_grad()
-def _m2m_100() -> float:
-    example = book_example()
-    special = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
-    hf, ours = hf_and_ours("M2M100Config", "M2M100ForConditionalGeneration", SIZES, **special)
-    ids, mask = example["source_ids"], example["source_mask"]
-    ids = ids.masked_fill(mask == 0, 1)
-    target = ids[:, :5]
-    logits = ours(ids, mask, target).logits
-    return max_diff(logits, hf(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits)
-
-
 PROOFS = (
     Proof(
         "models.m2m_100.M2M100ForConditionalGeneration",
         "transformers M2M100ForConditionalGeneration",
         "tests/models/test_m2m_100.py::test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources",
-        _m2m_100,
+        lambda: logits_difference("M2M100Config", "M2M100ForConditionalGeneration", pad_source_ids=True),
         example="m2m_100",
     ),
 )

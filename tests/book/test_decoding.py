@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from shapes import BART
 from transformers.generation.logits_process import (
     LogitsProcessorList,
     TemperatureLogitsWarper,
@@ -152,18 +153,7 @@ def test_some_decodings_stop_before_max_new_tokens(models_that_end):
 @torch.no_grad()
 def test_beam_search_and_sampling_of_an_encoder_decoder_model_give_hfs_ids(hf_api):
     torch.manual_seed(0)
-    config = transformers.BartConfig(
-        vocab_size=53,
-        d_model=24,
-        encoder_layers=1,
-        decoder_layers=2,
-        encoder_attention_heads=3,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=20,
-        decoder_ffn_dim=28,
-        max_position_embeddings=24,
-        attn_implementation="eager",
-    )
+    config = transformers.BartConfig(**BART("deeper_decoder_3_and_4_heads"), attn_implementation="eager")
     hf = transformers.BartForConditionalGeneration(config).eval()
     for parameter in hf.parameters():
         parameter.add_(0.3 * torch.randn_like(parameter))

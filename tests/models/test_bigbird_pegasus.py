@@ -20,7 +20,7 @@ import families
 import pytest
 import torch
 import transformers
-from shapes import padded_batch
+from shapes import BART, padded_batch
 
 from literate_transformer import from_hf
 from literate_transformer.core.masks import build_attention_mask
@@ -40,24 +40,10 @@ LONG, WHOLE_BLOCKS, SHORT = 38, 44, 20
 
 def hf_bigbird(use_bias: bool, cls=transformers.BigBirdPegasusForConditionalGeneration, randomize=None):
     torch.manual_seed(0)
+    blocks = dict(block_size=BLOCK_SIZE, num_random_blocks=RANDOM_BLOCKS, use_bias=use_bias)
+    special = dict(pad_token_id=PAD, eos_token_id=EOS, bos_token_id=START, decoder_start_token_id=START)
     config = transformers.BigBirdPegasusConfig(
-        vocab_size=61,
-        d_model=24,
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=3,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=44,
-        decoder_ffn_dim=36,
-        max_position_embeddings=64,
-        block_size=BLOCK_SIZE,
-        num_random_blocks=RANDOM_BLOCKS,
-        use_bias=use_bias,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        bos_token_id=START,
-        decoder_start_token_id=START,
-        attn_implementation="eager",
+        **BART("deeper_encoder_gelu_new"), **blocks, **special, attn_implementation="eager"
     )
     hf = randomize(cls(config), scale=0.3)
     if hasattr(hf, "final_logits_bias"):

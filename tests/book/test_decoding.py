@@ -88,17 +88,9 @@ OPTIONS = {
 
 
 def _random_gpt2(randomize, seed: int, vocab_size: int, eos_token_id: int | None, pad_token_id: int | None):
-    config = transformers.GPT2Config(
-        vocab_size=vocab_size,
-        n_embd=12,
-        n_layer=1,
-        n_head=3,
-        n_positions=16,
-        bos_token_id=1,
-        eos_token_id=eos_token_id,
-        pad_token_id=pad_token_id,
-        attn_implementation="eager",
-    )
+    sizes = dict(vocab_size=vocab_size, n_embd=12, n_layer=1, n_head=3, n_positions=16)
+    special = dict(bos_token_id=1, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    config = transformers.GPT2Config(**sizes, **special, attn_implementation="eager")
     torch.manual_seed(seed)
     return randomize(transformers.GPT2LMHeadModel(config), scale=0.5)
 

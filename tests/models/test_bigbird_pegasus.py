@@ -11,7 +11,7 @@ on the first short input.
 Tolerance: fp32, absolute 1e-5 on the logits (unpadded targets) and the
 encoder's output at the real positions of padded sources, for lengths that
 are and are not multiples of the block size.  Generation: exactly the token
-ids of HuggingFace's greedy ``generate()``.
+ids of HuggingFace's greedy ``generate()`` from a source read block-sparse.
 """
 
 from __future__ import annotations

@@ -123,6 +123,80 @@ def assert_cached_decoding_equals_uncached(
     torch.testing.assert_close(cached.logits, recomputed.logits, atol=1e-5, rtol=0)
 
 
+# Encoder-decoder models: a padded batch of sources, targets that start with the decoder's start token.
+def seq2seq_targets(config, length: int = 5, low: int = 3, seed: int = 2) -> Tensor:
+    """Three unpadded targets of ``length`` random ids from ``low`` up, each starting with the decoder start token."""
+    generator = torch.Generator().manual_seed(seed)
+    decoder_input_ids = torch.randint(low, config.vocab_size, (3, length), generator=generator)
+    decoder_input_ids[:, 0] = config.decoder_start_token_id
+    return decoder_input_ids
+
+
+@torch.no_grad()
+def assert_seq2seq_equals_hf(
+    hf_model, ours, input_ids, attention_mask, decoder_input_ids, atol: float, padded_encoder_positions: bool = False
+):
+    """An encoder-decoder's logits, encoder output and attention probabilities equal ``transformers``' (fp32, ``rtol=0``).
+
+    The encoder's output is compared at the real source positions, or everywhere with
+    ``padded_encoder_positions``; the encoder's, the decoder's and the cross-attention's probabilities in every
+    layer.  Not vacuous: the last layer's cross-attention gives no weight to a padded source position.
+    """
+    expected = hf_model(
+        input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, output_attentions=True
+    )
+    actual = ours(input_ids, attention_mask, decoder_input_ids, output_attentions=True)
+    torch.testing.assert_close(actual.logits, expected.logits, atol=atol, rtol=0)
+    if padded_encoder_positions:
+        torch.testing.assert_close(
+            actual.encoder_last_hidden_state, expected.encoder_last_hidden_state, atol=atol, rtol=0
+        )
+    else:
+        assert_close_at_real_positions(
+            actual.encoder_last_hidden_state, expected.encoder_last_hidden_state, attention_mask, atol, "encoder output"
+        )
+    for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+        ours_probs, hf_probs = getattr(actual, name), getattr(expected, name)
+        assert len(ours_probs) == len(hf_probs) > 0, name
+        for ours_layer, hf_layer in zip(ours_probs, hf_probs, strict=True):
+            torch.testing.assert_close(ours_layer, hf_layer, atol=atol, rtol=0, msg=name)
+    cross = actual.cross_attentions[-1]  # (B, H, T, S)
+    padded_keys = (attention_mask == 0)[:, None, None, :].expand_as(cross)
+    assert padded_keys.any() and cross[padded_keys].abs().max().item() < 1e-6
+    return actual, expected
+
+
+def assert_seq2seq_model_equals_hf(hf_model, ours, input_ids, attention_mask, decoder_input_ids, atol: float) -> None:
+    """The model without its head: no logits, and the decoder's last hidden state equals ``transformers``'."""
+    with torch.no_grad():
+        expected = hf_model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        actual = ours(input_ids, attention_mask, decoder_input_ids)
+    assert actual.logits is None
+    torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=atol, rtol=0)
+
+
+@torch.no_grad()
+def assert_seq2seq_greedy_ids_equal_hfs(
+    hf_model, ours, hf_api, input_ids, attention_mask, max_new_tokens: int, **options
+) -> Tensor:
+    """``generate()``'s greedy ids are exactly ``transformers``', and every target starts with the start token."""
+    actual = ours.generate(input_ids, attention_mask, max_new_tokens=max_new_tokens, **options)
+    expected = hf_api.greedy_generate(hf_model, input_ids, attention_mask, max_new_tokens=max_new_tokens, **options)
+    assert torch.equal(actual, expected)
+    assert (actual[:, 0] == hf_model.config.decoder_start_token_id).all()
+    return actual
+
+
+def assert_seq2seq_refuses_masks_of_the_wrong_shape(ours, input_ids, attention_mask, decoder_input_ids) -> None:
+    """A source mask or a target mask one position short is refused, the error naming the shape it needs."""
+    batch, length = input_ids.shape
+    with pytest.raises(ValueError, match=rf"attention_mask must have shape \({batch}, {length}\)"):
+        ours(input_ids, attention_mask[:, :-1], decoder_input_ids)
+    batch, length = decoder_input_ids.shape
+    with pytest.raises(ValueError, match=rf"decoder_attention_mask must have shape \({batch}, {length}\)"):
+        ours(input_ids, attention_mask, decoder_input_ids, torch.ones(batch, length - 1))
+
+
 # ---------------------------------------------------------------------------
 # Decoder-only language models (the decoder branch)
 # ---------------------------------------------------------------------------

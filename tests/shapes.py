@@ -63,6 +63,7 @@ BERT = Shapes(BERT_FIELDS, {
     "2_heads_gelu_pad_1":   (50, 32, 2, 2, 64, "gelu",     1e-12, 2,     12,        1),
     "decoder_5_heads":      (83, 30, 2, 5, 48, "gelu_new", 1e-6,  3,     20,        0),
     "bad_input":            (20, 8,  2, 2, 16, "gelu",     1e-12, 2,     6,         0),
+    "4_heads_of_4":         (50, 16, 2, 4, 32, "gelu",     1e-12, 2,     512,       0),
 })
 # fmt: on
 
@@ -103,6 +104,8 @@ BART = Shapes(BART_FIELDS, {
     "scaled_5_and_3_heads":         (83, 30, 2, 1,  5, 3,  44, 36,  20,        True,   "gelu"),
     "unscaled_relu_deeper_decoder": (57, 16, 1, 2,  2, 4,  24, 40,  12,        False,  "relu"),
     "one_layer_each":               (40, 12, 1, 1,  3, 2,  20, 24,  16,        False,  "gelu"),
+    "deeper_encoder_gelu_new":      (61, 24, 2, 1,  3, 4,  44, 36,  64,        True,   "gelu_new"),
+    "deeper_decoder_3_and_4_heads": (53, 24, 1, 2,  3, 4,  20, 28,  24,        False,  "gelu"),
 })
 # fmt: on
 

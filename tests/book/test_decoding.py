@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from shapes import BART
 from transformers.generation.logits_process import (
     LogitsProcessorList,
     TemperatureLogitsWarper,
@@ -87,17 +88,9 @@ OPTIONS = {
 
 
 def _random_gpt2(randomize, seed: int, vocab_size: int, eos_token_id: int | None, pad_token_id: int | None):
-    config = transformers.GPT2Config(
-        vocab_size=vocab_size,
-        n_embd=12,
-        n_layer=1,
-        n_head=3,
-        n_positions=16,
-        bos_token_id=1,
-        eos_token_id=eos_token_id,
-        pad_token_id=pad_token_id,
-        attn_implementation="eager",
-    )
+    sizes = dict(vocab_size=vocab_size, n_embd=12, n_layer=1, n_head=3, n_positions=16)
+    special = dict(bos_token_id=1, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    config = transformers.GPT2Config(**sizes, **special, attn_implementation="eager")
     torch.manual_seed(seed)
     return randomize(transformers.GPT2LMHeadModel(config), scale=0.5)
 
@@ -152,18 +145,7 @@ def test_some_decodings_stop_before_max_new_tokens(models_that_end):
 @torch.no_grad()
 def test_beam_search_and_sampling_of_an_encoder_decoder_model_give_hfs_ids(hf_api):
     torch.manual_seed(0)
-    config = transformers.BartConfig(
-        vocab_size=53,
-        d_model=24,
-        encoder_layers=1,
-        decoder_layers=2,
-        encoder_attention_heads=3,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=20,
-        decoder_ffn_dim=28,
-        max_position_embeddings=24,
-        attn_implementation="eager",
-    )
+    config = transformers.BartConfig(**BART("deeper_decoder_3_and_4_heads"), attn_implementation="eager")
     hf = transformers.BartForConditionalGeneration(config).eval()
     for parameter in hf.parameters():
         parameter.add_(0.3 * torch.randn_like(parameter))

@@ -15,14 +15,10 @@ ids of HuggingFace's greedy ``generate()``.
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    assert_cached_decoding_equals_uncached,
-    assert_key_map_names_a_missing_tensor,
-    assert_key_map_refuses_a_changed_copy,
-)
 from shapes import BART, padded_batch
 
 from literate_transformer import from_hf
@@ -57,16 +53,12 @@ def models(request, randomize):
     return hf, from_hf(hf)
 
 
+targets = families.seq2seq_targets
+
+
 def padded_sources(config):
     """Three sources, the last two padded (the last one to a single token)."""
     return padded_batch(config.vocab_size, 7, (0, 3, 6), PAD)
-
-
-def targets(config, length: int = 5, seed: int = 2):
-    generator = torch.Generator().manual_seed(seed)
-    decoder_input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
-    decoder_input_ids[:, 0] = config.decoder_start_token_id
-    return decoder_input_ids
 
 
 # ---------------------------------------------------------------------------
@@ -87,39 +79,24 @@ def test_from_hf_builds_bart_under_hfs_names(models):
     assert not any(name == "final_logits_bias" for name, _ in ours.named_parameters())
 
 
-@torch.no_grad()
 def test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources(models):
     hf, ours = models
     input_ids, attention_mask = padded_sources(hf.config)
-    decoder_input_ids = targets(hf.config)
-    expected = hf(
-        input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, output_attentions=True
+    # The encoder's output everywhere: BART's padded source positions are queries that still see the real keys.
+    families.assert_seq2seq_equals_hf(
+        hf, ours, input_ids, attention_mask, targets(hf.config), ATOL, padded_encoder_positions=True
     )
-    actual = ours(input_ids, attention_mask, decoder_input_ids, output_attentions=True)
-    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
-    torch.testing.assert_close(actual.encoder_last_hidden_state, expected.encoder_last_hidden_state, atol=ATOL, rtol=0)
-    for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
-        ours_probs, hf_probs = getattr(actual, name), getattr(expected, name)
-        assert len(ours_probs) == len(hf_probs) > 0, name
-        for ours_layer, hf_layer in zip(ours_probs, hf_probs, strict=True):
-            torch.testing.assert_close(ours_layer, hf_layer, atol=ATOL, rtol=0, msg=name)
-    # Not vacuous: the third source's padding is invisible to every target position.
-    assert actual.cross_attentions[-1][2, :, :, 1:].abs().max().item() < 1e-6
 
 
-@torch.no_grad()
 def test_greedy_generation_gives_hfs_token_ids(models, hf_api):
     hf, ours = models
-    sources = padded_sources(hf.config)
-    actual = ours.generate(*sources, max_new_tokens=8)
-    assert torch.equal(actual, hf_api.greedy_generate(hf, *sources, max_new_tokens=8))
-    assert (actual[:, 0] == hf.config.decoder_start_token_id).all()
+    families.assert_seq2seq_greedy_ids_equal_hfs(hf, ours, hf_api, *padded_sources(hf.config), max_new_tokens=8)
 
 
 @torch.no_grad()
 def test_cached_decoding_equals_uncached(models):
     hf, ours = models
-    assert_cached_decoding_equals_uncached(
+    families.assert_cached_decoding_equals_uncached(
         ours, *padded_sources(hf.config), max_new_tokens=6, bos_token_id=hf.config.decoder_start_token_id
     )
 
@@ -129,13 +106,7 @@ def test_bart_model_without_head_equals_hf_bart_model(randomize):
     hf = randomize(transformers.BartModel(transformers.BartConfig(**fields, pad_token_id=PAD)))
     ours = from_hf(hf)
     assert type(ours) is BartModel and not hasattr(ours, "lm_head")
-    input_ids, attention_mask = padded_sources(hf.config)
-    decoder_input_ids = targets(hf.config)
-    with torch.no_grad():
-        expected = hf(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
-        actual = ours(input_ids, attention_mask, decoder_input_ids)
-    assert actual.logits is None
-    torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=ATOL, rtol=0)
+    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
 
 
 def test_without_decoder_input_ids_the_source_shifted_right_is_decoded_as_hf_does(models):
@@ -172,9 +143,9 @@ def test_key_map_names_a_missing_tensor_and_refuses_a_second_embedding_table(mod
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     missing = "model.decoder.layers.0.encoder_attn_layer_norm.bias"
-    assert_key_map_names_a_missing_tensor(map_bart_state_dict, state, expected, missing)
+    families.assert_key_map_names_a_missing_tensor(map_bart_state_dict, state, expected, missing)
     copy = "model.decoder.embed_tokens.weight"
-    assert_key_map_refuses_a_changed_copy(map_bart_state_dict, state, expected, copy, "one embedding table")
+    families.assert_key_map_refuses_a_changed_copy(map_bart_state_dict, state, expected, copy, "one embedding table")
 
 
 def test_each_stack_gets_its_own_sizes_and_the_config_is_checked():
@@ -200,11 +171,7 @@ def test_batch_sizes_that_disagree_between_source_and_target_are_refused(models)
 def test_masks_of_the_wrong_shape_are_refused(models):
     hf, ours = models
     input_ids, attention_mask = padded_sources(hf.config)
-    decoder_input_ids = targets(hf.config)
-    with pytest.raises(ValueError, match=r"attention_mask must have shape \(3, 7\)"):
-        ours(input_ids, attention_mask[:, :-1], decoder_input_ids)
-    with pytest.raises(ValueError, match=r"decoder_attention_mask must have shape \(3, 5\)"):
-        ours(input_ids, attention_mask, decoder_input_ids, torch.ones(3, 4))
+    families.assert_seq2seq_refuses_masks_of_the_wrong_shape(ours, input_ids, attention_mask, targets(hf.config))
     with pytest.raises(TypeError, match="decoder_input_ids must be a torch.Tensor"):
         ours(input_ids, attention_mask, [[2, 5]])
 

@@ -10,6 +10,7 @@ import inspect
 import pytest
 import torch
 import transformers
+from shapes import BERT
 
 from literate_transformer.models.bert import BertModel
 
@@ -19,14 +20,7 @@ TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
 @pytest.fixture(scope="module")
 def models():
     config = transformers.BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=32,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        attn_implementation="eager",
+        **BERT("4_heads_of_4"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation="eager"
     )
     torch.manual_seed(0)
     hf = transformers.BertModel(config).eval()

@@ -11,20 +11,16 @@ on the first short input.
 Tolerance: fp32, absolute 1e-5 on the logits (unpadded targets) and the
 encoder's output at the real positions of padded sources, for lengths that
 are and are not multiples of the block size.  Generation: exactly the token
-ids of HuggingFace's greedy ``generate()``.
+ids of HuggingFace's greedy ``generate()`` from a source read block-sparse.
 """
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    assert_cached_decoding_equals_uncached,
-    assert_close_at_real_positions,
-    assert_key_map_names_a_missing_tensor,
-)
-from shapes import padded_batch
+from shapes import BART, padded_batch
 
 from literate_transformer import from_hf
 from literate_transformer.core.masks import build_attention_mask
@@ -44,24 +40,10 @@ LONG, WHOLE_BLOCKS, SHORT = 38, 44, 20
 
 def hf_bigbird(use_bias: bool, cls=transformers.BigBirdPegasusForConditionalGeneration, randomize=None):
     torch.manual_seed(0)
+    blocks = dict(block_size=BLOCK_SIZE, num_random_blocks=RANDOM_BLOCKS, use_bias=use_bias)
+    special = dict(pad_token_id=PAD, eos_token_id=EOS, bos_token_id=START, decoder_start_token_id=START)
     config = transformers.BigBirdPegasusConfig(
-        vocab_size=61,
-        d_model=24,
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=3,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=44,
-        decoder_ffn_dim=36,
-        max_position_embeddings=64,
-        block_size=BLOCK_SIZE,
-        num_random_blocks=RANDOM_BLOCKS,
-        use_bias=use_bias,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        bos_token_id=START,
-        decoder_start_token_id=START,
-        attn_implementation="eager",
+        **BART("deeper_encoder_gelu_new"), **blocks, **special, attn_implementation="eager"
     )
     hf = randomize(cls(config), scale=0.3)
     if hasattr(hf, "final_logits_bias"):
@@ -76,16 +58,12 @@ def hf_and_ours(request, randomize):
     return hf, from_hf(hf)
 
 
+targets = families.seq2seq_targets
+
+
 def sources(config, length: int):
     """Three sources, the last two padded (the last one to 5 real tokens)."""
     return padded_batch(config.vocab_size, length, (0, 7, length - 5), PAD)
-
-
-def targets(config, length: int = 5):
-    generator = torch.Generator().manual_seed(2)
-    decoder_input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
-    decoder_input_ids[:, 0] = START
-    return decoder_input_ids
 
 
 def compare(hf, ours, length: int, padded: bool = True) -> None:
@@ -141,19 +119,18 @@ def test_short_padded_inputs_equal_hfs_full_attention(randomize, hf_api):
     compare(hf, from_hf(hf), SHORT)
 
 
-@torch.no_grad()
 def test_greedy_generation_gives_hfs_token_ids(hf_and_ours, hf_api):
     hf, ours = hf_and_ours
     hf.model.encoder.set_attention_type("block_sparse")
-    long_sources = sources(hf.config, LONG)
-    actual = ours.generate(*long_sources, max_new_tokens=6)
-    assert torch.equal(actual, hf_api.greedy_generate(hf, *long_sources, max_new_tokens=6))
+    families.assert_seq2seq_greedy_ids_equal_hfs(hf, ours, hf_api, *sources(hf.config, LONG), max_new_tokens=6)
 
 
 @torch.no_grad()
 def test_cached_decoding_equals_uncached(hf_and_ours):
     hf, ours = hf_and_ours
-    assert_cached_decoding_equals_uncached(ours, *sources(hf.config, LONG), max_new_tokens=5, bos_token_id=START)
+    families.assert_cached_decoding_equals_uncached(
+        ours, *sources(hf.config, LONG), max_new_tokens=5, bos_token_id=START
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -175,7 +152,7 @@ def test_block_sparse_attention_is_full_attention_under_the_pattern_it_draws(hf_
     dense_mask = torch.log(counts.float()) + build_attention_mask(attention_mask, query_length=1, dtype=torch.float32)
     full = attention(hidden_states, dense_mask.clamp(min=torch.finfo(torch.float32).min), output_attentions=True)
     real = attention_mask.bool()
-    assert_close_at_real_positions(sparse.hidden_states, full.hidden_states, attention_mask, 1e-5, "context")
+    families.assert_close_at_real_positions(sparse.hidden_states, full.hidden_states, attention_mask, 1e-5, "context")
     # The probabilities, summed over repeats, are full attention's under the counted mask; rows sum to 1.
     probs = sparse.attention_probs.transpose(1, 2)[real]
     torch.testing.assert_close(probs, full.attention_probs.transpose(1, 2)[real], atol=1e-6, rtol=0)
@@ -226,7 +203,7 @@ def test_random_blocks_are_block_0_in_evaluation_and_unread_blocks_in_training(h
 def test_key_map_names_a_missing_tensor_and_fills_a_missing_final_logits_bias(hf_and_ours):
     hf, ours = hf_and_ours
     state, expected = hf.state_dict(), ours.state_dict()
-    assert_key_map_names_a_missing_tensor(
+    families.assert_key_map_names_a_missing_tensor(
         map_bigbird_pegasus_state_dict, state, expected, "model.encoder.layers.1.self_attn.self.key.weight"
     )
     without_bias = {key: value for key, value in state.items() if key != "final_logits_bias"}
@@ -237,11 +214,7 @@ def test_bigbird_pegasus_model_without_head_equals_hf(randomize):
     hf = hf_bigbird(True, transformers.BigBirdPegasusModel, randomize)
     ours = from_hf(hf)
     assert type(ours) is BigBirdPegasusModel
-    input_ids, attention_mask = sources(hf.config, LONG)
-    with torch.no_grad():
-        expected = hf(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=targets(hf.config))
-        actual = ours(input_ids, attention_mask, targets(hf.config))
-    torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=ATOL, rtol=0)
+    families.assert_seq2seq_model_equals_hf(hf, ours, *sources(hf.config, LONG), targets(hf.config), ATOL)
 
 
 def test_hidden_states_that_do_not_split_into_blocks_are_refused(hf_and_ours):
@@ -258,8 +231,7 @@ def test_bad_input_and_configs_are_refused(hf_and_ours):
     input_ids, attention_mask = sources(hf.config, LONG)
     with pytest.raises(ValueError, match=r"input_ids must be token ids in \[0, vocab_size=61\)"):
         ours(input_ids + 61, attention_mask, targets(hf.config))
-    with pytest.raises(ValueError, match=r"attention_mask must have shape \(3, 38\)"):
-        ours(input_ids, attention_mask[:, :-1], targets(hf.config))
+    families.assert_seq2seq_refuses_masks_of_the_wrong_shape(ours, input_ids, attention_mask, targets(hf.config))
     with pytest.raises(ValueError, match="more than max_position_embeddings=64"):
         ours(torch.full((1, 65), 5), decoder_input_ids=torch.tensor([[START]]))
     config = transformers.BigBirdPegasusConfig(d_model=8, encoder_attention_heads=2, decoder_attention_heads=2)

@@ -14,14 +14,10 @@ greedy ``generate()`` with the target language forced as the first token.
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    assert_cached_decoding_equals_uncached,
-    assert_close_at_real_positions,
-    assert_key_map_names_a_missing_tensor,
-)
 from shapes import Shapes, padded_batch
 
 from literate_transformer import from_hf
@@ -64,16 +60,12 @@ def models(request, randomize):
     return hf, from_hf(hf)
 
 
+targets = families.seq2seq_targets
+
+
 def padded_sources(config):
     """Three sources of 8 tokens, the last two padded (the last one to a single token)."""
     return padded_batch(config.vocab_size, 8, (0, 3, 7), config.pad_token_id)
-
-
-def targets(config, length: int = 5):
-    generator = torch.Generator().manual_seed(2)
-    decoder_input_ids = torch.randint(3, config.vocab_size, (3, length), generator=generator)
-    decoder_input_ids[:, 0] = config.decoder_start_token_id
-    return decoder_input_ids
 
 
 # ---------------------------------------------------------------------------
@@ -92,31 +84,17 @@ def test_from_hf_builds_m2m_100_as_a_pre_ln_bart_under_hfs_names(models):
     assert ours.model.shared.embed_scale == hf.config.d_model**0.5
 
 
-@torch.no_grad()
 def test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources(models):
     hf, ours = models
-    input_ids, attention_mask = padded_sources(hf.config)
-    decoder_input_ids = targets(hf.config)
-    expected = hf(
-        input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, output_attentions=True
-    )
-    actual = ours(input_ids, attention_mask, decoder_input_ids, output_attentions=True)
-    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
-    assert_close_at_real_positions(
-        actual.encoder_last_hidden_state, expected.encoder_last_hidden_state, attention_mask, ATOL, "encoder output"
-    )
-    for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
-        for ours_layer, hf_layer in zip(getattr(actual, name), getattr(expected, name), strict=True):
-            torch.testing.assert_close(ours_layer, hf_layer, atol=ATOL, rtol=0, msg=name)
+    families.assert_seq2seq_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
 
 
-@torch.no_grad()
 def test_greedy_generation_with_a_forced_target_language_gives_hfs_token_ids(models, hf_api):
     hf, ours = models
     sources = padded_sources(hf.config)
-    actual = ours.generate(*sources, max_new_tokens=8, forced_bos_token_id=TARGET_LANGUAGE)
-    expected = hf_api.greedy_generate(hf, *sources, max_new_tokens=8, forced_bos_token_id=TARGET_LANGUAGE)
-    assert torch.equal(actual, expected)
+    actual = families.assert_seq2seq_greedy_ids_equal_hfs(
+        hf, ours, hf_api, *sources, max_new_tokens=8, forced_bos_token_id=TARGET_LANGUAGE
+    )
     # The start token, then the language, whatever the scores said.
     assert (actual[:, 0] == 2).all() and (actual[:, 1] == TARGET_LANGUAGE).all()
 
@@ -124,7 +102,7 @@ def test_greedy_generation_with_a_forced_target_language_gives_hfs_token_ids(mod
 @torch.no_grad()
 def test_cached_decoding_equals_uncached(models):
     hf, ours = models
-    assert_cached_decoding_equals_uncached(
+    families.assert_cached_decoding_equals_uncached(
         ours, *padded_sources(hf.config), max_new_tokens=6, bos_token_id=2, forced_bos_token_id=TARGET_LANGUAGE
     )
 
@@ -133,11 +111,7 @@ def test_m2m_100_model_without_head_equals_hf_m2m_100_model(randomize):
     hf = randomize(hf_m2m_100("even_20_5_and_2_pad_0", transformers.M2M100Model))
     ours = from_hf(hf)
     assert type(ours) is M2M100Model
-    input_ids, attention_mask = padded_sources(hf.config)
-    with torch.no_grad():
-        expected = hf(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=targets(hf.config))
-        actual = ours(input_ids, attention_mask, targets(hf.config))
-    torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=ATOL, rtol=0)
+    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
 
 
 @torch.no_grad()
@@ -163,7 +137,7 @@ def test_positions_are_fairseqs_rows_and_the_sinusoids_hfs(models, hf_api):
 def test_key_map_names_a_missing_tensor_and_drops_a_saved_sinusoid_table(models):
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
-    assert_key_map_names_a_missing_tensor(
+    families.assert_key_map_names_a_missing_tensor(
         map_m2m_100_state_dict, state, expected, "model.encoder.layers.0.self_attn_layer_norm.bias"
     )
     with_table = dict(state, **{"model.decoder.embed_positions.weights": torch.zeros(3, hf.config.d_model)})
@@ -176,8 +150,7 @@ def test_bad_input_is_refused(models):
     vocab_size, positions = hf.config.vocab_size, hf.config.max_position_embeddings
     with pytest.raises(ValueError, match=rf"decoder_input_ids must be token ids in \[0, vocab_size={vocab_size}\)"):
         ours(input_ids, attention_mask, torch.tensor([[2, vocab_size]] * 3))
-    with pytest.raises(ValueError, match=r"attention_mask must have shape \(3, 8\)"):
-        ours(input_ids, attention_mask[:, 1:], targets(hf.config))
+    families.assert_seq2seq_refuses_masks_of_the_wrong_shape(ours, input_ids, attention_mask, targets(hf.config))
     with pytest.raises(ValueError, match=f"more than max_position_embeddings={positions}"):
         ours(torch.full((1, positions + 1), 5), decoder_input_ids=torch.tensor([[2]]))
     with pytest.raises(ValueError, match=rf"forced_bos_token_id must be a token id in \[0, vocab_size={vocab_size}\)"):

@@ -17,15 +17,10 @@ exactly the token ids of HuggingFace's greedy ``generate()``.
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    assert_cached_decoding_equals_uncached,
-    assert_close_at_real_positions,
-    assert_key_map_names_a_missing_tensor,
-    assert_key_map_refuses_a_changed_copy,
-)
 from shapes import Shapes, padded_batch
 
 from literate_transformer import from_hf
@@ -83,11 +78,9 @@ def padded_sources(config):
     return padded_batch(config.vocab_size, 9, (0, 4, 8), PAD)
 
 
-def targets(config, length: int = 5):
-    generator = torch.Generator().manual_seed(2)
-    decoder_input_ids = torch.randint(2, config.vocab_size, (3, length), generator=generator)
-    decoder_input_ids[:, 0] = PAD
-    return decoder_input_ids
+def targets(config):
+    """Three targets of 5 ids from 2 up (T5's start token is its padding id, 0; its end token 1)."""
+    return families.seq2seq_targets(config, low=2)
 
 
 # ---------------------------------------------------------------------------
@@ -111,39 +104,21 @@ def test_from_hf_builds_t5_under_hfs_names(models):
     assert (ours.lm_head.weight is ours.shared.weight) == ours.tie_word_embeddings
 
 
-@torch.no_grad()
 def test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources(models):
     hf, ours = models
-    input_ids, attention_mask = padded_sources(hf.config)
-    decoder_input_ids = targets(hf.config)
-    expected = hf(
-        input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, output_attentions=True
-    )
-    actual = ours(input_ids, attention_mask, decoder_input_ids, output_attentions=True)
-    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
-    assert_close_at_real_positions(
-        actual.encoder_last_hidden_state, expected.encoder_last_hidden_state, attention_mask, ATOL, "encoder output"
-    )
-    for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
-        ours_probs, hf_probs = getattr(actual, name), getattr(expected, name)
-        assert len(ours_probs) == len(hf_probs) > 0, name
-        for ours_layer, hf_layer in zip(ours_probs, hf_probs, strict=True):
-            torch.testing.assert_close(ours_layer, hf_layer, atol=ATOL, rtol=0, msg=name)
+    families.assert_seq2seq_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
 
 
-@torch.no_grad()
 def test_greedy_generation_gives_hfs_token_ids(models, hf_api):
     hf, ours = models
-    sources = padded_sources(hf.config)
-    actual = ours.generate(*sources, max_new_tokens=8)
-    assert torch.equal(actual, hf_api.greedy_generate(hf, *sources, max_new_tokens=8))
-    assert (actual[:, 0] == PAD).all()
+    assert hf.config.decoder_start_token_id == PAD
+    families.assert_seq2seq_greedy_ids_equal_hfs(hf, ours, hf_api, *padded_sources(hf.config), max_new_tokens=8)
 
 
 @torch.no_grad()
 def test_cached_decoding_equals_uncached():
     ours = from_hf(hf_t5("gelu_untied_3_heads_of_6"))
-    assert_cached_decoding_equals_uncached(
+    families.assert_cached_decoding_equals_uncached(
         ours, *padded_sources(ours.config), max_new_tokens=6, bos_token_id=ours.decoder_start_token_id
     )
 
@@ -152,13 +127,7 @@ def test_t5_model_without_head_equals_hf_t5_model():
     hf = hf_t5("relu_tied_3_heads_of_7", transformers.T5Model)
     ours = from_hf(hf)
     assert type(ours) is T5Model and not hasattr(ours, "lm_head")
-    input_ids, attention_mask = padded_sources(hf.config)
-    decoder_input_ids = targets(hf.config)
-    with torch.no_grad():
-        expected = hf(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
-        actual = ours(input_ids, attention_mask, decoder_input_ids)
-    assert actual.logits is None
-    torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=ATOL, rtol=0)
+    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
 
 
 @torch.no_grad()
@@ -183,9 +152,11 @@ def test_key_map_names_a_missing_tensor_fills_the_table_copies_and_refuses_a_cha
     state, expected = hf.state_dict(), ours.state_dict()
     tied = ours.tie_word_embeddings
     missing = "decoder.block.0.layer.1.EncDecAttention.q.weight"
-    assert_key_map_names_a_missing_tensor(lambda *a: map_t5_state_dict(*a, tied), state, expected, missing)
+    families.assert_key_map_names_a_missing_tensor(lambda *a: map_t5_state_dict(*a, tied), state, expected, missing)
     copy = "decoder.embed_tokens.weight"
-    assert_key_map_refuses_a_changed_copy(lambda *a: map_t5_state_dict(*a, tied), state, expected, copy, "one token")
+    families.assert_key_map_refuses_a_changed_copy(
+        lambda *a: map_t5_state_dict(*a, tied), state, expected, copy, "one token"
+    )
     # A checkpoint that stores the table once, with the unused cross-attention table older ones saved, loads.
     only_shared = {key: value for key, value in state.items() if not key.endswith("embed_tokens.weight")}
     only_shared["decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight"] = torch.zeros(3, 3)
@@ -210,10 +181,7 @@ def test_ids_outside_the_vocabulary_are_refused(models):
 def test_masks_of_the_wrong_shape_are_refused(models):
     hf, ours = models
     input_ids, attention_mask = padded_sources(hf.config)
-    with pytest.raises(ValueError, match=r"attention_mask must have shape \(3, 9\)"):
-        ours(input_ids, attention_mask[:, :-1], targets(hf.config))
-    with pytest.raises(ValueError, match=r"decoder_attention_mask must have shape \(3, 5\)"):
-        ours(input_ids, attention_mask, targets(hf.config), torch.ones(3, 4))
+    families.assert_seq2seq_refuses_masks_of_the_wrong_shape(ours, input_ids, attention_mask, targets(hf.config))
     with pytest.raises(ValueError, match="T5's encoder reads no encoder_hidden_states"):
         ours.encoder(input_ids, attention_mask, torch.zeros(3, 9, hf.config.d_model))
 

@@ -72,6 +72,25 @@ def standard_sizes() -> dict[str, int]:
     )
 
 
+def encoder_decoder_sizes(**changes) -> dict[str, int]:
+    """The legend's sizes under BART's names (BART, M2M-100, BigBird-Pegasus): a one-layer decoder as wide as the encoder.
+
+    ``changes`` replace any of them: ``encoder_decoder_sizes(max_position_embeddings=64)``.
+    """
+    sizes = dict(
+        vocab_size=DIMS["V"],
+        d_model=DIMS["E"],
+        encoder_layers=DIMS["L"],
+        decoder_layers=1,
+        encoder_attention_heads=DIMS["H"],
+        decoder_attention_heads=DIMS["H"],
+        encoder_ffn_dim=DIMS["F"],
+        decoder_ffn_dim=DIMS["F"],
+        max_position_embeddings=16,
+    )
+    return sizes | changes
+
+
 def token_ids(length: int = T) -> torch.Tensor:
     return torch.randint(1, DIMS["V"], (DIMS["B"], length))
 

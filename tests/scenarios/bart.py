@@ -7,22 +7,11 @@ from transformers import BartConfig
 
 from literate_transformer.models.bart import BartForConditionalGeneration, shift_tokens_right
 
-from . import DIMS, S, token_ids
+from . import DIMS, S, encoder_decoder_sizes, token_ids
 
 
 def scenario_bart():
-    config = BartConfig(
-        vocab_size=DIMS["V"],
-        d_model=DIMS["E"],
-        encoder_layers=DIMS["L"],
-        decoder_layers=1,
-        encoder_attention_heads=DIMS["H"],
-        decoder_attention_heads=DIMS["H"],
-        encoder_ffn_dim=DIMS["F"],
-        decoder_ffn_dim=DIMS["F"],
-        max_position_embeddings=16,
-        scale_embedding=True,
-    )
+    config = BartConfig(**encoder_decoder_sizes(), scale_embedding=True)
     bart = BartForConditionalGeneration(config).eval()
     source_mask = torch.ones(DIMS["B"], S, dtype=torch.long)
     source_mask[0, -1] = 0

@@ -7,21 +7,13 @@ from transformers import BigBirdPegasusConfig
 
 from literate_transformer.models.bigbird_pegasus import BigBirdPegasusForConditionalGeneration
 
-from . import DIMS, token_ids
+from . import DIMS, encoder_decoder_sizes, token_ids
 
 
 def scenario_bigbird_pegasus():
     # N = 10 blocks of Z = 5 tokens; each of the M = 8 middle blocks reads G = 5 + 2 key blocks.
     config = BigBirdPegasusConfig(
-        vocab_size=DIMS["V"],
-        d_model=DIMS["E"],
-        encoder_layers=2,
-        decoder_layers=1,
-        encoder_attention_heads=DIMS["H"],
-        decoder_attention_heads=DIMS["H"],
-        encoder_ffn_dim=DIMS["F"],
-        decoder_ffn_dim=DIMS["F"],
-        max_position_embeddings=64,
+        **encoder_decoder_sizes(encoder_layers=2, max_position_embeddings=64),
         block_size=DIMS["Z"],
         num_random_blocks=DIMS["G"] - 5,
     )

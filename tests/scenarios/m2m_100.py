@@ -7,21 +7,11 @@ from transformers import M2M100Config
 
 from literate_transformer.models.m2m_100 import M2M100ForConditionalGeneration
 
-from . import DIMS, S, token_ids
+from . import DIMS, S, encoder_decoder_sizes, token_ids
 
 
 def scenario_m2m_100():
-    config = M2M100Config(
-        vocab_size=DIMS["V"],
-        d_model=DIMS["E"],
-        encoder_layers=DIMS["L"],
-        decoder_layers=1,
-        encoder_attention_heads=DIMS["H"],
-        decoder_attention_heads=DIMS["H"],
-        encoder_ffn_dim=DIMS["F"],
-        decoder_ffn_dim=DIMS["F"],
-        max_position_embeddings=16,
-    )
+    config = M2M100Config(**encoder_decoder_sizes())
     m2m = M2M100ForConditionalGeneration(config).eval()
     source = token_ids(S)
     source_mask = torch.ones(DIMS["B"], S, dtype=torch.long)

@@ -275,6 +275,20 @@ def hf_and_ours_fixture(
     return models
 
 
+def assert_from_hf_builds(models: tuple[nn.Module, nn.Module], model_class: type) -> tuple[nn.Module, nn.Module]:
+    """``from_hf`` built a ``model_class`` in evaluation mode, under HF's names, its head tied as the config says.
+
+    Tied: the head's weight is the token table's very tensor (the table HF's ``get_input_embeddings()``
+    names), exactly when ``tie_word_embeddings`` is set.  Returns ``models`` for the family's own checks.
+    """
+    hf, ours = models
+    assert isinstance(ours, model_class) and not ours.training
+    assert_same_names_and_parameters(hf, ours)
+    table = next(name for name, module in hf.named_modules() if module is hf.get_input_embeddings())
+    assert (ours.lm_head.weight is ours.get_submodule(table).weight) == hf.config.tie_word_embeddings
+    return hf, ours
+
+
 class DecoderFamilyTests:
     """What every decoder family proves against ``transformers`` beside its logits, on its file's ``models``.
 

@@ -13,9 +13,9 @@ import torch
 import transformers
 from families import (
     DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
     hf_and_ours_fixture,
 )
 
@@ -48,10 +48,7 @@ models = hf_and_ours_fixture(transformers.CTRLConfig, transformers.CTRLLMHeadMod
 
 
 def test_from_hf_builds_ctrl_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, CTRLLMHeadModel)
-    assert_same_names_and_parameters(hf, ours)
-    assert (ours.lm_head.weight is ours.transformer.w.weight) == hf.config.tie_word_embeddings
+    hf, ours = assert_from_hf_builds(models, CTRLLMHeadModel)
     # The blocks' layer norms keep CTRL's fixed epsilon; the final one reads the config's.
     assert ours.transformer.h[0].layernorm1.eps == 1e-6
     assert ours.transformer.layernorm.eps == hf.config.layer_norm_epsilon

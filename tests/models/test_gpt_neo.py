@@ -13,9 +13,9 @@ import torch
 import transformers
 from families import (
     DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
     hf_and_ours_fixture,
 )
 
@@ -52,9 +52,7 @@ models = hf_and_ours_fixture(transformers.GPTNeoConfig, transformers.GPTNeoForCa
 
 
 def test_from_hf_builds_gpt_neo_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, GPTNeoForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
+    hf, ours = assert_from_hf_builds(models, GPTNeoForCausalLM)
     assert [block.attention_type for block in ours.transformer.h] == hf.config.attention_layers
     # GPT-Neo's scores are not divided by sqrt(D): transformers' _attn has no division either.
     assert all(block.attn.attention.scale == 1.0 for block in ours.transformer.h)

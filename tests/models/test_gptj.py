@@ -11,9 +11,9 @@ import pytest
 import transformers
 from families import (
     DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
     hf_and_ours_fixture,
 )
 
@@ -40,10 +40,7 @@ models = hf_and_ours_fixture(transformers.GPTJConfig, transformers.GPTJForCausal
 
 
 def test_from_hf_builds_gptj_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, GPTJForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
-    assert (ours.lm_head.weight is ours.transformer.wte.weight) == hf.config.tie_word_embeddings
+    _, ours = assert_from_hf_builds(models, GPTJForCausalLM)
     # One layer norm per block (attention and MLP read it in parallel), no position table.
     assert not hasattr(ours.transformer.h[0], "ln_2") and not hasattr(ours.transformer, "wpe")
 

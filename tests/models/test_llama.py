@@ -16,10 +16,10 @@ import torch
 import transformers
 from families import (
     DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_key_map_refuses_a_changed_copy,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
     hf_and_ours_fixture,
 )
 
@@ -86,10 +86,7 @@ models = hf_and_ours_fixture(transformers.LlamaConfig, transformers.LlamaForCaus
 
 
 def test_from_hf_builds_llama_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, LlamaForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
-    assert (ours.lm_head.weight is ours.model.embed_tokens.weight) == hf.config.tie_word_embeddings
+    hf, ours = assert_from_hf_builds(models, LlamaForCausalLM)
     attention = ours.model.layers[0].self_attn
     assert (attention.num_heads, attention.num_key_value_heads) == (
         hf.config.num_attention_heads,

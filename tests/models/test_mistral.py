@@ -14,8 +14,8 @@ import torch
 import transformers
 from families import (
     DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
     hf_and_ours_fixture,
 )
 
@@ -86,9 +86,7 @@ models = hf_and_ours_fixture(transformers.MistralConfig, transformers.MistralFor
 
 
 def test_from_hf_builds_mistral_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, MistralForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
+    _, ours = assert_from_hf_builds(models, MistralForCausalLM)
     assert all(layer.bias is None for layer in ours.modules() if isinstance(layer, torch.nn.Linear))
 
 

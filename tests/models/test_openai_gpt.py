@@ -17,10 +17,10 @@ import torch
 import transformers
 from families import (
     DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_key_map_refuses_a_changed_copy,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
     hf_and_ours_fixture,
 )
 
@@ -45,9 +45,7 @@ models = hf_and_ours_fixture(transformers.OpenAIGPTConfig, transformers.OpenAIGP
 
 
 def test_from_hf_builds_gpt_under_hfs_names_with_the_head_tied_as_the_config_says(models):
-    hf, ours = models
-    assert isinstance(ours, OpenAIGPTLMHeadModel) and not ours.training
-    assert_same_names_and_parameters(hf, ours)
+    hf, ours = assert_from_hf_builds(models, OpenAIGPTLMHeadModel)
     tied = ours.lm_head.weight is ours.transformer.tokens_embed.weight
     assert tied == hf.config.tie_word_embeddings == (hf.lm_head.weight is hf.transformer.tokens_embed.weight)
     # Post-LN: no final layer norm.

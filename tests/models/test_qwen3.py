@@ -17,8 +17,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from families import (  # noqa: E402
     DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
     hf_and_ours_fixture,
 )
 
@@ -56,9 +56,7 @@ models = hf_and_ours_fixture(transformers.Qwen3Config, transformers.Qwen3ForCaus
 
 
 def test_from_hf_builds_qwen3_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, Qwen3ForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
+    hf, ours = assert_from_hf_builds(models, Qwen3ForCausalLM)
     attention = ours.model.layers[0].self_attn
     assert attention.q_norm.weight.shape == attention.k_norm.weight.shape == (hf.config.head_dim,)
 

@@ -320,3 +320,66 @@ def assert_bad_inputs_are_refused(ours) -> None:
             ours.generate(prompt, max_new_tokens=limit - 1)
         with pytest.raises(ValueError, match=f"more than max_position_embeddings={limit}"):
             ours(torch.ones(1, limit + 1, dtype=torch.long))
+
+
+def hf_and_ours_fixture(
+    config_class: type, model_class: type, shapes: Mapping[str, dict], needs: Mapping[str, Any] | None = None
+):
+    """A family's module-scoped ``models`` fixture: a random ``transformers`` model and ``from_hf``'s, per row.
+
+    One row of ``shapes`` (the family's config fields) per parameter, named for it; ``needs`` marks a row
+    (a ``skipif`` where a release of ``transformers`` lacks what the row uses).  Eager attention, ids 1, 2
+    and 0 for the start, end and padding, every parameter randomised (the ``randomize`` fixture).
+    """
+    from literate_transformer import from_hf
+
+    needs = needs or {}
+
+    @pytest.fixture(
+        params=[pytest.param(name, marks=needs.get(name, ())) for name in sorted(shapes)], scope="module", name="models"
+    )
+    def models(request, randomize):
+        config = config_class(
+            **shapes[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+        )
+        torch.manual_seed(0)
+        hf = randomize(model_class(config))
+        return hf, from_hf(hf)
+
+    return models
+
+
+def assert_from_hf_builds(models: tuple[nn.Module, nn.Module], model_class: type) -> tuple[nn.Module, nn.Module]:
+    """``from_hf`` built a ``model_class`` in evaluation mode, under HF's names, its head tied as the config says.
+
+    Tied: the head's weight is the token table's very tensor (the table HF's ``get_input_embeddings()``
+    names), exactly when ``tie_word_embeddings`` is set.  Returns ``models`` for the family's own checks.
+    """
+    hf, ours = models
+    assert isinstance(ours, model_class) and not ours.training
+    assert_same_names_and_parameters(hf, ours)
+    table = next(name for name, module in hf.named_modules() if module is hf.get_input_embeddings())
+    assert (ours.lm_head.weight is ours.get_submodule(table).weight) == hf.config.tie_word_embeddings
+    return hf, ours
+
+
+class DecoderFamilyTests:
+    """What every decoder family proves against ``transformers`` beside its logits, on its file's ``models``.
+
+    A family's test file subclasses this as ``Test...`` to run them on its own shapes: ``generate()`` gives
+    ``transformers``' very ids (greedy, sampled, beam search), cached decoding changes nothing, the
+    ``labels=`` loss is HF's, and bad inputs are refused.
+    """
+
+    @pytest.mark.parametrize("decoding", list(DECODINGS))
+    def test_generate_gives_hfs_ids(self, models, decoding):
+        assert_generate_gives_hfs_ids(*models, decoding)
+
+    def test_cached_decoding_equals_uncached_decoding(self, models):
+        assert_cache_changes_nothing(models[1])
+
+    def test_the_causal_lm_loss_equals_hfs_labels_loss(self, models):
+        assert_causal_lm_loss_equals_hfs(*models)
+
+    def test_bad_inputs_are_refused(self, models):
+        assert_bad_inputs_are_refused(models[1])

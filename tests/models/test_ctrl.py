@@ -12,13 +12,11 @@ import pytest
 import torch
 import transformers
 from families import (
-    assert_bad_inputs_are_refused,
-    assert_cache_changes_nothing,
-    assert_causal_lm_loss_equals_hfs,
-    assert_generate_gives_hfs_ids,
+    DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
+    hf_and_ours_fixture,
 )
 
 from literate_transformer import from_hf
@@ -46,21 +44,11 @@ SHAPES = {
 }
 
 
-@pytest.fixture(params=sorted(SHAPES), scope="module")
-def models(request, randomize):
-    config = transformers.CTRLConfig(
-        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
-    )
-    torch.manual_seed(0)
-    hf = randomize(transformers.CTRLLMHeadModel(config))
-    return hf, from_hf(hf)
+models = hf_and_ours_fixture(transformers.CTRLConfig, transformers.CTRLLMHeadModel, SHAPES)
 
 
 def test_from_hf_builds_ctrl_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, CTRLLMHeadModel)
-    assert_same_names_and_parameters(hf, ours)
-    assert (ours.lm_head.weight is ours.transformer.w.weight) == hf.config.tie_word_embeddings
+    hf, ours = assert_from_hf_builds(models, CTRLLMHeadModel)
     # The blocks' layer norms keep CTRL's fixed epsilon; the final one reads the config's.
     assert ours.transformer.h[0].layernorm1.eps == 1e-6
     assert ours.transformer.layernorm.eps == hf.config.layer_norm_epsilon
@@ -71,21 +59,8 @@ def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
     assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
 
 
-@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
-def test_generate_gives_hfs_ids(models, decoding):
-    assert_generate_gives_hfs_ids(*models, decoding)
-
-
-def test_cached_decoding_equals_uncached_decoding(models):
-    assert_cache_changes_nothing(models[1])
-
-
-def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
-    assert_causal_lm_loss_equals_hfs(*models)
-
-
-def test_bad_inputs_are_refused(models):
-    assert_bad_inputs_are_refused(models[1])
+class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
+    """CTRL's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
 
 
 def test_ctrls_table_is_hfs_and_the_2017_sinusoid_with_its_halves_interleaved():

@@ -12,16 +12,13 @@ import pytest
 import torch
 import transformers
 from families import (
-    assert_bad_inputs_are_refused,
-    assert_cache_changes_nothing,
-    assert_causal_lm_loss_equals_hfs,
-    assert_generate_gives_hfs_ids,
+    DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
+    hf_and_ours_fixture,
 )
 
-from literate_transformer import from_hf
 from literate_transformer.core.masks import causal_mask
 from literate_transformer.models.gpt_neo import GPTNeoForCausalLM, check_gpt_neo_config, map_gpt_neo_state_dict
 
@@ -51,20 +48,11 @@ SHAPES = {
 }
 
 
-@pytest.fixture(params=sorted(SHAPES), scope="module")
-def models(request, randomize):
-    config = transformers.GPTNeoConfig(
-        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
-    )
-    torch.manual_seed(0)
-    hf = randomize(transformers.GPTNeoForCausalLM(config))
-    return hf, from_hf(hf)
+models = hf_and_ours_fixture(transformers.GPTNeoConfig, transformers.GPTNeoForCausalLM, SHAPES)
 
 
 def test_from_hf_builds_gpt_neo_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, GPTNeoForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
+    hf, ours = assert_from_hf_builds(models, GPTNeoForCausalLM)
     assert [block.attention_type for block in ours.transformer.h] == hf.config.attention_layers
     # GPT-Neo's scores are not divided by sqrt(D): transformers' _attn has no division either.
     assert all(block.attn.attention.scale == 1.0 for block in ours.transformer.h)
@@ -75,21 +63,8 @@ def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
     assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
 
 
-@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
-def test_generate_gives_hfs_ids(models, decoding):
-    assert_generate_gives_hfs_ids(*models, decoding)
-
-
-def test_cached_decoding_equals_uncached_decoding(models):
-    assert_cache_changes_nothing(models[1])
-
-
-def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
-    assert_causal_lm_loss_equals_hfs(*models)
-
-
-def test_bad_inputs_are_refused(models):
-    assert_bad_inputs_are_refused(models[1])
+class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
+    """GPT-Neo's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
 
 
 def test_the_local_band_is_transformers_local_mask(models):

@@ -8,19 +8,15 @@ every family of the branch (``tests/families.py``).
 from __future__ import annotations
 
 import pytest
-import torch
 import transformers
 from families import (
-    assert_bad_inputs_are_refused,
-    assert_cache_changes_nothing,
-    assert_causal_lm_loss_equals_hfs,
-    assert_generate_gives_hfs_ids,
+    DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
+    hf_and_ours_fixture,
 )
 
-from literate_transformer import from_hf
 from literate_transformer.models.gptj import GPTJForCausalLM, check_gptj_config, map_gptj_state_dict
 
 #: name: GPTJConfig fields.
@@ -40,21 +36,11 @@ SHAPES = {
 }
 
 
-@pytest.fixture(params=sorted(SHAPES), scope="module")
-def models(request, randomize):
-    config = transformers.GPTJConfig(
-        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
-    )
-    torch.manual_seed(0)
-    hf = randomize(transformers.GPTJForCausalLM(config))
-    return hf, from_hf(hf)
+models = hf_and_ours_fixture(transformers.GPTJConfig, transformers.GPTJForCausalLM, SHAPES)
 
 
 def test_from_hf_builds_gptj_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, GPTJForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
-    assert (ours.lm_head.weight is ours.transformer.wte.weight) == hf.config.tie_word_embeddings
+    _, ours = assert_from_hf_builds(models, GPTJForCausalLM)
     # One layer norm per block (attention and MLP read it in parallel), no position table.
     assert not hasattr(ours.transformer.h[0], "ln_2") and not hasattr(ours.transformer, "wpe")
 
@@ -64,21 +50,8 @@ def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
     assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
 
 
-@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
-def test_generate_gives_hfs_ids(models, decoding):
-    assert_generate_gives_hfs_ids(*models, decoding)
-
-
-def test_cached_decoding_equals_uncached_decoding(models):
-    assert_cache_changes_nothing(models[1])
-
-
-def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
-    assert_causal_lm_loss_equals_hfs(*models)
-
-
-def test_bad_inputs_are_refused(models):
-    assert_bad_inputs_are_refused(models[1])
+class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
+    """GPT-J's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
 
 
 def test_key_map_names_a_missing_tensor(models):

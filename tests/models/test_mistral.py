@@ -13,15 +13,12 @@ import pytest
 import torch
 import transformers
 from families import (
-    assert_bad_inputs_are_refused,
-    assert_cache_changes_nothing,
-    assert_causal_lm_loss_equals_hfs,
-    assert_generate_gives_hfs_ids,
+    DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
+    hf_and_ours_fixture,
 )
 
-from literate_transformer import from_hf
 from literate_transformer.core.masks import causal_mask
 from literate_transformer.models.mistral import MistralForCausalLM, check_mistral_config
 
@@ -85,20 +82,11 @@ NEEDS = {
 }
 
 
-@pytest.fixture(params=[pytest.param(name, marks=NEEDS.get(name, ())) for name in sorted(SHAPES)], scope="module")
-def models(request, randomize):
-    config = transformers.MistralConfig(
-        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
-    )
-    torch.manual_seed(0)
-    hf = randomize(transformers.MistralForCausalLM(config))
-    return hf, from_hf(hf)
+models = hf_and_ours_fixture(transformers.MistralConfig, transformers.MistralForCausalLM, SHAPES, NEEDS)
 
 
 def test_from_hf_builds_mistral_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, MistralForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
+    _, ours = assert_from_hf_builds(models, MistralForCausalLM)
     assert all(layer.bias is None for layer in ours.modules() if isinstance(layer, torch.nn.Linear))
 
 
@@ -107,21 +95,8 @@ def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
     assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
 
 
-@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
-def test_generate_gives_hfs_ids(models, decoding):
-    assert_generate_gives_hfs_ids(*models, decoding)
-
-
-def test_cached_decoding_equals_uncached_decoding(models):
-    assert_cache_changes_nothing(models[1])
-
-
-def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
-    assert_causal_lm_loss_equals_hfs(*models)
-
-
-def test_bad_inputs_are_refused(models):
-    assert_bad_inputs_are_refused(models[1])
+class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
+    """Mistral's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
 
 
 @torch.no_grad()

@@ -16,14 +16,12 @@ import pytest
 import torch
 import transformers
 from families import (
-    assert_bad_inputs_are_refused,
-    assert_cache_changes_nothing,
-    assert_causal_lm_loss_equals_hfs,
-    assert_generate_gives_hfs_ids,
+    DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_key_map_names_a_missing_tensor,
     assert_key_map_refuses_a_changed_copy,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
+    hf_and_ours_fixture,
 )
 
 from literate_transformer import from_hf
@@ -43,20 +41,11 @@ SHAPES = {
 }
 
 
-@pytest.fixture(params=sorted(SHAPES), scope="module")
-def models(request, randomize):
-    config = transformers.OpenAIGPTConfig(
-        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
-    )
-    torch.manual_seed(0)
-    hf = randomize(transformers.OpenAIGPTLMHeadModel(config))
-    return hf, from_hf(hf)
+models = hf_and_ours_fixture(transformers.OpenAIGPTConfig, transformers.OpenAIGPTLMHeadModel, SHAPES)
 
 
 def test_from_hf_builds_gpt_under_hfs_names_with_the_head_tied_as_the_config_says(models):
-    hf, ours = models
-    assert isinstance(ours, OpenAIGPTLMHeadModel) and not ours.training
-    assert_same_names_and_parameters(hf, ours)
+    hf, ours = assert_from_hf_builds(models, OpenAIGPTLMHeadModel)
     tied = ours.lm_head.weight is ours.transformer.tokens_embed.weight
     assert tied == hf.config.tie_word_embeddings == (hf.lm_head.weight is hf.transformer.tokens_embed.weight)
     # Post-LN: no final layer norm.
@@ -68,23 +57,11 @@ def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
     assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
 
 
-@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
-def test_generate_gives_hfs_ids(models, decoding):
-    hf, ours = models
-    assert_generate_gives_hfs_ids(hf, ours, decoding)
+class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
+    """GPT's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's.
 
-
-def test_cached_decoding_equals_uncached_decoding(models):
-    # transformers' GPT keeps no cache; the package's blocks do, and change no number by it.
-    assert_cache_changes_nothing(models[1])
-
-
-def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
-    assert_causal_lm_loss_equals_hfs(*models)
-
-
-def test_bad_inputs_are_refused(models):
-    assert_bad_inputs_are_refused(models[1])
+    transformers' GPT keeps no cache; the package's blocks do, and change no number by it.
+    """
 
 
 def test_gpt_without_head_equals_hfs_openai_gpt_model(randomize):

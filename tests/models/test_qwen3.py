@@ -16,15 +16,12 @@ pytest.importorskip(
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from families import (  # noqa: E402
-    assert_bad_inputs_are_refused,
-    assert_cache_changes_nothing,
-    assert_causal_lm_loss_equals_hfs,
-    assert_generate_gives_hfs_ids,
+    DecoderFamilyTests,
+    assert_from_hf_builds,
     assert_logits_equal_at_real_positions,
-    assert_same_names_and_parameters,
+    hf_and_ours_fixture,
 )
 
-from literate_transformer import from_hf  # noqa: E402
 from literate_transformer.models.qwen3 import Qwen3ForCausalLM, check_qwen3_config  # noqa: E402
 
 #: name: Qwen3Config fields.
@@ -55,20 +52,11 @@ SHAPES = {
 }
 
 
-@pytest.fixture(params=sorted(SHAPES), scope="module")
-def models(request, randomize):
-    config = transformers.Qwen3Config(
-        **SHAPES[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
-    )
-    torch.manual_seed(0)
-    hf = randomize(transformers.Qwen3ForCausalLM(config))
-    return hf, from_hf(hf)
+models = hf_and_ours_fixture(transformers.Qwen3Config, transformers.Qwen3ForCausalLM, SHAPES)
 
 
 def test_from_hf_builds_qwen3_under_hfs_names(models):
-    hf, ours = models
-    assert isinstance(ours, Qwen3ForCausalLM)
-    assert_same_names_and_parameters(hf, ours)
+    hf, ours = assert_from_hf_builds(models, Qwen3ForCausalLM)
     attention = ours.model.layers[0].self_attn
     assert attention.q_norm.weight.shape == attention.k_norm.weight.shape == (hf.config.head_dim,)
 
@@ -78,21 +66,8 @@ def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
     assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
 
 
-@pytest.mark.parametrize("decoding", ["greedy", "sampled", "beam"])
-def test_generate_gives_hfs_ids(models, decoding):
-    assert_generate_gives_hfs_ids(*models, decoding)
-
-
-def test_cached_decoding_equals_uncached_decoding(models):
-    assert_cache_changes_nothing(models[1])
-
-
-def test_the_causal_lm_loss_equals_hfs_labels_loss(models):
-    assert_causal_lm_loss_equals_hfs(*models)
-
-
-def test_bad_inputs_are_refused(models):
-    assert_bad_inputs_are_refused(models[1])
+class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
+    """Qwen3's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
 
 
 @torch.no_grad()

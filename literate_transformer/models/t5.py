@@ -114,6 +114,7 @@ __all__ = [
     "T5DenseGatedActDense",
     "T5LayerFF",
     "T5Attention",
+    "T5LayerAttention",
     "T5LayerSelfAttention",
     "T5LayerCrossAttention",
     "T5Block",
@@ -284,73 +285,33 @@ class T5Attention(Attention):
         )
 
 
-class T5LayerSelfAttention(nn.Module):
-    r"""The self-attention sub-layer, pre-LN: :math:`x + \operatorname{Dropout}(\operatorname{Attn}(\operatorname{RMSNorm}(x)))`.
+class T5LayerAttention(nn.Module):
+    r"""An attention sub-layer, pre-LN: :math:`x + \operatorname{Dropout}(\operatorname{Attn}(\operatorname{RMSNorm}(x), z))`.
 
-    Args:
-        config: The T5 config.
-        has_relative_attention_bias: Its attention owns the bias table (the first layer).
-        is_decoder: Its stack is the decoder.
+    :math:`z` is the encoder's output (cross-attention) or, without one, the
+    normalised :math:`x` itself (self-attention).  HuggingFace writes the two
+    as :class:`T5LayerSelfAttention` and :class:`T5LayerCrossAttention`; each
+    builds its attention under its own name (a checkpoint's key) and this
+    class runs either.
     """
 
     norm_first = True
-
-    def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
-        super().__init__()
-        self.SelfAttention = T5Attention(config, has_relative_attention_bias, is_decoder)
-        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
-        self.dropout = nn.Dropout(config.dropout_rate)
+    #: The subclass's layer norm and dropout (its ``attention`` names its own ``SelfAttention`` or ``EncDecAttention``).
+    layer_norm: nn.Module
+    dropout: nn.Dropout
 
     def forward(
         self,
         hidden_states: Tensor,
+        key_value_states: Tensor | None,
         attention_mask: Tensor | None,
         *,
         past_key_value: tuple[Tensor, Tensor] | None = None,
         use_cache: bool = False,
         output_attentions: bool = False,
     ) -> AttentionOutput:
-        """``(B, T, E) -> (B, T, E)``; ``attention_mask`` already holds the relative bias."""
-        attention = self.SelfAttention(
-            sublayer_input(hidden_states, self.layer_norm, self.norm_first),
-            attention_mask=attention_mask,
-            past_key_value=past_key_value,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = add_and_norm(
-            hidden_states, attention.hidden_states, self.layer_norm, self.norm_first, self.dropout
-        )
-        return attention._replace(hidden_states=hidden_states)
-
-
-class T5LayerCrossAttention(nn.Module):
-    """The cross-attention sub-layer, pre-LN: queries from the target, keys and values from the encoder; no bias.
-
-    Args:
-        config: The T5 config.
-    """
-
-    norm_first = True
-
-    def __init__(self, config: Any) -> None:
-        super().__init__()
-        self.EncDecAttention = T5Attention(config, has_relative_attention_bias=False, is_decoder=True)
-        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
-        self.dropout = nn.Dropout(config.dropout_rate)
-
-    def forward(
-        self,
-        hidden_states: Tensor,
-        key_value_states: Tensor,
-        attention_mask: Tensor | None,
-        *,
-        past_key_value: tuple[Tensor, Tensor] | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> AttentionOutput:
-        """``(B, T, E)`` against the encoder's ``(B, S, E)``: ``(B, T, E)``."""
-        attention = self.EncDecAttention(
+        """``(B, T, E)`` against the encoder's ``(B, S, E)`` (or, ``key_value_states=None``, itself): ``(B, T, E)``."""
+        attention = self.attention(
             sublayer_input(hidden_states, self.layer_norm, self.norm_first),
             key_value_states,
             attention_mask,
@@ -362,6 +323,51 @@ class T5LayerCrossAttention(nn.Module):
             hidden_states, attention.hidden_states, self.layer_norm, self.norm_first, self.dropout
         )
         return attention._replace(hidden_states=hidden_states)
+
+
+class T5LayerSelfAttention(T5LayerAttention):
+    """The self-attention sub-layer: :class:`T5LayerAttention` reading no encoder; its mask holds the relative bias.
+
+    Args:
+        config: The T5 config.
+        has_relative_attention_bias: Its attention owns the bias table (the first layer).
+        is_decoder: Its stack is the decoder.
+    """
+
+    def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
+        super().__init__()
+        self.SelfAttention = T5Attention(config, has_relative_attention_bias, is_decoder)
+        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    @property
+    def attention(self) -> T5Attention:
+        """The attention, ``SelfAttention`` (HuggingFace's name)."""
+        return self.SelfAttention
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, **options: Any) -> AttentionOutput:  # type: ignore[override]
+        """``(B, T, E) -> (B, T, E)``; ``attention_mask`` already holds the relative bias; ``options`` (the cache,
+        ``output_attentions``) as :meth:`T5LayerAttention.forward` takes them."""
+        return super().forward(hidden_states, None, attention_mask, **options)
+
+
+class T5LayerCrossAttention(T5LayerAttention):
+    """The cross-attention sub-layer: queries from the target, keys and values from the encoder; no bias.
+
+    Args:
+        config: The T5 config.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.EncDecAttention = T5Attention(config, has_relative_attention_bias=False, is_decoder=True)
+        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    @property
+    def attention(self) -> T5Attention:
+        """The attention, ``EncDecAttention`` (HuggingFace's name)."""
+        return self.EncDecAttention
 
 
 class T5Block(nn.Module):

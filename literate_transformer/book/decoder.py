@@ -182,8 +182,15 @@ from .attention import MultiHeadAttention
 from .embeddings import Embeddings
 from .encoder import TransformerEncoder, final_norm
 from .feed_forward import FeedForward
+from .generation import greedy_generate
 
-__all__ = ["TransformerDecoderLayer", "TransformerDecoder", "EncoderDecoderModel", "EncoderDecoderTransformer"]
+__all__ = [
+    "TransformerDecoderLayer",
+    "TransformerDecoder",
+    "EncoderDecoderModel",
+    "PreTrainedEncoderDecoderModel",
+    "EncoderDecoderTransformer",
+]
 
 
 def _check_layer_cache(cache: object, name: str) -> LayerCache:
@@ -656,6 +663,94 @@ class EncoderDecoderModel(nn.Module):
         )
         decoded.encoder_attentions = encoded.attentions
         return decoded
+
+
+def _check_family_inputs(model: PreTrainedEncoderDecoderModel, args: Arguments) -> None:
+    """The family's own check of ``forward``'s arguments (its class's :meth:`~PreTrainedEncoderDecoderModel.check_inputs`)."""
+    model.check_inputs(args)
+
+
+class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
+    """An encoder-decoder family under HuggingFace's names: ``forward`` in HuggingFace's order, and ``generate``.
+
+    The families of the encoder-decoder branch (BART, T5, and BART's
+    descendants) build their ``encoder``, ``decoder`` and ``head`` and
+    inherit the rest from here; each writes only where it differs: which
+    token a target starts with (:attr:`decoder_start_token_id`), the target
+    ``forward`` decodes when given none (:meth:`default_decoder_input_ids`),
+    and what its ``forward`` refuses (:meth:`check_inputs`).
+    """
+
+    #: The config (a ``transformers`` config, checked once by the family).
+    config: Any
+
+    @property
+    def decoder_start_token_id(self) -> int | None:
+        """The token every target starts with: ``config.decoder_start_token_id`` (a family may fall back on another)."""
+        return getattr(self.config, "decoder_start_token_id", None)
+
+    def check_inputs(self, args: Arguments) -> None:
+        """What ``forward`` refuses: source and target of one batch, as the book's model checks them."""
+        _check_seq2seq_inputs(self, args)
+
+    def default_decoder_input_ids(self, input_ids: Tensor) -> Tensor:
+        """The target ``forward`` decodes when given none; a family without a rule for it has none.
+
+        Raises:
+            ValueError: always, here (BART's rule shifts the source right).
+        """
+        raise ValueError(f"decoder_input_ids is required: {type(self).__name__} makes no target of its own")
+
+    @validate_with(_check_family_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        decoder_attention_mask: Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> Seq2SeqOutput:
+        """The book's :meth:`EncoderDecoderModel.forward` (``logits`` is ``None`` in a model without a head), the
+        arguments in the order of HuggingFace's (:meth:`transformers.BartModel.forward`,
+        :meth:`transformers.T5Model.forward`).
+
+        Args:
+            decoder_input_ids: Target ids ``(B, T)``, starting with :attr:`decoder_start_token_id`; ``None``: the
+                family's :meth:`default_decoder_input_ids` (BART: ``input_ids`` shifted one place right; T5
+                requires them, and a ValueError says so).
+        """
+        if decoder_input_ids is None:
+            decoder_input_ids = self.default_decoder_input_ids(input_ids)
+        # The book's forward, the arguments in its order: encode the source, decode the target.
+        return super().forward(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions)
+
+    def generate(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        max_new_tokens: int = 20,
+        use_cache: bool = True,
+        forced_bos_token_id: int | None = None,
+    ) -> Tensor:
+        """Greedy decoding, as ``generate(do_sample=False, num_beams=1)``: the ids of
+        :func:`~literate_transformer.book.generation.greedy_generate`, whose arguments these are.
+
+        A target stops at ``config.eos_token_id`` (and is padded after it); ``forced_bos_token_id`` is a
+        multilingual model's target language, as ``generate(forced_bos_token_id=...)``.
+
+        Returns:
+            ``(B, 1 + N)``: the start token (:attr:`decoder_start_token_id`), then the new token ids.
+        """
+        return greedy_generate(
+            self,
+            input_ids,
+            max_new_tokens,
+            bos_token_id=self.decoder_start_token_id,
+            eos_token_id=self.config.eos_token_id,
+            attention_mask=attention_mask,
+            use_cache=use_cache,
+            forced_bos_token_id=forced_bos_token_id,
+        ).sequences
 
 
 class EncoderDecoderTransformer(EncoderDecoderModel):

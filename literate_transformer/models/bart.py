@@ -75,11 +75,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..book.decoder import EncoderDecoderModel
-from ..book.generation import greedy_generate
+from ..book.decoder import PreTrainedEncoderDecoderModel
 from ..core.activations import get_activation
 from ..core.masks import build_attention_mask
-from ..core.outputs import LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
+from ..core.outputs import LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import (
     Arguments,
@@ -87,7 +86,6 @@ from ..core.validation import (
     check_encoder_hidden_states,
     check_input_ids,
     check_past_key_values,
-    check_source_and_target,
     check_tensor,
     check_token_inputs,
     validate_with,
@@ -453,12 +451,9 @@ def check_bart_config(config: Any, model_type: str = "bart", name: str = "BartCo
     return config
 
 
-def _check_seq2seq_inputs(model: BartPreTrainedModel, args: Arguments) -> None:
-    check_source_and_target(args, model.config)
-
-
-class BartPreTrainedModel(EncoderDecoderModel):
-    """What BART's two classes share (HuggingFace's name for it): the book's encode and decode, and ``forward``.
+class BartPreTrainedModel(PreTrainedEncoderDecoderModel):
+    """What BART's two classes share (HuggingFace's name for it): the book's encode, decode, ``forward`` and
+    ``generate`` in HuggingFace's order (:class:`~literate_transformer.book.decoder.PreTrainedEncoderDecoderModel`).
 
     Each class has ``config``, ``encoder``, ``decoder`` and a ``head``
     (next-token scores, or ``None`` without a language-model head).
@@ -467,30 +462,13 @@ class BartPreTrainedModel(EncoderDecoderModel):
     #: How the class checks its config before building anything (a descendant names its own).
     check_config = staticmethod(check_bart_config)
 
-    @validate_with(_check_seq2seq_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        decoder_input_ids: Tensor | None = None,
-        decoder_attention_mask: Tensor | None = None,
-        output_attentions: bool = False,
-    ) -> Seq2SeqOutput:
-        """The book's :meth:`~literate_transformer.book.decoder.EncoderDecoderModel.forward` (``logits`` is ``None``
-        in :class:`BartModel`), the arguments in the order of :meth:`transformers.BartModel.forward`.
-
-        Args:
-            decoder_input_ids: Target ids ``(B, T)``, starting with ``decoder_start_token_id``; ``None``:
-                ``input_ids`` shifted one place right (:func:`shift_tokens_right`), as HuggingFace's ``BartModel``
-                does.
-        """
-        if decoder_input_ids is None:
-            start = self.config.decoder_start_token_id
-            if start is None:
-                raise ValueError("decoder_input_ids is None and config.decoder_start_token_id is not set")
-            decoder_input_ids = shift_tokens_right(input_ids, self.config.pad_token_id, start)
-        # The book's forward, the arguments in its order: encode the source, decode the target.
-        return super().forward(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions)
+    def default_decoder_input_ids(self, input_ids: Tensor) -> Tensor:
+        """Without a target: ``input_ids`` shifted one place right (:func:`shift_tokens_right`), as HuggingFace's
+        ``BartModel`` does."""
+        start = self.decoder_start_token_id
+        if start is None:
+            raise ValueError("decoder_input_ids is None and config.decoder_start_token_id is not set")
+        return shift_tokens_right(input_ids, self.config.pad_token_id, start)
 
 
 class BartModel(BartPreTrainedModel):
@@ -552,34 +530,6 @@ class BartForConditionalGeneration(BartPreTrainedModel):
     def head(self, hidden_states: Tensor) -> Tensor:
         """Next-token scores ``(B, T, V)``: the decoder's states against the shared table, plus the bias."""
         return self.lm_head(hidden_states) + self.final_logits_bias
-
-    def generate(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        max_new_tokens: int = 20,
-        use_cache: bool = True,
-        forced_bos_token_id: int | None = None,
-    ) -> Tensor:
-        """Greedy decoding, as ``generate(do_sample=False, num_beams=1)``: the ids of
-        :func:`~literate_transformer.book.generation.greedy_generate`, whose arguments these are.
-
-        A target stops at ``config.eos_token_id`` (and is padded after it); ``forced_bos_token_id`` is a
-        multilingual model's target language, as ``generate(forced_bos_token_id=...)``.
-
-        Returns:
-            ``(B, 1 + N)``: ``decoder_start_token_id``, then the new token ids.
-        """
-        return greedy_generate(
-            self,
-            input_ids,
-            max_new_tokens,
-            bos_token_id=self.config.decoder_start_token_id,
-            eos_token_id=self.config.eos_token_id,
-            attention_mask=attention_mask,
-            use_cache=use_cache,
-            forced_bos_token_id=forced_bos_token_id,
-        ).sequences
 
 
 # ---------------------------------------------------------------------------

@@ -247,7 +247,7 @@ class M2M100Model(BartModel):
 class M2M100ForConditionalGeneration(BartForConditionalGeneration):
     """M2M-100 with its language-model head, the shared table (no ``final_logits_bias``).
 
-    :meth:`~literate_transformer.models.bart.BartForConditionalGeneration.generate`
+    :meth:`~literate_transformer.book.decoder.PreTrainedEncoderDecoderModel.generate`
     takes the target language as ``forced_bos_token_id``.
 
     Args:

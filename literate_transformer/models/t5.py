@@ -85,11 +85,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..book.decoder import EncoderDecoderModel
-from ..book.generation import greedy_generate
+from ..book.decoder import PreTrainedEncoderDecoderModel
 from ..core.activations import ACTIVATIONS, get_activation
 from ..core.masks import build_attention_mask
-from ..core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput, Seq2SeqOutput
+from ..core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import (
     Arguments,
@@ -97,7 +96,6 @@ from ..core.validation import (
     check_encoder_hidden_states,
     check_input_ids,
     check_past_key_values,
-    check_source_and_target,
     check_tensor,
     validate_with,
 )
@@ -116,6 +114,7 @@ __all__ = [
     "T5DenseGatedActDense",
     "T5LayerFF",
     "T5Attention",
+    "T5LayerAttention",
     "T5LayerSelfAttention",
     "T5LayerCrossAttention",
     "T5Block",
@@ -286,73 +285,33 @@ class T5Attention(Attention):
         )
 
 
-class T5LayerSelfAttention(nn.Module):
-    r"""The self-attention sub-layer, pre-LN: :math:`x + \operatorname{Dropout}(\operatorname{Attn}(\operatorname{RMSNorm}(x)))`.
+class T5LayerAttention(nn.Module):
+    r"""An attention sub-layer, pre-LN: :math:`x + \operatorname{Dropout}(\operatorname{Attn}(\operatorname{RMSNorm}(x), z))`.
 
-    Args:
-        config: The T5 config.
-        has_relative_attention_bias: Its attention owns the bias table (the first layer).
-        is_decoder: Its stack is the decoder.
+    :math:`z` is the encoder's output (cross-attention) or, without one, the
+    normalised :math:`x` itself (self-attention).  HuggingFace writes the two
+    as :class:`T5LayerSelfAttention` and :class:`T5LayerCrossAttention`; each
+    builds its attention under its own name (a checkpoint's key) and this
+    class runs either.
     """
 
     norm_first = True
-
-    def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
-        super().__init__()
-        self.SelfAttention = T5Attention(config, has_relative_attention_bias, is_decoder)
-        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
-        self.dropout = nn.Dropout(config.dropout_rate)
+    #: The subclass's layer norm and dropout (its ``attention`` names its own ``SelfAttention`` or ``EncDecAttention``).
+    layer_norm: nn.Module
+    dropout: nn.Dropout
 
     def forward(
         self,
         hidden_states: Tensor,
+        key_value_states: Tensor | None,
         attention_mask: Tensor | None,
         *,
         past_key_value: tuple[Tensor, Tensor] | None = None,
         use_cache: bool = False,
         output_attentions: bool = False,
     ) -> AttentionOutput:
-        """``(B, T, E) -> (B, T, E)``; ``attention_mask`` already holds the relative bias."""
-        attention = self.SelfAttention(
-            sublayer_input(hidden_states, self.layer_norm, self.norm_first),
-            attention_mask=attention_mask,
-            past_key_value=past_key_value,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = add_and_norm(
-            hidden_states, attention.hidden_states, self.layer_norm, self.norm_first, self.dropout
-        )
-        return attention._replace(hidden_states=hidden_states)
-
-
-class T5LayerCrossAttention(nn.Module):
-    """The cross-attention sub-layer, pre-LN: queries from the target, keys and values from the encoder; no bias.
-
-    Args:
-        config: The T5 config.
-    """
-
-    norm_first = True
-
-    def __init__(self, config: Any) -> None:
-        super().__init__()
-        self.EncDecAttention = T5Attention(config, has_relative_attention_bias=False, is_decoder=True)
-        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
-        self.dropout = nn.Dropout(config.dropout_rate)
-
-    def forward(
-        self,
-        hidden_states: Tensor,
-        key_value_states: Tensor,
-        attention_mask: Tensor | None,
-        *,
-        past_key_value: tuple[Tensor, Tensor] | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> AttentionOutput:
-        """``(B, T, E)`` against the encoder's ``(B, S, E)``: ``(B, T, E)``."""
-        attention = self.EncDecAttention(
+        """``(B, T, E)`` against the encoder's ``(B, S, E)`` (or, ``key_value_states=None``, itself): ``(B, T, E)``."""
+        attention = self.attention(
             sublayer_input(hidden_states, self.layer_norm, self.norm_first),
             key_value_states,
             attention_mask,
@@ -364,6 +323,51 @@ class T5LayerCrossAttention(nn.Module):
             hidden_states, attention.hidden_states, self.layer_norm, self.norm_first, self.dropout
         )
         return attention._replace(hidden_states=hidden_states)
+
+
+class T5LayerSelfAttention(T5LayerAttention):
+    """The self-attention sub-layer: :class:`T5LayerAttention` reading no encoder; its mask holds the relative bias.
+
+    Args:
+        config: The T5 config.
+        has_relative_attention_bias: Its attention owns the bias table (the first layer).
+        is_decoder: Its stack is the decoder.
+    """
+
+    def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
+        super().__init__()
+        self.SelfAttention = T5Attention(config, has_relative_attention_bias, is_decoder)
+        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    @property
+    def attention(self) -> T5Attention:
+        """The attention, ``SelfAttention`` (HuggingFace's name)."""
+        return self.SelfAttention
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, **options: Any) -> AttentionOutput:  # type: ignore[override]
+        """``(B, T, E) -> (B, T, E)``; ``attention_mask`` already holds the relative bias; ``options`` (the cache,
+        ``output_attentions``) as :meth:`T5LayerAttention.forward` takes them."""
+        return super().forward(hidden_states, None, attention_mask, **options)
+
+
+class T5LayerCrossAttention(T5LayerAttention):
+    """The cross-attention sub-layer: queries from the target, keys and values from the encoder; no bias.
+
+    Args:
+        config: The T5 config.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.EncDecAttention = T5Attention(config, has_relative_attention_bias=False, is_decoder=True)
+        self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    @property
+    def attention(self) -> T5Attention:
+        """The attention, ``EncDecAttention`` (HuggingFace's name)."""
+        return self.EncDecAttention
 
 
 class T5Block(nn.Module):
@@ -533,27 +537,25 @@ class T5Stack(nn.Module):
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
 
 
-def _check_seq2seq_inputs(model: T5PreTrainedModel, args: Arguments) -> None:
-    if args.decoder_input_ids is None:
-        raise ValueError(
-            "decoder_input_ids is required: T5's targets are the labels shifted right, "
-            "model._shift_right(labels), starting with the padding token"
-        )
-    check_source_and_target(args, model.config)
-
-
-class T5PreTrainedModel(EncoderDecoderModel):
-    """What T5's two classes share: the book's encode and decode, ``forward`` in HuggingFace's order, generation."""
-
-    #: The config, checked once (:func:`check_t5_config`).
-    config: Any
+class T5PreTrainedModel(PreTrainedEncoderDecoderModel):
+    """What T5's two classes share: the book's encode and decode, ``forward`` in HuggingFace's order and
+    ``generate`` (:class:`~literate_transformer.book.decoder.PreTrainedEncoderDecoderModel`); T5's start token."""
 
     @property
     def decoder_start_token_id(self) -> int:
         """The token every target starts with, ``config.decoder_start_token_id`` (0 in the hub's configs), else the
         padding token."""
-        start = getattr(self.config, "decoder_start_token_id", None)
+        start = super().decoder_start_token_id
         return self.config.pad_token_id if start is None else start
+
+    def check_inputs(self, args: Arguments) -> None:
+        """What ``forward`` refuses: a missing target (T5 makes none of its own), then what the book's model does."""
+        if args.decoder_input_ids is None:
+            raise ValueError(
+                "decoder_input_ids is required: T5's targets are the labels shifted right, "
+                "model._shift_right(labels), starting with the padding token"
+            )
+        super().check_inputs(args)
 
     def _shift_right(self, labels: Tensor) -> Tensor:
         """The decoder's input for ``labels``: the start token, then the labels but the last (HuggingFace's name).
@@ -567,46 +569,6 @@ class T5PreTrainedModel(EncoderDecoderModel):
         shifted[:, 0] = self.decoder_start_token_id
         # -100 (a label the loss ignores) is no token: the padding token stands in for it.
         return shifted.masked_fill(shifted == -100, self.config.pad_token_id)
-
-    @validate_with(_check_seq2seq_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        decoder_input_ids: Tensor | None = None,
-        decoder_attention_mask: Tensor | None = None,
-        output_attentions: bool = False,
-    ) -> Seq2SeqOutput:
-        """The book's :meth:`~literate_transformer.book.decoder.EncoderDecoderModel.forward` (``logits`` is ``None``
-        in :class:`T5Model`), the arguments in the order of :meth:`transformers.T5Model.forward`.
-
-        Args:
-            decoder_input_ids: Target ids ``(B, T)``, starting with the start token (``model._shift_right(labels)``);
-                required (a ValueError says so).
-        """
-        # The book's forward, the arguments in its order: encode the source, decode the target.
-        return super().forward(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions)
-
-    def generate(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, max_new_tokens: int = 20, use_cache: bool = True
-    ) -> Tensor:
-        """Greedy decoding, as ``generate(do_sample=False, num_beams=1)``: the ids of
-        :func:`~literate_transformer.book.generation.greedy_generate`, whose arguments these are.
-
-        A target stops at ``config.eos_token_id`` (and is padded after it).
-
-        Returns:
-            ``(B, 1 + N)``: the start token (:attr:`decoder_start_token_id`), then the new token ids.
-        """
-        return greedy_generate(
-            self,
-            input_ids,
-            max_new_tokens,
-            bos_token_id=self.decoder_start_token_id,
-            eos_token_id=self.config.eos_token_id,
-            attention_mask=attention_mask,
-            use_cache=use_cache,
-        ).sequences
 
 
 class T5Model(T5PreTrainedModel):

@@ -8,15 +8,10 @@ branch (``tests/families.py``).
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    DecoderFamilyTests,
-    assert_from_hf_builds,
-    assert_key_map_names_a_missing_tensor,
-    hf_and_ours_fixture,
-)
 
 from literate_transformer.core.masks import causal_mask
 from literate_transformer.models.gpt_neo import GPTNeoForCausalLM, check_gpt_neo_config, map_gpt_neo_state_dict
@@ -47,17 +42,17 @@ SHAPES = {
 }
 
 
-models = hf_and_ours_fixture(transformers.GPTNeoConfig, transformers.GPTNeoForCausalLM, SHAPES)
+models = families.hf_and_ours_fixture(transformers.GPTNeoConfig, transformers.GPTNeoForCausalLM, SHAPES)
 
 
 def test_from_hf_builds_gpt_neo_under_hfs_names(models):
-    hf, ours = assert_from_hf_builds(models, GPTNeoForCausalLM)
+    hf, ours = families.assert_from_hf_builds(models, GPTNeoForCausalLM)
     assert [block.attention_type for block in ours.transformer.h] == hf.config.attention_layers
     # GPT-Neo's scores are not divided by sqrt(D): transformers' _attn has no division either.
     assert all(block.attn.attention.scale == 1.0 for block in ours.transformer.h)
 
 
-class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
+class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
     """GPT-Neo's logits, ``generate()`` ids (greedy, sampled, beam), cache, loss and refusals, as every decoder's."""
 
 
@@ -73,7 +68,7 @@ def test_key_map_names_a_missing_tensor_and_drops_old_mask_buffers(models):
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     key = "transformer.h.0.attn.attention.q_proj.weight"
-    assert_key_map_names_a_missing_tensor(map_gpt_neo_state_dict, state, expected, key)
+    families.assert_key_map_names_a_missing_tensor(map_gpt_neo_state_dict, state, expected, key)
     old = dict(state, **{"transformer.h.0.attn.attention.bias": torch.ones(1, 1, 4, 4, dtype=torch.bool)})
     assert sorted(map_gpt_neo_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(expected)
 

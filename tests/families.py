@@ -364,12 +364,17 @@ def assert_from_hf_builds(models: tuple[nn.Module, nn.Module], model_class: type
 
 
 class DecoderFamilyTests:
-    """What every decoder family proves against ``transformers`` beside its logits, on its file's ``models``.
+    """What every decoder family proves against ``transformers``, on its file's ``models``.
 
-    A family's test file subclasses this as ``Test...`` to run them on its own shapes: ``generate()`` gives
-    ``transformers``' very ids (greedy, sampled, beam search), cached decoding changes nothing, the
-    ``labels=`` loss is HF's, and bad inputs are refused.
+    A family's test file subclasses this as ``Test...`` to run them on its own shapes: the logits are HF's
+    at the real positions of a padded batch, ``generate()`` gives ``transformers``' very ids (greedy,
+    sampled, beam search), cached decoding changes nothing, the ``labels=`` loss is HF's, and bad inputs
+    are refused.
     """
+
+    def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(self, models):
+        hf, ours = models
+        assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
 
     @pytest.mark.parametrize("decoding", list(DECODINGS))
     def test_generate_gives_hfs_ids(self, models, decoding):

@@ -118,6 +118,23 @@ T5 = Shapes(T5_FIELDS, {
 # fmt: on
 
 
+#: The two rows Llama and its descendants (Mistral, Qwen3) are compared on, by the fields their configs share:
+#: grouped-query attention over two layers, and one layer whose head size (10) is not hidden_size / heads.
+#: Each family's table adds its heads, key/value heads and what is its own.
+LLAMA_GROUPED = dict(
+    vocab_size=61,
+    hidden_size=32,
+    intermediate_size=44,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=24,
+)
+LLAMA_HEAD_OF_10 = dict(
+    vocab_size=47, hidden_size=24, intermediate_size=40, num_hidden_layers=1, head_dim=10, max_position_embeddings=24
+)
+
+
 def padded_batch(
     vocab_size: int, length: int, padding: tuple[int, ...], pad_token_id: int = 0, seed: int = 1, side: str = "right"
 ) -> tuple[torch.Tensor, torch.Tensor]:

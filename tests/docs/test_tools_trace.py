@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 from pathlib import Path
 
@@ -84,10 +85,29 @@ def test_the_book_example_traces_every_book_module():
     assert {"attention", "feed_forward", "embeddings", "encoder", "classification", "decoder", "generation"} <= traced
 
 
+def defined_names(path: Path) -> set[str]:
+    """The functions and classes ``path`` defines, methods as ``Class.method`` (as ``:pyobject:`` names them)."""
+
+    def names(body, prefix: str = ""):
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                yield prefix + node.name
+            if isinstance(node, ast.ClassDef):
+                yield from names(node.body, f"{prefix}{node.name}.")
+
+    return set(names(ast.parse(path.read_text(encoding="utf-8")).body))
+
+
+def test_defined_names_name_methods_by_their_class(tmp_path):
+    source = tmp_path / "test_module.py"
+    source.write_text("def test_a():\n    pass\nclass Tests:\n    def test_b(self):\n        pass\n")
+    assert defined_names(source) == {"test_a", "Tests", "Tests.test_b"}
+
+
 @pytest.mark.parametrize("proof", PROOFS, ids=[f"{proof.subject}={proof.reference}" for proof in PROOFS])
 def test_every_proof_names_an_object_of_the_package_and_an_existing_test(proof):
     module, _, name = proof.subject.rpartition(".")
     assert hasattr(importlib.import_module(f"literate_transformer.{module}"), name), proof.subject
     path, _, function = proof.test.partition("::")
-    assert f"def {function}(" in (ROOT / path).read_text(encoding="utf-8"), proof.test
+    assert function in defined_names(ROOT / path), proof.test
     assert proof.example in {example.name for example in examples.RUNNING_EXAMPLES}

@@ -8,16 +8,10 @@ positions, the loss and cached decoding; the exact ids of ``generate()``.
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    DecoderFamilyTests,
-    assert_from_hf_builds,
-    assert_key_map_names_a_missing_tensor,
-    assert_logits_equal_at_real_positions,
-    hf_and_ours_fixture,
-)
 
 from literate_transformer import from_hf
 from literate_transformer.models.ctrl import (
@@ -44,23 +38,18 @@ SHAPES = {
 }
 
 
-models = hf_and_ours_fixture(transformers.CTRLConfig, transformers.CTRLLMHeadModel, SHAPES)
+models = families.hf_and_ours_fixture(transformers.CTRLConfig, transformers.CTRLLMHeadModel, SHAPES)
 
 
 def test_from_hf_builds_ctrl_under_hfs_names(models):
-    hf, ours = assert_from_hf_builds(models, CTRLLMHeadModel)
+    hf, ours = families.assert_from_hf_builds(models, CTRLLMHeadModel)
     # The blocks' layer norms keep CTRL's fixed epsilon; the final one reads the config's.
     assert ours.transformer.h[0].layernorm1.eps == 1e-6
     assert ours.transformer.layernorm.eps == hf.config.layer_norm_epsilon
 
 
-def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
-    hf, ours = models
-    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
-
-
-class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
-    """CTRL's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
+class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
+    """CTRL's logits, ``generate()`` ids (greedy, sampled, beam), cache, loss and refusals, as every decoder's."""
 
 
 def test_ctrls_table_is_hfs_and_the_2017_sinusoid_with_its_halves_interleaved():
@@ -75,7 +64,9 @@ def test_ctrls_table_is_hfs_and_the_2017_sinusoid_with_its_halves_interleaved():
 
 def test_key_map_names_a_missing_tensor(models):
     hf, ours = models
-    assert_key_map_names_a_missing_tensor(map_ctrl_state_dict, hf.state_dict(), ours.state_dict(), "lm_head.bias")
+    families.assert_key_map_names_a_missing_tensor(
+        map_ctrl_state_dict, hf.state_dict(), ours.state_dict(), "lm_head.bias"
+    )
 
 
 def test_unsupported_ctrl_configs_are_refused():
@@ -92,4 +83,4 @@ def test_an_odd_width_takes_one_sine_more_as_in_transformers():
     hf = transformers.CTRLLMHeadModel(config).eval()
     ours = from_hf(hf).eval()
     assert ctrl_positional_encoding(12, 15).shape == (12, 15)
-    assert_logits_equal_at_real_positions(hf, ours, config.vocab_size)
+    families.assert_logits_equal_at_real_positions(hf, ours, config.vocab_size)

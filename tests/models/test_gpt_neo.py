@@ -8,16 +8,10 @@ branch (``tests/families.py``).
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    DecoderFamilyTests,
-    assert_from_hf_builds,
-    assert_key_map_names_a_missing_tensor,
-    assert_logits_equal_at_real_positions,
-    hf_and_ours_fixture,
-)
 
 from literate_transformer.core.masks import causal_mask
 from literate_transformer.models.gpt_neo import GPTNeoForCausalLM, check_gpt_neo_config, map_gpt_neo_state_dict
@@ -48,23 +42,18 @@ SHAPES = {
 }
 
 
-models = hf_and_ours_fixture(transformers.GPTNeoConfig, transformers.GPTNeoForCausalLM, SHAPES)
+models = families.hf_and_ours_fixture(transformers.GPTNeoConfig, transformers.GPTNeoForCausalLM, SHAPES)
 
 
 def test_from_hf_builds_gpt_neo_under_hfs_names(models):
-    hf, ours = assert_from_hf_builds(models, GPTNeoForCausalLM)
+    hf, ours = families.assert_from_hf_builds(models, GPTNeoForCausalLM)
     assert [block.attention_type for block in ours.transformer.h] == hf.config.attention_layers
     # GPT-Neo's scores are not divided by sqrt(D): transformers' _attn has no division either.
     assert all(block.attn.attention.scale == 1.0 for block in ours.transformer.h)
 
 
-def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
-    hf, ours = models
-    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
-
-
-class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
-    """GPT-Neo's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
+class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
+    """GPT-Neo's logits, ``generate()`` ids (greedy, sampled, beam), cache, loss and refusals, as every decoder's."""
 
 
 def test_the_local_band_is_transformers_local_mask(models):
@@ -79,7 +68,7 @@ def test_key_map_names_a_missing_tensor_and_drops_old_mask_buffers(models):
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     key = "transformer.h.0.attn.attention.q_proj.weight"
-    assert_key_map_names_a_missing_tensor(map_gpt_neo_state_dict, state, expected, key)
+    families.assert_key_map_names_a_missing_tensor(map_gpt_neo_state_dict, state, expected, key)
     old = dict(state, **{"transformer.h.0.attn.attention.bias": torch.ones(1, 1, 4, 4, dtype=torch.bool)})
     assert sorted(map_gpt_neo_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(expected)
 

@@ -7,15 +7,9 @@ every family of the branch (``tests/families.py``).
 
 from __future__ import annotations
 
+import families
 import pytest
 import transformers
-from families import (
-    DecoderFamilyTests,
-    assert_from_hf_builds,
-    assert_key_map_names_a_missing_tensor,
-    assert_logits_equal_at_real_positions,
-    hf_and_ours_fixture,
-)
 
 from literate_transformer.models.gptj import GPTJForCausalLM, check_gptj_config, map_gptj_state_dict
 
@@ -36,28 +30,23 @@ SHAPES = {
 }
 
 
-models = hf_and_ours_fixture(transformers.GPTJConfig, transformers.GPTJForCausalLM, SHAPES)
+models = families.hf_and_ours_fixture(transformers.GPTJConfig, transformers.GPTJForCausalLM, SHAPES)
 
 
 def test_from_hf_builds_gptj_under_hfs_names(models):
-    _, ours = assert_from_hf_builds(models, GPTJForCausalLM)
+    _, ours = families.assert_from_hf_builds(models, GPTJForCausalLM)
     # One layer norm per block (attention and MLP read it in parallel), no position table.
     assert not hasattr(ours.transformer.h[0], "ln_2") and not hasattr(ours.transformer, "wpe")
 
 
-def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
-    hf, ours = models
-    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
-
-
-class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
-    """GPT-J's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
+class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
+    """GPT-J's logits, ``generate()`` ids (greedy, sampled, beam), cache, loss and refusals, as every decoder's."""
 
 
 def test_key_map_names_a_missing_tensor(models):
     hf, ours = models
     key = "transformer.h.0.attn.out_proj.weight"
-    assert_key_map_names_a_missing_tensor(map_gptj_state_dict, hf.state_dict(), ours.state_dict(), key)
+    families.assert_key_map_names_a_missing_tensor(map_gptj_state_dict, hf.state_dict(), ours.state_dict(), key)
 
 
 def test_a_rotary_dim_that_is_odd_or_wider_than_a_head_is_refused():

@@ -11,17 +11,11 @@ Rows that need what ``transformers`` 4.41 lacks (``head_dim``, the
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    DecoderFamilyTests,
-    assert_from_hf_builds,
-    assert_key_map_names_a_missing_tensor,
-    assert_key_map_refuses_a_changed_copy,
-    assert_logits_equal_at_real_positions,
-    hf_and_ours_fixture,
-)
+from shapes import LLAMA_GROUPED, LLAMA_HEAD_OF_10
 
 from literate_transformer.models.llama import (
     LlamaForCausalLM,
@@ -48,30 +42,16 @@ LLAMA3_ROPE = {
 
 #: name: LlamaConfig fields.
 SHAPES = {
-    "4_heads_2_kv_heads_untied": dict(
-        vocab_size=61,
-        hidden_size=32,
-        intermediate_size=44,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=24,
-        rms_norm_eps=1e-5,
-    ),
+    "4_heads_2_kv_heads_untied": dict(LLAMA_GROUPED, rms_norm_eps=1e-5),
     "6_heads_1_kv_head_of_10_biases_llama3_tied": dict(
-        vocab_size=47,
-        hidden_size=24,
-        intermediate_size=40,
-        num_hidden_layers=1,
+        LLAMA_HEAD_OF_10,
         num_attention_heads=6,
         num_key_value_heads=1,
-        head_dim=10,
         attention_bias=True,
         mlp_bias=True,
         tie_word_embeddings=True,
         rope_theta=500.0,
         rope_scaling=LLAMA3_ROPE,
-        max_position_embeddings=24,
     ),
 }
 NEEDS = {
@@ -82,11 +62,11 @@ NEEDS = {
 }
 
 
-models = hf_and_ours_fixture(transformers.LlamaConfig, transformers.LlamaForCausalLM, SHAPES, NEEDS)
+models = families.hf_and_ours_fixture(transformers.LlamaConfig, transformers.LlamaForCausalLM, SHAPES, NEEDS)
 
 
 def test_from_hf_builds_llama_under_hfs_names(models):
-    hf, ours = assert_from_hf_builds(models, LlamaForCausalLM)
+    hf, ours = families.assert_from_hf_builds(models, LlamaForCausalLM)
     attention = ours.model.layers[0].self_attn
     assert (attention.num_heads, attention.num_key_value_heads) == (
         hf.config.num_attention_heads,
@@ -94,13 +74,8 @@ def test_from_hf_builds_llama_under_hfs_names(models):
     )
 
 
-def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
-    hf, ours = models
-    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
-
-
-class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
-    """Llama's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
+class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
+    """Llama's logits, ``generate()`` ids (greedy, sampled, beam), cache, loss and refusals, as every decoder's."""
 
 
 @torch.no_grad()
@@ -117,10 +92,10 @@ def test_key_map_names_a_missing_tensor_and_refuses_an_untied_head(models):
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     key = "model.layers.0.self_attn.k_proj.weight"
-    assert_key_map_names_a_missing_tensor(map_llama_state_dict, state, expected, key)
+    families.assert_key_map_names_a_missing_tensor(map_llama_state_dict, state, expected, key)
     if hf.config.tie_word_embeddings:
         refuse = lambda state, expected: map_llama_state_dict(state, expected, tied=True)  # noqa: E731
-        assert_key_map_refuses_a_changed_copy(refuse, state, expected, "lm_head.weight", "not tied")
+        families.assert_key_map_refuses_a_changed_copy(refuse, state, expected, "lm_head.weight", "not tied")
 
 
 def test_unsupported_llama_configs_are_refused_naming_the_field():

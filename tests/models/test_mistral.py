@@ -9,15 +9,11 @@ multi-query attention.  Tolerances as for every family of the branch
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    DecoderFamilyTests,
-    assert_from_hf_builds,
-    assert_logits_equal_at_real_positions,
-    hf_and_ours_fixture,
-)
+from shapes import LLAMA_GROUPED, LLAMA_HEAD_OF_10
 
 from literate_transformer.core.masks import causal_mask
 from literate_transformer.models.mistral import MistralForCausalLM, check_mistral_config
@@ -47,27 +43,9 @@ HF_COUNTS_THE_WINDOW_AS_WE_DO = torch.equal(_hf_eager_mistral_band(), causal_mas
 
 #: name: MistralConfig fields.
 SHAPES = {
-    "4_heads_2_kv_heads_window_3": dict(
-        vocab_size=61,
-        hidden_size=32,
-        intermediate_size=44,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        sliding_window=3,
-        max_position_embeddings=24,
-    ),
+    "4_heads_2_kv_heads_window_3": dict(LLAMA_GROUPED, sliding_window=3),
     "3_heads_1_kv_head_of_10_no_window_tied": dict(
-        vocab_size=47,
-        hidden_size=24,
-        intermediate_size=40,
-        num_hidden_layers=1,
-        num_attention_heads=3,
-        num_key_value_heads=1,
-        head_dim=10,
-        sliding_window=None,
-        tie_word_embeddings=True,
-        max_position_embeddings=24,
+        LLAMA_HEAD_OF_10, num_attention_heads=3, num_key_value_heads=1, sliding_window=None, tie_word_embeddings=True
     ),
 }
 NEEDS = {
@@ -82,21 +60,16 @@ NEEDS = {
 }
 
 
-models = hf_and_ours_fixture(transformers.MistralConfig, transformers.MistralForCausalLM, SHAPES, NEEDS)
+models = families.hf_and_ours_fixture(transformers.MistralConfig, transformers.MistralForCausalLM, SHAPES, NEEDS)
 
 
 def test_from_hf_builds_mistral_under_hfs_names(models):
-    _, ours = assert_from_hf_builds(models, MistralForCausalLM)
+    _, ours = families.assert_from_hf_builds(models, MistralForCausalLM)
     assert all(layer.bias is None for layer in ours.modules() if isinstance(layer, torch.nn.Linear))
 
 
-def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
-    hf, ours = models
-    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
-
-
-class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
-    """Mistral's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
+class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
+    """Mistral's logits, ``generate()`` ids (greedy, sampled, beam), cache, loss and refusals, as every decoder's."""
 
 
 @torch.no_grad()

@@ -12,17 +12,10 @@ sampled (same seed) and beam search.
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
 import transformers
-from families import (
-    DecoderFamilyTests,
-    assert_from_hf_builds,
-    assert_key_map_names_a_missing_tensor,
-    assert_key_map_refuses_a_changed_copy,
-    assert_logits_equal_at_real_positions,
-    hf_and_ours_fixture,
-)
 
 from literate_transformer import from_hf
 from literate_transformer.models.openai_gpt import (
@@ -41,24 +34,19 @@ SHAPES = {
 }
 
 
-models = hf_and_ours_fixture(transformers.OpenAIGPTConfig, transformers.OpenAIGPTLMHeadModel, SHAPES)
+models = families.hf_and_ours_fixture(transformers.OpenAIGPTConfig, transformers.OpenAIGPTLMHeadModel, SHAPES)
 
 
 def test_from_hf_builds_gpt_under_hfs_names_with_the_head_tied_as_the_config_says(models):
-    hf, ours = assert_from_hf_builds(models, OpenAIGPTLMHeadModel)
+    hf, ours = families.assert_from_hf_builds(models, OpenAIGPTLMHeadModel)
     tied = ours.lm_head.weight is ours.transformer.tokens_embed.weight
     assert tied == hf.config.tie_word_embeddings == (hf.lm_head.weight is hf.transformer.tokens_embed.weight)
     # Post-LN: no final layer norm.
     assert not hasattr(ours.transformer, "ln_f") and ours.transformer.h[0].norm_first is False
 
 
-def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
-    hf, ours = models
-    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
-
-
-class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
-    """GPT's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's.
+class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
+    """GPT's logits, ``generate()`` ids (greedy, sampled, beam), cache, loss and refusals, as every decoder's.
 
     transformers' GPT keeps no cache; the package's blocks do, and change no number by it.
     """
@@ -78,11 +66,15 @@ def test_gpt_without_head_equals_hfs_openai_gpt_model(randomize):
 def test_key_map_names_a_missing_tensor_drops_old_buffers_and_refuses_an_untied_head(models):
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
-    assert_key_map_names_a_missing_tensor(map_openai_gpt_state_dict, state, expected, "transformer.h.0.mlp.c_fc.bias")
+    families.assert_key_map_names_a_missing_tensor(
+        map_openai_gpt_state_dict, state, expected, "transformer.h.0.mlp.c_fc.bias"
+    )
     old = dict(state, **{"transformer.h.0.attn.bias": torch.ones(1, 1, 4, 4)})
     assert sorted(map_openai_gpt_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(expected)
     if hf.config.tie_word_embeddings:
-        assert_key_map_refuses_a_changed_copy(map_openai_gpt_state_dict, state, expected, "lm_head.weight", "not tied")
+        families.assert_key_map_refuses_a_changed_copy(
+            map_openai_gpt_state_dict, state, expected, "lm_head.weight", "not tied"
+        )
 
 
 def test_unsupported_gpt_configs_are_refused_naming_the_field():

@@ -13,61 +13,33 @@ pytest.importorskip(
     "transformers.models.qwen3", reason="this transformers has no Qwen3 (added in 4.51): nothing to compare with"
 )
 
+import families  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from families import (  # noqa: E402
-    DecoderFamilyTests,
-    assert_from_hf_builds,
-    assert_logits_equal_at_real_positions,
-    hf_and_ours_fixture,
-)
+from shapes import LLAMA_GROUPED, LLAMA_HEAD_OF_10  # noqa: E402
 
 from literate_transformer.models.qwen3 import Qwen3ForCausalLM, check_qwen3_config  # noqa: E402
 
 #: name: Qwen3Config fields.
 SHAPES = {
-    "4_heads_2_kv_heads_of_6_tied": dict(
-        vocab_size=61,
-        hidden_size=32,
-        intermediate_size=44,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=6,
-        tie_word_embeddings=True,
-        max_position_embeddings=24,
-    ),
+    "4_heads_2_kv_heads_of_6_tied": dict(LLAMA_GROUPED, head_dim=6, tie_word_embeddings=True),
     "3_heads_of_10_biases_untied": dict(
-        vocab_size=47,
-        hidden_size=24,
-        intermediate_size=40,
-        num_hidden_layers=1,
-        num_attention_heads=3,
-        num_key_value_heads=3,
-        head_dim=10,
-        attention_bias=True,
-        rms_norm_eps=1e-5,
-        max_position_embeddings=24,
+        LLAMA_HEAD_OF_10, num_attention_heads=3, num_key_value_heads=3, attention_bias=True, rms_norm_eps=1e-5
     ),
 }
 
 
-models = hf_and_ours_fixture(transformers.Qwen3Config, transformers.Qwen3ForCausalLM, SHAPES)
+models = families.hf_and_ours_fixture(transformers.Qwen3Config, transformers.Qwen3ForCausalLM, SHAPES)
 
 
 def test_from_hf_builds_qwen3_under_hfs_names(models):
-    hf, ours = assert_from_hf_builds(models, Qwen3ForCausalLM)
+    hf, ours = families.assert_from_hf_builds(models, Qwen3ForCausalLM)
     attention = ours.model.layers[0].self_attn
     assert attention.q_norm.weight.shape == attention.k_norm.weight.shape == (hf.config.head_dim,)
 
 
-def test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch(models):
-    hf, ours = models
-    assert_logits_equal_at_real_positions(hf, ours, hf.config.vocab_size)
-
-
-class TestGenerationCacheLossAndBadInputs(DecoderFamilyTests):
-    """Qwen3's ``generate()`` ids (greedy, sampled, beam), cached decoding, loss and refusals, as every decoder's."""
+class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
+    """Qwen3's logits, ``generate()`` ids (greedy, sampled, beam), cache, loss and refusals, as every decoder's."""
 
 
 @torch.no_grad()

@@ -6,8 +6,8 @@ from transformers import CTRLConfig
 
 from literate_transformer.models.ctrl import CTRLLMHeadModel
 
-from ..base import BOOK_EXAMPLE_SIZES, Proof
-from .decoder_branch import SIZES, decoder_example, logits_difference
+from ..base import BOOK_EXAMPLE_SIZES
+from .decoder_branch import SIZES, decoder_example, logits_proof
 
 #: The book example's sizes, CTRL's feed-forward width named dff.
 CTRL_SIZES = dict(SIZES, dff=BOOK_EXAMPLE_SIZES["intermediate_size"])
@@ -18,12 +18,4 @@ EXAMPLES = (
     ),
 )
 
-PROOFS = (
-    Proof(
-        "models.ctrl.CTRLLMHeadModel",
-        "transformers CTRLLMHeadModel",
-        "tests/models/test_ctrl.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
-        lambda: logits_difference("CTRLConfig", "CTRLLMHeadModel", CTRL_SIZES),
-        example="ctrl",
-    ),
-)
+PROOFS = (logits_proof("ctrl", "CTRLLMHeadModel", "CTRLConfig", CTRL_SIZES),)

@@ -29,7 +29,7 @@ from literate_transformer.parts.rotary import RotaryEmbedding
 
 from ..base import BOOK_DIMS, BOOK_EXAMPLE_SIZES, Proof, RunningExample, book_example, hf_and_ours, max_diff
 
-__all__ = ["SIZES", "logits_difference", "decoder_example", "PROOFS"]
+__all__ = ["SIZES", "LOGITS_TEST", "logits_difference", "logits_proof", "decoder_example", "PROOFS"]
 
 #: The book example's sizes under the standard names every transformers config answers to.
 SIZES = {name: BOOK_EXAMPLE_SIZES[name] for name in ("vocab_size", "hidden_size", "num_attention_heads")} | {
@@ -38,6 +38,10 @@ SIZES = {name: BOOK_EXAMPLE_SIZES[name] for name in ("vocab_size", "hidden_size"
 }
 #: The running examples' prompts: 2 of 5 tokens, the second left-padded by 2.
 PROMPT_LENGTH, PADDING = 5, 2
+#: The test every decoder family runs on its own shapes (its file's ``Test...`` class inherits it).
+LOGITS_TEST = (
+    "tests/families.py::DecoderFamilyTests.test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch"
+)
 
 
 @torch.no_grad()
@@ -48,6 +52,17 @@ def logits_difference(config_class: str, model_class: str, sizes: dict[str, Any]
     mask = torch.ones_like(ids)
     mask[1, -2:] = 0  # right padding: every query row keeps a real key
     return max_diff(ours(ids, attention_mask=mask).logits, hf(input_ids=ids, attention_mask=mask).logits, mask.bool())
+
+
+def logits_proof(family: str, model_class: str, config_class: str, sizes: dict[str, Any]) -> Proof:
+    """A decoder family's badge: ``models.{family}.{model_class}``'s logits equal ``transformers``' on its example."""
+    return Proof(
+        f"models.{family}.{model_class}",
+        f"transformers {model_class}",
+        LOGITS_TEST,
+        lambda: logits_difference(config_class, model_class, sizes),
+        example=family,
+    )
 
 
 def decoder_example(

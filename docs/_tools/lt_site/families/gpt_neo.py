@@ -6,8 +6,8 @@ from transformers import GPTNeoConfig
 
 from literate_transformer.models.gpt_neo import GPTNeoForCausalLM
 
-from ..base import BOOK_EXAMPLE_SIZES, Proof
-from .decoder_branch import SIZES, decoder_example, logits_difference
+from ..base import BOOK_EXAMPLE_SIZES
+from .decoder_branch import SIZES, decoder_example, logits_proof
 
 #: The book example's sizes under GPT-Neo's names: a global layer, then a local one with a band of 3.
 NEO_SIZES = dict(
@@ -32,12 +32,4 @@ EXAMPLES = (
     ),
 )
 
-PROOFS = (
-    Proof(
-        "models.gpt_neo.GPTNeoForCausalLM",
-        "transformers GPTNeoForCausalLM",
-        "tests/models/test_gpt_neo.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
-        lambda: logits_difference("GPTNeoConfig", "GPTNeoForCausalLM", NEO_SIZES),
-        example="gpt_neo",
-    ),
-)
+PROOFS = (logits_proof("gpt_neo", "GPTNeoForCausalLM", "GPTNeoConfig", NEO_SIZES),)

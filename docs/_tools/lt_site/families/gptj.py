@@ -6,8 +6,8 @@ from transformers import GPTJConfig
 
 from literate_transformer.models.gptj import GPTJForCausalLM
 
-from ..base import BOOK_EXAMPLE_SIZES, Proof
-from .decoder_branch import SIZES, decoder_example, logits_difference
+from ..base import BOOK_EXAMPLE_SIZES
+from .decoder_branch import SIZES, decoder_example, logits_proof
 
 GPTJ_SIZES = dict(SIZES, n_inner=BOOK_EXAMPLE_SIZES["intermediate_size"], rotary_dim=4)
 
@@ -20,12 +20,4 @@ EXAMPLES = (
     ),
 )
 
-PROOFS = (
-    Proof(
-        "models.gptj.GPTJForCausalLM",
-        "transformers GPTJForCausalLM",
-        "tests/models/test_gptj.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
-        lambda: logits_difference("GPTJConfig", "GPTJForCausalLM", GPTJ_SIZES),
-        example="gptj",
-    ),
-)
+PROOFS = (logits_proof("gptj", "GPTJForCausalLM", "GPTJConfig", GPTJ_SIZES),)

@@ -6,8 +6,8 @@ from transformers import LlamaConfig
 
 from literate_transformer.models.llama import LlamaForCausalLM
 
-from ..base import BOOK_EXAMPLE_SIZES, Proof
-from .decoder_branch import SIZES, decoder_example, logits_difference
+from ..base import BOOK_EXAMPLE_SIZES
+from .decoder_branch import SIZES, decoder_example, logits_proof
 
 #: The book example's sizes, and 2 key/value heads for the 4 query heads.
 LLAMA_SIZES = dict(SIZES, intermediate_size=BOOK_EXAMPLE_SIZES["intermediate_size"], num_key_value_heads=2)
@@ -24,12 +24,4 @@ EXAMPLES = (
     ),
 )
 
-PROOFS = (
-    Proof(
-        "models.llama.LlamaForCausalLM",
-        "transformers LlamaForCausalLM",
-        "tests/models/test_llama.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
-        lambda: logits_difference("LlamaConfig", "LlamaForCausalLM", LLAMA_SIZES),
-        example="llama",
-    ),
-)
+PROOFS = (logits_proof("llama", "LlamaForCausalLM", "LlamaConfig", LLAMA_SIZES),)

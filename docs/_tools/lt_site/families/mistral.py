@@ -6,8 +6,7 @@ from transformers import MistralConfig
 
 from literate_transformer.models.mistral import MistralForCausalLM
 
-from ..base import Proof
-from .decoder_branch import decoder_example, logits_difference
+from .decoder_branch import decoder_example, logits_proof
 from .llama import LLAMA_DIMS, LLAMA_SIZES
 
 MISTRAL_SIZES = dict(LLAMA_SIZES, sliding_window=3)
@@ -21,12 +20,4 @@ EXAMPLES = (
     ),
 )
 
-PROOFS = (
-    Proof(
-        "models.mistral.MistralForCausalLM",
-        "transformers MistralForCausalLM",
-        "tests/models/test_mistral.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
-        lambda: logits_difference("MistralConfig", "MistralForCausalLM", MISTRAL_SIZES),
-        example="mistral",
-    ),
-)
+PROOFS = (logits_proof("mistral", "MistralForCausalLM", "MistralConfig", MISTRAL_SIZES),)

@@ -6,8 +6,7 @@ from transformers import OpenAIGPTConfig
 
 from literate_transformer.models.openai_gpt import OpenAIGPTLMHeadModel
 
-from ..base import Proof
-from .decoder_branch import SIZES, decoder_example, logits_difference
+from .decoder_branch import SIZES, decoder_example, logits_proof
 
 EXAMPLES = (
     decoder_example(
@@ -21,12 +20,4 @@ EXAMPLES = (
     ),
 )
 
-PROOFS = (
-    Proof(
-        "models.openai_gpt.OpenAIGPTLMHeadModel",
-        "transformers OpenAIGPTLMHeadModel",
-        "tests/models/test_openai_gpt.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
-        lambda: logits_difference("OpenAIGPTConfig", "OpenAIGPTLMHeadModel", SIZES),
-        example="openai_gpt",
-    ),
-)
+PROOFS = (logits_proof("openai_gpt", "OpenAIGPTLMHeadModel", "OpenAIGPTConfig", SIZES),)

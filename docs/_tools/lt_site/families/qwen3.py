@@ -6,8 +6,7 @@ import transformers
 
 from literate_transformer.models.qwen3 import Qwen3ForCausalLM
 
-from ..base import Proof
-from .decoder_branch import decoder_example, logits_difference
+from .decoder_branch import decoder_example, logits_proof
 from .llama import LLAMA_DIMS, LLAMA_SIZES
 
 #: Llama's example sizes; Qwen3's config names its head size.
@@ -23,12 +22,4 @@ if hasattr(transformers, "Qwen3Config"):
             LLAMA_DIMS,
         ),
     )
-    PROOFS = (
-        Proof(
-            "models.qwen3.Qwen3ForCausalLM",
-            "transformers Qwen3ForCausalLM",
-            "tests/models/test_qwen3.py::test_logits_equal_hfs_at_the_real_positions_of_a_right_padded_batch",
-            lambda: logits_difference("Qwen3Config", "Qwen3ForCausalLM", QWEN3_SIZES),
-            example="qwen3",
-        ),
-    )
+    PROOFS = (logits_proof("qwen3", "Qwen3ForCausalLM", "Qwen3Config", QWEN3_SIZES),)

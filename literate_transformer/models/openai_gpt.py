@@ -361,9 +361,9 @@ class OpenAIGPTModel(DecoderStack, nn.Module):
             attention_mask,
             position_ids,
             past_key_values,
-            use_cache,
-            output_attentions,
-            output_hidden_states,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
         )
 
 

@@ -106,6 +106,7 @@ class DecoderStack:
         attention_mask: Tensor | None,
         position_ids: Tensor | None,
         past_key_values: Sequence[LayerCache] | None,
+        *,
         use_cache: bool,
         output_attentions: bool,
         output_hidden_states: bool,

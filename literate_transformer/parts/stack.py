@@ -115,15 +115,9 @@ class DecoderStack:
 
         Args:
             layers: The stack's layers (GPT's ``h``, Llama's ``layers``).
-            input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
-            attention_mask: ``(B, past + T)``, 1 for real tokens, 0 for padding; or ``None``.
-            position_ids: ``(B, T)`` or ``(1, T)``; ``None``: each real token's
-                position counts the real tokens before it.
-            past_key_values: The cache returned by the previous call, one entry per layer; or ``None``.
-            use_cache: Return ``past_key_values``.
-            output_attentions: Return every layer's ``(B, H, T, S)`` probabilities.
-            output_hidden_states: Return the embeddings and every layer's output
-                (the last one after the final norm, where there is one).
+            input_ids: ``(B, T)`` token ids (with a cache, only the new ones); the other arguments as the
+                stack's ``forward`` received them (``position_ids=None``: each real token's position counts
+                the real tokens before it).
 
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput`.

@@ -41,16 +41,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
+from ..parts.stack import DecoderStack
 from .gpt_neo import GPTNeoForCausalLM, GPTNeoModel, GPTNeoSelfAttention
 from .openai_gpt import check_activation, check_heads, load_from_hf
 from .registry import map_language_model_state_dict, register
@@ -200,13 +199,9 @@ class GPTJModel(GPTNeoModel):
         """The first block's input: the token vectors alone (positions enter inside attention), dropped out."""
         return self.drop(self.wte(input_ids))
 
-    def attention_masks(
-        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
-    ) -> Tensor:
-        """The causal mask with the padding, for every block (GPT-J has no local layers)."""
-        return build_attention_mask(
-            attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
-        )
+    #: The causal mask with the padding, for every block (GPT-J has no local layers): GPT's, not GPT-3's pair
+    #: (:meth:`~literate_transformer.parts.stack.DecoderStack.attention_masks`).
+    attention_masks = DecoderStack.attention_masks
 
     def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
         """The tokens' rotary angles as ``(cos, sin)``, computed once for every block."""

@@ -62,12 +62,10 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
 from ..core.activations import ACTIVATIONS
-from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import (
@@ -83,9 +81,8 @@ from ..parts.attention import Attention
 from ..parts.feed_forward import GatedFeedForward
 from ..parts.heads import causal_lm_loss, tie_weights
 from ..parts.norms import make_norm
-from ..parts.positions import position_ids as positions_of
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
-from ..parts.stack import run_layers
+from ..parts.stack import DecoderStack
 from .openai_gpt import load_from_hf
 from .registry import map_language_model_state_dict, register
 
@@ -346,7 +343,7 @@ def check_llama_inputs(model: LlamaModel, args: Arguments) -> None:
         _check_position_ids(args.position_ids, batch_size, length)
 
 
-class LlamaModel(nn.Module):
+class LlamaModel(DecoderStack, nn.Module):
     """Llama's stack: ``embed_tokens``, the ``layers``, the final RMS ``norm``, and the rotary angles.
 
     Its forward takes HuggingFace's ``input_ids``, ``attention_mask``,
@@ -374,13 +371,18 @@ class LlamaModel(nn.Module):
         #: The frequencies of the rotations (a buffer, not saved), as ``rope_scaling`` says.
         self.rotary_emb = RotaryEmbedding(head_dim_of(config), inv_freq=rotary_inverse_frequencies(config))
 
-    def attention_masks(
-        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
-    ) -> Tensor:
-        """The causal mask with the padding, built once, in the additive form every layer adds to its scores."""
-        return build_attention_mask(
-            attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
-        )
+    # -- what Llama changes in the decoder stack (parts.stack.DecoderStack); its mask is the causal one -------
+    def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
+        """The first layer's input: the token vectors alone (positions enter inside attention, as rotations)."""
+        return self.embed_tokens(input_ids)
+
+    def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
+        """Every token's angles, as ``(cos, sin)``, computed once for all the layers."""
+        return {"position_embeddings": self.rotary_emb(position_ids)}
+
+    def final_norm(self, hidden_states: Tensor) -> Tensor:
+        """``norm``: the final RMS norm of the pre-norm stack's output."""
+        return self.norm(hidden_states)
 
     @validate_with(check_llama_inputs)
     def forward(
@@ -398,29 +400,17 @@ class LlamaModel(nn.Module):
         (:meth:`~literate_transformer.models.openai_gpt.OpenAIGPTModel.forward`), in HuggingFace's order for Llama
         (``position_ids`` and ``past_key_values`` may come by position too), the cache with ``K`` heads per layer.
         """
-        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
-        length = input_ids.shape[1]
-        if position_ids is None:
-            # A token's position counts the real tokens before it (one rule, parts.positions.position_ids).
-            position_ids = positions_of(attention_mask, length, past_length, device=input_ids.device)
-        # 1) The token vectors alone: positions enter inside attention, as rotations.
-        embedding_output = self.embed_tokens(input_ids)  # (B, T, E)
-        masks = self.attention_masks(attention_mask, length, past_length, embedding_output.dtype, input_ids.device)
-        # 2) Every token's angles, as (cos, sin), computed once for all the layers.
-        position_embeddings = self.rotary_emb(position_ids)
-        # 3) The layers.
-        hidden_states, layer_outputs = run_layers(
+        # The layers over the cache, as every decoder stack runs them (parts.stack.DecoderStack.decode).
+        return self.decode(
             self.layers,
-            embedding_output,
-            masks,
-            past_key_values=past_key_values,
+            input_ids,
+            attention_mask,
+            position_ids,
+            past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
-            position_embeddings=position_embeddings,
+            output_hidden_states=output_hidden_states,
         )
-        # 4) The final RMS norm.
-        hidden_states = self.norm(hidden_states)
-        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
 
 
 def check_llama_lm_inputs(model: LlamaForCausalLM, args: Arguments) -> None:

@@ -80,7 +80,6 @@ from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
 from ..core.activations import ACTIVATIONS, get_activation
-from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import (
@@ -96,8 +95,7 @@ from ..parts.feed_forward import feed_forward
 from ..parts.heads import causal_lm_loss, tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
-from ..parts.positions import position_ids as positions_of
-from ..parts.stack import run_layers
+from ..parts.stack import DecoderStack
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -285,7 +283,7 @@ def check_decoder_inputs(model: OpenAIGPTModel, args: Arguments) -> None:
     check_token_inputs(args, config, past_length)
 
 
-class OpenAIGPTModel(nn.Module):
+class OpenAIGPTModel(DecoderStack, nn.Module):
     """GPT's stack: ``tokens_embed`` + ``positions_embed``, the blocks ``h``; the shape of every stack of this branch.
 
     Its forward takes HuggingFace's ``input_ids`` and ``attention_mask``
@@ -310,13 +308,9 @@ class OpenAIGPTModel(nn.Module):
         """The first block's input: what each token is plus where it is, summed (no layer norm), dropped out."""
         return self.drop(self.tokens_embed(input_ids) + self.positions_embed(position_ids))
 
-    def attention_masks(
-        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
-    ) -> Tensor | dict[str, Tensor]:
-        """The causal mask with the padding, built once, in the additive form every block adds to its scores."""
-        return build_attention_mask(
-            attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
-        )
+    #: The causal mask with the padding, built once for every block
+    #: (:meth:`~literate_transformer.parts.stack.DecoderStack.attention_masks`), listed so that GPT's page documents it.
+    attention_masks = DecoderStack.attention_masks
 
     def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
         """What every block reads besides its input and mask (nothing here; GPT-J's rotary angles)."""
@@ -326,7 +320,7 @@ class OpenAIGPTModel(nn.Module):
         """After the last block: nothing (a post-LN block's output is normalised already)."""
         return hidden_states
 
-    # -- the forward every stack of the branch shares -----------------------------------------------------------
+    # -- the forward every stack of the branch shares (parts.stack.DecoderStack.decode, Llama's too) -----------
     @validate_with(check_decoder_inputs)
     def forward(
         self,
@@ -360,28 +354,17 @@ class OpenAIGPTModel(nn.Module):
                 ``max_position_embeddings``, masks, positions or caches of the wrong shape.
             TypeError: for inputs of the wrong type.
         """
-        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
-        length = input_ids.shape[1]
-        if position_ids is None:
-            # A token's position counts the real tokens before it (one rule, parts.positions.position_ids).
-            position_ids = positions_of(attention_mask, length, past_length, device=input_ids.device)
-        # 1) What the first block reads.
-        embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
-        # 2) Which keys each query may see, built once for every block.
-        masks = self.attention_masks(attention_mask, length, past_length, embedding_output.dtype, input_ids.device)
-        # 3) The blocks, each reading the previous one's output and its own cache entry.
-        hidden_states, layer_outputs = run_layers(
+        # The blocks ``h`` over the cache (parts.stack.DecoderStack.decode: embeddings, mask, blocks, final norm).
+        return self.decode(
             self.h,
-            embedding_output,
-            masks,
-            past_key_values=past_key_values,
+            input_ids,
+            attention_mask,
+            position_ids,
+            past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
-            **self.layer_inputs(position_ids),
+            output_hidden_states=output_hidden_states,
         )
-        # 4) After the last block.
-        hidden_states = self.final_norm(hidden_states)
-        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
 
 
 def check_language_model_inputs(model: OpenAIGPTLMHeadModel, args: Arguments) -> None:

@@ -8,6 +8,13 @@ encoder and decoder write it out, where the chapters read it.  What the
 stack then reports (every layer's output, attentions and cache, as
 per-layer tuples) is :meth:`~literate_transformer.core.outputs.ModelOutput.from_layers`.
 
+A decoder-only stack adds a cache and a causal mask around that loop, and
+its forward is the same in every family: :class:`DecoderStack` writes it
+once (:meth:`DecoderStack.decode`); GPT's stack and Llama's, which are not
+each other's parents, both call it, and each writes only the decisions it
+changes: what the first layer reads, what every layer reads besides, and
+what follows the last layer.
+
 >>> import torch
 >>> from torch import nn
 >>> from literate_transformer.core.outputs import LayerOutput
@@ -24,11 +31,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
-from ..core.outputs import LayerCache, LayerOutput
+from ..core.masks import build_attention_mask
+from ..core.outputs import LayerCache, LayerOutput, ModelOutput
+from .positions import position_ids as positions_of
 
-__all__ = ["run_layers"]
+__all__ = ["DecoderStack", "run_layers"]
 
 
 def run_layers(
@@ -58,3 +68,80 @@ def run_layers(
         # Each layer's output is the next one's input.
         hidden_states = outputs[-1].hidden_states
     return hidden_states, outputs
+
+
+class DecoderStack:
+    """A decoder stack over a cache: the forward every decoder-only stack shares, and the decisions a family changes.
+
+    A stack mixes this class in and writes :meth:`embed`, :meth:`layer_inputs`
+    and :meth:`final_norm` (and :meth:`attention_masks`, where its mask is not
+    the causal one); its ``forward`` keeps HuggingFace's signature and hands
+    its arguments, with its layers, to :meth:`decode`.
+    """
+
+    def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
+        """The first layer's input, ``(B, T, E)``: each family says how tokens and positions enter."""
+        raise NotImplementedError
+
+    def attention_masks(
+        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
+    ) -> Tensor | dict[str, Tensor]:
+        """The causal mask with the padding, built once, in the additive form every layer adds to its scores."""
+        return build_attention_mask(
+            attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
+        )
+
+    def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
+        """What every layer reads besides its input and mask, by name (a family with rotary angles hands them here)."""
+        raise NotImplementedError
+
+    def final_norm(self, hidden_states: Tensor) -> Tensor:
+        """What follows the last layer (a pre-norm stack's final norm)."""
+        raise NotImplementedError
+
+    def decode(
+        self,
+        layers: Sequence[nn.Module],
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        position_ids: Tensor | None,
+        past_key_values: Sequence[LayerCache] | None,
+        *,
+        use_cache: bool,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> ModelOutput:
+        """The stack's forward: embeddings, the mask once, the layers over the cache, the final norm.
+
+        Args:
+            layers: The stack's layers (GPT's ``h``, Llama's ``layers``).
+            input_ids: ``(B, T)`` token ids (with a cache, only the new ones); the other arguments as the
+                stack's ``forward`` received them (``position_ids=None``: each real token's position counts
+                the real tokens before it).
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.ModelOutput`.
+        """
+        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
+        length = input_ids.shape[1]
+        if position_ids is None:
+            # A token's position counts the real tokens before it (one rule, parts.positions.position_ids).
+            position_ids = positions_of(attention_mask, length, past_length, device=input_ids.device)
+        # 1) What the first layer reads (the family's embed: positions added to it, or none).
+        embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
+        # 2) Which keys each query may see, built once for every layer.
+        masks = self.attention_masks(attention_mask, length, past_length, embedding_output.dtype, input_ids.device)
+        # 3) The layers, each reading the previous one's output, its own cache entry, and what the family adds
+        #    (rotary angles, computed once for all the layers).
+        hidden_states, layer_outputs = run_layers(
+            layers,
+            embedding_output,
+            masks,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            **self.layer_inputs(position_ids),
+        )
+        # 4) After the last layer.
+        hidden_states = self.final_norm(hidden_states)
+        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)

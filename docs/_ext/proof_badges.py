@@ -101,6 +101,8 @@ def page_text(measurements: Sequence[Mapping[str, Any]], package: str, tests_roo
             f".. literalinclude:: {Path(tests_root, path).as_posix()}",
             f"   :pyobject: {function}",
             "   :language: python",
+            # A method of a test class (``Class.test_...``) comes indented: shown flush left.
+            *(["   :dedent:"] if "." in function else []),
             "",
         ]
     return "\n".join(lines)

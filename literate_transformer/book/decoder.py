@@ -686,7 +686,7 @@ class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
 
     @property
     def decoder_start_token_id(self) -> int | None:
-        """The token every target starts with: ``config.decoder_start_token_id`` (a family may fall back on another)."""
+        """The token every target starts with, ``config.decoder_start_token_id`` (a family may fall back on another)."""
         return getattr(self.config, "decoder_start_token_id", None)
 
     def check_inputs(self, args: Arguments) -> None:

@@ -36,6 +36,13 @@ def test_the_proofs_page_includes_each_test_by_its_function():
     text = proof_badges.page_text([MEASUREMENT], "tinypkg", "..")
     assert ".. _proof-0-alpha-head:" in text
     assert ".. literalinclude:: ../tests/test_alpha.py\n   :pyobject: test_head" in text
+    assert ":dedent:" not in text
+
+
+def test_a_test_method_is_included_flush_left():
+    method = {**MEASUREMENT, "test": "tests/shared.py::FamilyTests.test_head"}
+    text = proof_badges.page_text([method], "tinypkg", "..")
+    assert "   :pyobject: FamilyTests.test_head\n   :language: python\n   :dedent:\n" in text
 
 
 # A provider as the package's proofs module is one: a function returning its Measurement records.

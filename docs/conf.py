@@ -102,6 +102,8 @@ extensions = [
     "runtime_trace",
     # What each module was proved equal to, and by how much, on this build; over tolerance fails it (docs/_ext).
     "proof_badges",
+    # The theme's layout (docs/_templates/layout.html) without Font Awesome's 1.6 MB script (docs/_ext).
+    "lean_theme",
 ]
 
 # Sources: Markdown chapters (myst-nb), reStructuredText (sphinx-gallery output, API pages).
@@ -287,6 +289,8 @@ sphinx_gallery_conf = {
 html_theme = "sphinx_book_theme"
 html_title = "literate_transformer"
 html_static_path = ["_static"]
+# Our layout.html: the theme's, less one script (see lean_theme in the extensions).
+templates_path = ["_templates"]
 # Long code lines wrap instead of hiding their trailing shape comments off the right edge.
 html_css_files = ["code.css"]
 # Without an icon every browser asks for /favicon.ico and logs a 404 on the first page it loads.

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = "try.html"
 #: The page's promise: attention probabilities within this of the float32 PyTorch model's.
 ATTENTION_TOLERANCE = 5e-3
-# Downloading ~38 MB and starting the runtime on a slow, shared CI machine.
+# Downloading ~39 MB and starting the runtime on a slow, shared CI machine.
 FIRST_RUN_TIMEOUT_MS = 180_000
 RUN_TIMEOUT_MS = 60_000
 
@@ -296,6 +296,35 @@ def test_works_in_a_400_pixel_window(open_try_page) -> None:
         assert layout["scroll"] <= layout["width"], f"the page scrolls sideways at 400 px: {layout}"
         assert layout["form"] <= 400 and layout["heatmaps"] <= 400, layout
         assert layout["view"] > 0 and layout["tokens"] >= len(run["tokens"]), layout
+        page.recorder.check()
+    finally:
+        page.close()
+
+
+def test_the_themes_icons_draw_with_its_web_font(open_try_page) -> None:
+    """Without Font Awesome's script (docs/_ext/lean_theme.py), the stylesheet's font draws the icons."""
+    page = open_try_page(1280)
+    try:
+        icons = page.page.evaluate(
+            """async () => {
+                 await document.fonts.ready;
+                 const icons = [...document.querySelectorAll("i.fa-solid, i.fas")]
+                   .filter((icon) => icon.getBoundingClientRect().width > 0);
+                 return {
+                   shown: icons.length,
+                   drawn: icons.filter((icon) => {
+                     const before = getComputedStyle(icon, "::before");
+                     return before.content !== "none" && before.content !== "normal"
+                       && before.fontFamily.includes("Font Awesome");
+                   }).length,
+                   fontLoaded: document.fonts.check('900 16px "Font Awesome 7 Free"'),
+                   svgIcons: document.querySelectorAll("svg.svg-inline--fa").length,
+                 };
+               }"""
+        )
+        assert icons["shown"] >= 3, f"too few icons shown to check: {icons}"
+        assert icons["drawn"] == icons["shown"] and icons["fontLoaded"], f"icons not drawn by the web font: {icons}"
+        assert icons["svgIcons"] == 0, f"Font Awesome's script replaced icons with SVG: {icons}"
         page.recorder.check()
     finally:
         page.close()

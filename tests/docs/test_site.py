@@ -744,3 +744,13 @@ def test_each_what_if_tab_shows_its_executed_figures(site, docname):
             # Every number glued into the text was computed: no glue key left unresolved.
             text = " ".join(content.text().split())
             assert "glue" not in text and text, f"{docname}, tab {label!r}: {text[:200]!r}"
+
+
+def test_no_page_loads_font_awesomes_script(site):
+    """The theme's icons come from its stylesheet's fonts; its 1.6 MB script is left out (docs/_ext/lean_theme.py)."""
+    # The pages of this build (the search index names them; an older build's leftovers are not among them).
+    index = (site / "searchindex.js").read_text("utf-8")
+    docnames = json.loads(re.search(r'"docnames":(\[.*?\])', index).group(1))
+    assert len(docnames) > 20, f"only {len(docnames)} pages in {site}"
+    loading = [name for name in docnames if "scripts/fontawesome.js" in (site / f"{name}.html").read_text("utf-8")]
+    assert not loading, f"{len(loading)} pages still load fontawesome.js, among them {loading[:3]}"

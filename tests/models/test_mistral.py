@@ -23,14 +23,7 @@ HAS_HEAD_DIM = getattr(transformers.MistralConfig(), "head_dim", None) is not No
 
 def _hf_eager_mistral_band() -> torch.Tensor:
     """Which keys transformers' eager Mistral lets each of 6 queries see with ``sliding_window=2``."""
-    sizes = dict(
-        vocab_size=11,
-        hidden_size=8,
-        intermediate_size=8,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-    )
+    sizes = dict(LLAMA_GROUPED, num_hidden_layers=1)  # any small Mistral: one layer's first head is read
     config = transformers.MistralConfig(**sizes, sliding_window=2, attn_implementation="eager")
     with torch.no_grad():
         probabilities = transformers.MistralForCausalLM(config).eval()(torch.arange(1, 7)[None], output_attentions=True)

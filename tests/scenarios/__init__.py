@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from lt_site.base import config_sizes
 
 from literate_transformer.core.config import TransformerConfig
 
@@ -63,13 +64,7 @@ def standard_sizes() -> dict[str, int]:
     ``GPT2Config(**standard_sizes())`` maps them onto GPT-2's own names
     (``n_embd``, ``n_head``, ``n_layer``) through its ``attribute_map``.
     """
-    return dict(
-        vocab_size=DIMS["V"],
-        hidden_size=DIMS["E"],
-        num_attention_heads=DIMS["H"],
-        num_hidden_layers=DIMS["L"],
-        max_position_embeddings=16,
-    )
+    return config_sizes("standard", DIMS, max_position_embeddings=16)
 
 
 def encoder_decoder_sizes(**changes) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import transformers
+from lt_site.base import config_sizes
 
 from literate_transformer.models.albert import AlbertModel
 from literate_transformer.models.bert import BertForMaskedLM
@@ -35,9 +36,8 @@ def scenario_masked_lm():
 
 def scenario_distilbert():
     config = transformers.DistilBertConfig(
-        vocab_size=DIMS["V"], dim=DIMS["E"], n_heads=DIMS["H"], n_layers=DIMS["L"], hidden_dim=DIMS["F"],
-        max_position_embeddings=16, sinusoidal_pos_embds=True,
-    )  # fmt: skip
+        **config_sizes("distilbert", DIMS, max_position_embeddings=16), sinusoidal_pos_embds=True
+    )
     DistilBertModel(config).eval()(token_ids(), padding_mask(), output_attentions=True)
 
 
@@ -59,10 +59,7 @@ def scenario_albert():
 
 @with_dims(F=4 * DIMS["E"])
 def scenario_xlm():
-    config = transformers.XLMConfig(
-        vocab_size=DIMS["V"], emb_dim=DIMS["E"], n_heads=DIMS["H"], n_layers=DIMS["L"], n_langs=2,
-        max_position_embeddings=16,
-    )  # fmt: skip
+    config = transformers.XLMConfig(**config_sizes("xlm", DIMS, max_position_embeddings=16), n_langs=2)
     model = XLMModel(config).eval()
     langs = torch.zeros(DIMS["B"], T, dtype=torch.long)
     model(token_ids(), padding_mask(), langs, token_type_ids=token_ids())

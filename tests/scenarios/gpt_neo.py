@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import torch
+from lt_site.base import config_sizes
 from transformers import GPTNeoConfig
 
 from literate_transformer.models.gpt_neo import GPTNeoForCausalLM
 
-from . import DIMS, T, standard_sizes, token_ids
+from . import DIMS, T, token_ids
 
 
 def scenario_gpt_neo():
-    sizes = standard_sizes()
     config = GPTNeoConfig(
-        vocab_size=sizes["vocab_size"],
-        hidden_size=DIMS["E"],
-        num_heads=DIMS["H"],
-        num_layers=DIMS["L"],
+        **config_sizes("gpt_neo", DIMS, max_position_embeddings=16),
         attention_types=[[["global", "local"], 1], [["global"], 1]],
         window_size=2,
-        intermediate_size=DIMS["F"],
-        max_position_embeddings=sizes["max_position_embeddings"],
         eos_token_id=2,
     )
     neo = GPTNeoForCausalLM(config).eval()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from lt_site.base import config_sizes
 from transformers import T5Config
 
 from literate_transformer.models.t5 import T5ForConditionalGeneration
@@ -13,13 +14,8 @@ from . import DIMS, S, token_ids
 def scenario_t5():
     for feed_forward_proj, tied in (("relu", True), ("gated-gelu", False)):
         config = T5Config(
-            vocab_size=DIMS["V"],
-            d_model=DIMS["E"],
-            d_kv=DIMS["D"],
-            d_ff=DIMS["F"],
-            num_layers=DIMS["L"],
+            **config_sizes("t5", DIMS),
             num_decoder_layers=2,
-            num_heads=DIMS["H"],
             relative_attention_num_buckets=8,
             relative_attention_max_distance=16,
             feed_forward_proj=feed_forward_proj,

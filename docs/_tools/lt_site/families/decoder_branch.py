@@ -27,15 +27,21 @@ from transformers.generation.logits_process import (
 from literate_transformer.book.decoding import filter_scores
 from literate_transformer.parts.rotary import RotaryEmbedding
 
-from ..base import BOOK_DIMS, BOOK_EXAMPLE_SIZES, Proof, RunningExample, book_example, hf_and_ours, max_diff
+from ..base import (
+    BOOK_DIMS,
+    BOOK_EXAMPLE_SIZES,
+    Proof,
+    RunningExample,
+    book_example,
+    config_sizes,
+    hf_and_ours,
+    max_diff,
+)
 
-__all__ = ["SIZES", "LOGITS_TEST", "logits_difference", "logits_proof", "decoder_example", "PROOFS"]
+__all__ = ["SIZES", "LOGITS_TEST", "logits_difference", "logits_proof", "decoder_example", "decoder_family", "PROOFS"]
 
 #: The book example's sizes under the standard names every transformers config answers to.
-SIZES = {name: BOOK_EXAMPLE_SIZES[name] for name in ("vocab_size", "hidden_size", "num_attention_heads")} | {
-    "num_hidden_layers": BOOK_EXAMPLE_SIZES["num_hidden_layers"],
-    "max_position_embeddings": BOOK_EXAMPLE_SIZES["max_position_embeddings"],
-}
+SIZES = config_sizes("standard", BOOK_DIMS, max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"])
 #: The running examples' prompts: 2 of 5 tokens, the second left-padded by 2.
 PROMPT_LENGTH, PADDING = 5, 2
 #: The test every decoder family runs on its own shapes (its file's ``Test...`` class inherits it).
@@ -93,6 +99,34 @@ def decoder_example(
         f"{PADDING}, then 3 new tokens ({how})"
     )
     return RunningExample(name, description, dict(BOOK_DIMS, S=PROMPT_LENGTH, **dims), run)
+
+
+def decoder_family(
+    model_class: type[torch.nn.Module],
+    config_class: type[transformers.PretrainedConfig],
+    sizes: dict[str, Any],
+    what: str,
+    dims: dict[str, int] | None = None,
+    **decoding: Any,
+) -> tuple[tuple[RunningExample, ...], tuple[Proof, ...]]:
+    """A decoder family's ``EXAMPLES`` and ``PROOFS``: its running example and its logits' badge.
+
+    The family is the module of ``model_class`` (``models.llama``: ``"llama"``), the example's name; the
+    package's class has the name of the ``transformers`` class it equals, which the badge builds.
+
+    Args:
+        model_class: The package's model (``LlamaForCausalLM``).
+        config_class: The ``transformers`` config it reads (``LlamaConfig``).
+        sizes: The config's sizes (the book example's, under the family's names).
+        what: The model, in words, for the page.
+        dims: The legend's sizes that differ from the book example's.
+        **decoding: ``generate()``'s options in the example (greedy without any).
+    """
+    family = model_class.__module__.rsplit(".", 1)[-1]
+    example = decoder_example(
+        family, what, lambda: model_class(config_class(**sizes, eos_token_id=2)), dims or {}, **decoding
+    )
+    return (example,), (logits_proof(family, model_class.__name__, config_class.__name__, sizes),)
 
 
 # ---------------------------------------------------------------------------

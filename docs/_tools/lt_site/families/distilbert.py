@@ -6,18 +6,11 @@ from transformers import DistilBertConfig
 
 from literate_transformer.models.distilbert import DistilBertModel
 
-from ..base import BOOK_EXAMPLE_SIZES, Proof, RunningExample
+from ..base import BOOK_DIMS, BOOK_EXAMPLE_SIZES, Proof, RunningExample, config_sizes
 from ._encoder_branch import ENCODER_DIMS, example, proof
 
-#: The book example's sizes under DistilBERT's names.
-SIZES = dict(
-    vocab_size=BOOK_EXAMPLE_SIZES["vocab_size"],
-    dim=BOOK_EXAMPLE_SIZES["hidden_size"],
-    n_heads=BOOK_EXAMPLE_SIZES["num_attention_heads"],
-    n_layers=BOOK_EXAMPLE_SIZES["num_hidden_layers"],
-    hidden_dim=BOOK_EXAMPLE_SIZES["intermediate_size"],
-    max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"],
-)
+#: The book example's sizes under DistilBERT's names (dim, n_heads, n_layers, hidden_dim).
+SIZES = config_sizes("distilbert", BOOK_DIMS, max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"])
 
 EXAMPLES = (
     RunningExample(

@@ -7,17 +7,10 @@ from transformers import GPTJConfig
 from literate_transformer.models.gptj import GPTJForCausalLM
 
 from ..base import BOOK_EXAMPLE_SIZES
-from .decoder_branch import SIZES, decoder_example, logits_proof
+from .decoder_branch import SIZES, decoder_family
 
 GPTJ_SIZES = dict(SIZES, n_inner=BOOK_EXAMPLE_SIZES["intermediate_size"], rotary_dim=4)
+#: The running example's model, in words, for the page.
+MODEL = "a small random GPT-J (rotary angles on the first 4 of each head's 6 features)"
 
-EXAMPLES = (
-    decoder_example(
-        "gptj",
-        "a small random GPT-J (rotary angles on the first 4 of each head's 6 features)",
-        lambda: GPTJForCausalLM(GPTJConfig(**GPTJ_SIZES, eos_token_id=2)),
-        {"R": GPTJ_SIZES["rotary_dim"]},
-    ),
-)
-
-PROOFS = (logits_proof("gptj", "GPTJForCausalLM", "GPTJConfig", GPTJ_SIZES),)
+EXAMPLES, PROOFS = decoder_family(GPTJForCausalLM, GPTJConfig, GPTJ_SIZES, MODEL, {"R": GPTJ_SIZES["rotary_dim"]})

@@ -6,18 +6,13 @@ from transformers import OpenAIGPTConfig
 
 from literate_transformer.models.openai_gpt import OpenAIGPTLMHeadModel
 
-from .decoder_branch import SIZES, decoder_example, logits_proof
+from .decoder_branch import SIZES, decoder_family
 
-EXAMPLES = (
-    decoder_example(
-        "openai_gpt",
-        "a small random GPT (feed-forward width 4E = 96)",
-        lambda: OpenAIGPTLMHeadModel(OpenAIGPTConfig(**SIZES, eos_token_id=2)),
-        {"F": 4 * SIZES["hidden_size"]},
-        do_sample=True,
-        top_k=10,
-        top_p=0.9,
-    ),
+#: The running example's model, in words, for the page.
+MODEL = "a small random GPT (feed-forward width 4E = 96)"
+#: GPT's feed-forward width is always 4E.
+DIMS = {"F": 4 * SIZES["hidden_size"]}
+
+EXAMPLES, PROOFS = decoder_family(
+    OpenAIGPTLMHeadModel, OpenAIGPTConfig, SIZES, MODEL, DIMS, do_sample=True, top_k=10, top_p=0.9
 )
-
-PROOFS = (logits_proof("openai_gpt", "OpenAIGPTLMHeadModel", "OpenAIGPTConfig", SIZES),)

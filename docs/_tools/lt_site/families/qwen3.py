@@ -6,7 +6,7 @@ import transformers
 
 from literate_transformer.models.qwen3 import Qwen3ForCausalLM
 
-from .decoder_branch import decoder_example, logits_proof
+from .decoder_branch import decoder_family
 from .llama import LLAMA_DIMS, LLAMA_SIZES
 
 #: Llama's example sizes; Qwen3's config names its head size.
@@ -14,12 +14,6 @@ QWEN3_SIZES = dict(LLAMA_SIZES, head_dim=LLAMA_SIZES["hidden_size"] // LLAMA_SIZ
 
 # transformers before 4.51 has no Qwen3: nothing to build the example from, nothing to prove it against.
 if hasattr(transformers, "Qwen3Config"):
-    EXAMPLES = (
-        decoder_example(
-            "qwen3",
-            "a small random Qwen3 (4 query heads sharing 2 key/value heads)",
-            lambda: Qwen3ForCausalLM(transformers.Qwen3Config(**QWEN3_SIZES, eos_token_id=2)),
-            LLAMA_DIMS,
-        ),
-    )
-    PROOFS = (logits_proof("qwen3", "Qwen3ForCausalLM", "Qwen3Config", QWEN3_SIZES),)
+    #: The running example's model, in words, for the page.
+    MODEL = "a small random Qwen3 (4 query heads sharing 2 key/value heads)"
+    EXAMPLES, PROOFS = decoder_family(Qwen3ForCausalLM, transformers.Qwen3Config, QWEN3_SIZES, MODEL, LLAMA_DIMS)

@@ -23,19 +23,18 @@ EXAMPLES = (
     ),
 )
 
-PROOFS = (
+#: XLM-RoBERTa is RoBERTa's model under another name (its checkpoints differ in their vocabulary): both are
+#: proved on the one example, each against the transformers class of its name.
+PROOFS = tuple(
     Proof(
-        "models.roberta.RobertaModel",
-        "transformers RobertaModel",
+        f"models.{module}.{model}",
+        f"transformers {model}",
         TEST,
-        proof("RobertaConfig", "RobertaModel", SIZES, pad_token_id=1),
+        proof(config, model, SIZES, pad_token_id=1),
         example="roberta",
-    ),
-    Proof(
-        "models.xlm_roberta.XLMRobertaModel",
-        "transformers XLMRobertaModel",
-        TEST,
-        proof("XLMRobertaConfig", "XLMRobertaModel", SIZES, pad_token_id=1),
-        example="roberta",
-    ),
+    )
+    for module, model, config in (
+        ("roberta", "RobertaModel", "RobertaConfig"),
+        ("xlm_roberta", "XLMRobertaModel", "XLMRobertaConfig"),
+    )
 )

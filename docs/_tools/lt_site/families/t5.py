@@ -7,19 +7,11 @@ from transformers import T5Config
 
 from literate_transformer.models.t5 import T5ForConditionalGeneration
 
-from ..base import BOOK_DIMS, BOOK_EXAMPLE_SIZES, Proof, RunningExample, book_example, hf_and_ours, max_diff
+from ..base import BOOK_DIMS, Proof, RunningExample, book_example, config_sizes, hf_and_ours, max_diff
 
 #: The book example's sizes under T5's names (heads of D = E / H features, 8 buckets up to distance 16).
-SIZES = dict(
-    vocab_size=BOOK_EXAMPLE_SIZES["vocab_size"],
-    d_model=BOOK_EXAMPLE_SIZES["hidden_size"],
-    num_heads=BOOK_EXAMPLE_SIZES["num_attention_heads"],
-    d_kv=BOOK_EXAMPLE_SIZES["hidden_size"] // BOOK_EXAMPLE_SIZES["num_attention_heads"],
-    d_ff=BOOK_EXAMPLE_SIZES["intermediate_size"],
-    num_layers=BOOK_EXAMPLE_SIZES["num_hidden_layers"],
-    relative_attention_num_buckets=8,
-    relative_attention_max_distance=16,
-    decoder_start_token_id=0,
+SIZES = config_sizes(
+    "t5", BOOK_DIMS, relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=0
 )
 
 

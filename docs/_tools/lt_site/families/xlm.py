@@ -7,18 +7,12 @@ from transformers import XLMConfig
 
 from literate_transformer.models.xlm import XLMModel
 
-from ..base import BOOK_EXAMPLE_SIZES, Proof, RunningExample
+from ..base import BOOK_DIMS, BOOK_EXAMPLE_SIZES, Proof, RunningExample, config_sizes
 from ._encoder_branch import ENCODER_DIMS, example, padded_batch, proof
 
-#: The book example's sizes under XLM's names, with two languages (XLM's feed-forward width is 4E).
-SIZES = dict(
-    vocab_size=BOOK_EXAMPLE_SIZES["vocab_size"],
-    emb_dim=BOOK_EXAMPLE_SIZES["hidden_size"],
-    n_heads=BOOK_EXAMPLE_SIZES["num_attention_heads"],
-    n_layers=BOOK_EXAMPLE_SIZES["num_hidden_layers"],
-    max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"],
-    n_langs=2,
-)
+#: The book example's sizes under XLM's names (emb_dim, n_heads, n_layers), with two languages (XLM's
+#: feed-forward width is 4E).
+SIZES = config_sizes("xlm", BOOK_DIMS, max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"], n_langs=2)
 #: The first sequence in language 0, the second in language 1.
 LANGS = torch.tensor([[0] * 7, [1] * 7])
 

@@ -1156,6 +1156,7 @@ class BertWithTokenHead(nn.Module):
             The encoder's :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits``,
             and ``loss`` with ``labels``.
         """
+        # 1) The encoder, under its family's name (self.bert, self.electra).
         encoder = getattr(self, self.base_model_prefix)
         output = encoder(
             input_ids,
@@ -1165,7 +1166,9 @@ class BertWithTokenHead(nn.Module):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+        # 2) The head, at every token.
         output.logits = self.score(output.last_hidden_state)
+        # 3) With labels, the pretraining loss.
         if labels is not None:
             output.loss = self.loss(output.logits, labels, attention_mask)
         return output
@@ -1198,7 +1201,8 @@ class BertForMaskedLM(BertWithTokenHead):
 
     def score(self, sequence_output: Tensor) -> Tensor:
         """Every position scored against every token of the vocabulary: ``logits`` ``(B, T, V)``."""
-        return self.cls(sequence_output)
+        logits = self.cls(sequence_output)  # (B, T, V)
+        return logits
 
     def loss(self, logits: Tensor, labels: Tensor, attention_mask: Tensor | None) -> Tensor:
         """:func:`~literate_transformer.pretraining.masked_lm.masked_lm_loss`: only the chosen positions count.

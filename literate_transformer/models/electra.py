@@ -151,7 +151,8 @@ class ElectraForPreTraining(BertWithTokenHead):
 
     def score(self, sequence_output: Tensor) -> Tensor:
         """A replaced-token logit for every token, ``(B, T)``."""
-        return self.discriminator_predictions(sequence_output)
+        logits = self.discriminator_predictions(sequence_output)  # (B, T)
+        return logits
 
     def loss(self, logits: Tensor, labels: Tensor, attention_mask: Tensor | None) -> Tensor:
         """The mean binary cross-entropy over the real tokens (all tokens without ``attention_mask``), as ``transformers`` computes it."""

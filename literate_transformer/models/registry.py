@@ -35,7 +35,6 @@ import pkgutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -55,7 +54,6 @@ __all__ = [
 REGISTRY: dict[str, Callable[[nn.Module], nn.Module]] = {}
 
 Converter = Callable[[nn.Module], nn.Module]
-Model = TypeVar("Model", bound=nn.Module)
 
 
 def register(*hf_class_names: str) -> Callable[[Converter], Converter]:
@@ -196,7 +194,7 @@ def map_state_dict(
     return check_state_dict(mapped, expected, unexpected, model)
 
 
-def load_by_name(model: Model, hf_model: nn.Module) -> Model:
+def load_by_name(model: nn.Module, hf_model: nn.Module) -> nn.Module:
     """Load a ``transformers`` model's weights into the package's model that keeps every one of its names.
 
     The converter of a family whose module and parameter names are all

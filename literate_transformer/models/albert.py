@@ -49,7 +49,7 @@ from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.stack import run_layers
 from .bert import BertEmbeddings, BertSelfAttention
-from .registry import map_state_dict, register
+from .registry import load_by_name, register
 
 __all__ = [
     "check_albert_config",
@@ -265,11 +265,6 @@ class AlbertModel(nn.Module):
 
 @register("AlbertModel")
 def albert_from_hf(hf_model: nn.Module) -> AlbertModel:
-    """:class:`AlbertModel` with the config and weights of a ``transformers`` ``AlbertModel``.
-
-    The names are HuggingFace's, so the key map is the identity.
-    """
-    state = hf_model.state_dict()
-    model = AlbertModel(hf_model.config, add_pooling_layer="pooler.weight" in state)
-    model.load_state_dict(map_state_dict(state, model.state_dict(), lambda key: key, "AlbertModel"), strict=True)
-    return model.eval()
+    """:class:`AlbertModel` with the config and weights of a ``transformers`` ``AlbertModel``, loaded by name."""
+    has_pooler = "pooler.weight" in hf_model.state_dict()
+    return load_by_name(AlbertModel(hf_model.config, add_pooling_layer=has_pooler), hf_model)

@@ -203,7 +203,7 @@ from ..core.validation import (
 from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..pretraining.masked_lm import masked_lm_loss
-from .registry import map_state_dict, register
+from .registry import load_by_name, map_state_dict, register
 
 __all__ = [
     "BertEmbeddings",
@@ -223,6 +223,7 @@ __all__ = [
     "BertPredictionHeadTransform",
     "BertLMPredictionHead",
     "BertOnlyMLMHead",
+    "BertWithTokenHead",
     "BertForMaskedLM",
     "bert_for_masked_lm_from_hf",
 ]
@@ -799,6 +800,15 @@ class BertModel(nn.Module):
         """
         return check_token_inputs(args, self.config)
 
+    def embed(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None) -> Tensor:
+        """Step 1 of :meth:`forward`: token ids to the vectors the first layer reads, ``(B, T, E)``.
+
+        BERT's are its embeddings' output.  A family whose embeddings are
+        narrower than its layers (ELECTRA's) projects them here and keeps
+        BERT's ``forward``.
+        """
+        return self.embeddings(input_ids, token_type_ids, position_ids)
+
     def get_extended_attention_mask(
         self, attention_mask: Tensor | None, query_length: int, dtype: torch.dtype, causal: bool = False
     ) -> Tensor | None:
@@ -856,7 +866,7 @@ class BertModel(nn.Module):
         if head_mask is not None and head_mask.dim() == 1:
             head_mask = head_mask.expand(self.config.num_hidden_layers, -1)  # (L, H)
         # 1) Token ids -> vectors.
-        embedding_output = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, E)
+        embedding_output = self.embed(input_ids, token_type_ids, position_ids)  # (B, T, E)
         # 2) Additive masks for self-attention (causal in a decoder) and cross-attention, built once.
         length, dtype = input_ids.shape[1], embedding_output.dtype
         extended_attention_mask = self.get_extended_attention_mask(
@@ -1093,13 +1103,78 @@ class BertOnlyMLMHead(nn.Module):
         return self.predictions(sequence_output)
 
 
-def _check_masked_lm_inputs(model: BertForMaskedLM, args: Arguments) -> None:
-    check_token_inputs(args, model.config)
+def _check_token_head_inputs(model: BertWithTokenHead, args: Arguments) -> None:
+    input_ids = check_token_inputs(args, model.config)
     if args.labels is not None:
-        check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+        model.validate_labels(args.labels, input_ids)
 
 
-class BertForMaskedLM(nn.Module):
+class BertWithTokenHead(nn.Module):
+    """A BERT encoder with a head that scores every token: what a pretraining model adds to the encoder.
+
+    :class:`BertForMaskedLM` scores every vocabulary entry at each position
+    and :class:`~literate_transformer.models.electra.ElectraForPreTraining`
+    says whether each token was replaced; both run the same three steps,
+    written once in :meth:`forward`.  A subclass builds the encoder under
+    the attribute :attr:`base_model_prefix` names (HuggingFace's name for it,
+    ``bert``, ``electra``) and its head, and writes the three things that
+    differ: :meth:`score`, :meth:`loss` and :meth:`validate_labels`.
+    """
+
+    #: The attribute that holds the encoder, as in ``transformers``.
+    base_model_prefix = "bert"
+
+    def score(self, sequence_output: Tensor) -> Tensor:
+        """The head: every token's scores from the encoder's last hidden state ``(B, T, E)``."""
+        raise NotImplementedError
+
+    def loss(self, logits: Tensor, labels: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """The pretraining loss of the scores against the labels."""
+        raise NotImplementedError
+
+    def validate_labels(self, labels: Tensor, input_ids: Tensor) -> None:
+        """Refuse labels the loss cannot read (checked before anything runs)."""
+        raise NotImplementedError
+
+    @validate_with(_check_token_head_inputs)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """Scores for every token; the arguments as in :meth:`BertModel.forward`.
+
+        Args:
+            labels: ``(B, T)``, what the head should predict at each position (see the subclass).
+
+        Returns:
+            The encoder's :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits``,
+            and ``loss`` with ``labels``.
+        """
+        # 1) The encoder, under its family's name (self.bert, self.electra).
+        encoder = getattr(self, self.base_model_prefix)
+        output = encoder(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        # 2) The head, at every token.
+        output.logits = self.score(output.last_hidden_state)
+        # 3) With labels, the pretraining loss.
+        if labels is not None:
+            output.loss = self.loss(output.logits, labels, attention_mask)
+        return output
+
+
+class BertForMaskedLM(BertWithTokenHead):
     """BERT with its masked-language-model head: a score for every vocabulary entry at every position.
 
     The encoder is ``bert`` (a :class:`BertModel` without pooler, as
@@ -1107,7 +1182,9 @@ class BertForMaskedLM(nn.Module):
     the head's ``decoder`` is the word-embedding table, so a token's score is
     the dot product of the transformed vector with that token's own
     embedding.  The data it learns from is made by
-    :func:`~literate_transformer.pretraining.masked_lm.mask_tokens`.
+    :func:`~literate_transformer.pretraining.masked_lm.mask_tokens`;
+    ``forward`` is :meth:`BertWithTokenHead.forward`, whose ``labels`` here
+    are the original token at the chosen positions and ``-100`` elsewhere.
 
     Args:
         config: A :class:`~literate_transformer.core.config.TransformerConfig` or a
@@ -1122,43 +1199,22 @@ class BertForMaskedLM(nn.Module):
         self.cls = BertOnlyMLMHead(config)
         tie_weights(self.cls.predictions.decoder, self.bert.embeddings.word_embeddings)
 
-    @validate_with(_check_masked_lm_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Scores over the vocabulary at every position; the arguments as in :meth:`BertModel.forward`.
+    def score(self, sequence_output: Tensor) -> Tensor:
+        """Every position scored against every token of the vocabulary: ``logits`` ``(B, T, V)``."""
+        logits = self.cls(sequence_output)  # (B, T, V)
+        return logits
 
-        Args:
-            labels: ``(B, T)`` the original token at the chosen positions, ``-100`` elsewhere
-                (what :func:`~literate_transformer.pretraining.masked_lm.mask_tokens` returns).
+    def loss(self, logits: Tensor, labels: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """:func:`~literate_transformer.pretraining.masked_lm.masked_lm_loss`: only the chosen positions count.
 
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T, V)``,
-            and ``loss`` with ``labels``
-            (:func:`~literate_transformer.pretraining.masked_lm.masked_lm_loss`).
+        Nothing is shifted (position t predicts the token at t); the mask is
+        not read, the labels say which positions count.
         """
-        output = self.bert(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        # Every position scored against every token of the vocabulary.
-        logits = self.cls(output.last_hidden_state)  # (B, T, V)
-        output.logits = logits
-        if labels is not None:
-            # Only the chosen positions count; nothing is shifted (position t predicts the token at t).
-            output.loss = masked_lm_loss(output.logits, labels)
-        return output
+        return masked_lm_loss(logits, labels)
+
+    def validate_labels(self, labels: Tensor, input_ids: Tensor) -> None:
+        """Token ids of the vocabulary, or ``-100``, one per input token."""
+        check_labels(labels, input_ids.shape, self.config.vocab_size)
 
 
 @register("BertForMaskedLM")
@@ -1173,7 +1229,6 @@ def bert_for_masked_lm_from_hf(hf_model: nn.Module) -> BertForMaskedLM:
     Raises:
         ValueError: for a checkpoint whose tensors do not fit, or whose head is not tied.
     """
-    model = BertForMaskedLM(hf_model.config)
     state = hf_model.state_dict()
     ties = {
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -1182,5 +1237,4 @@ def bert_for_masked_lm_from_hf(hf_model: nn.Module) -> BertForMaskedLM:
     for copy, original in ties.items():
         if copy in state and not torch.equal(state[copy], state[original]):
             raise ValueError(f"{copy} differs from {original}: this BertForMaskedLM's head is not tied")
-    model.load_state_dict(map_state_dict(state, model.state_dict(), lambda key: key, "BertForMaskedLM"), strict=True)
-    return model.eval()
+    return load_by_name(BertForMaskedLM(hf_model.config), hf_model)

@@ -59,7 +59,7 @@ from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import run_layers
-from .registry import map_state_dict, register
+from .registry import load_by_name, register
 
 __all__ = [
     "check_distilbert_config",
@@ -249,12 +249,5 @@ class DistilBertModel(nn.Module):
 
 @register("DistilBertModel")
 def distilbert_from_hf(hf_model: nn.Module) -> DistilBertModel:
-    """:class:`DistilBertModel` with the config and weights of a ``transformers`` ``DistilBertModel``.
-
-    The names are HuggingFace's, so the key map is the identity (the
-    ``position_ids`` buffer is not saved, here or there).
-    """
-    model = DistilBertModel(hf_model.config)
-    state = map_state_dict(hf_model.state_dict(), model.state_dict(), lambda key: key, "DistilBertModel")
-    model.load_state_dict(state, strict=True)
-    return model.eval()
+    """:class:`DistilBertModel` with the config and weights of a ``transformers`` ``DistilBertModel``, loaded by name."""
+    return load_by_name(DistilBertModel(hf_model.config), hf_model)

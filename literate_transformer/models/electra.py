@@ -37,11 +37,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.outputs import ModelOutput
-from ..core.validation import Arguments, check_tensor, check_token_inputs, validate_with
+from ..core.validation import check_tensor
 from .albert import AlbertEmbeddings
-from .bert import BertModel
-from .registry import map_state_dict, register
+from .bert import BertModel, BertWithTokenHead
+from .registry import load_by_name, register
 
 __all__ = [
     "check_electra_config",
@@ -82,12 +81,11 @@ class ElectraEmbeddings(AlbertEmbeddings):
     """
 
 
-def _check_model_inputs(model: ElectraModel, args: Arguments) -> None:
-    check_token_inputs(args, model.config)
-
-
 class ElectraModel(BertModel):
     """ELECTRA's encoder: :class:`ElectraEmbeddings`, ``embeddings_project`` (when :math:`W \\ne E`), BERT's layers.
+
+    ``forward`` is :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`:
+    only its first step, :meth:`embed`, changes.  There is no pooler.
 
     Args:
         config: A ``transformers`` :class:`~transformers.ElectraConfig`.
@@ -101,36 +99,14 @@ class ElectraModel(BertModel):
             #: :math:`W \to E`, from the embedding width to the layers'.
             self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
 
-    @validate_with(_check_model_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        *,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Encode a batch; the arguments as in :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput` (no ``pooler_output``: no pooler).
-        """
-        # 1) Token ids -> vectors of the embedding width W.
+    def embed(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None) -> Tensor:
+        """BERT's step 1 at the embedding width ``W``, then projected to the layers' width ``E``, ``(B, T, E)``."""
+        # Token ids -> vectors of the embedding width W ...
         embedding_output = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, W)
-        # 2) ... projected to the layers' width E, where the two differ.
+        # ... projected to the layers' width E, where the two differ.
         if hasattr(self, "embeddings_project"):
             embedding_output = self.embeddings_project(embedding_output)  # (B, T, E)
-        # 3) The additive padding mask, built once.
-        mask = self.get_extended_attention_mask(attention_mask, input_ids.shape[1], embedding_output.dtype)
-        # 4) BERT's layers.
-        return self.encoder(
-            embedding_output,
-            attention_mask=mask,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
+        return embedding_output
 
 
 class ElectraDiscriminatorPredictions(nn.Module):
@@ -153,20 +129,19 @@ class ElectraDiscriminatorPredictions(nn.Module):
         return self.dense_prediction(hidden_states).squeeze(-1)
 
 
-def _check_pretraining_inputs(model: ElectraForPreTraining, args: Arguments) -> None:
-    input_ids = check_token_inputs(args, model.config)
-    if args.labels is not None:
-        labels = check_tensor(args.labels, "labels", dtypes=("int", "bool"), shape=tuple(input_ids.shape))
-        if labels.numel() and not bool(((labels == 0) | (labels == 1)).all()):
-            raise ValueError("labels must be 1 where a token was replaced and 0 where it is the original")
-
-
-class ElectraForPreTraining(nn.Module):
+class ElectraForPreTraining(BertWithTokenHead):
     """ELECTRA's discriminator with its head: is each token the original (0) or a replacement (1)?
+
+    ``forward`` is BERT's pretraining models' :meth:`~literate_transformer.models.bert.BertWithTokenHead.forward`
+    on ``electra``: ``logits`` ``(B, T)``, and with ``labels`` (``(B, T)``, 1 where a token was replaced, 0
+    where it is the original) the ``loss``.
 
     Args:
         config: A ``transformers`` :class:`~transformers.ElectraConfig`.
     """
+
+    #: The attribute that holds the encoder, as in ``transformers``.
+    base_model_prefix = "electra"
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -174,43 +149,22 @@ class ElectraForPreTraining(nn.Module):
         self.config = self.electra.config
         self.discriminator_predictions = ElectraDiscriminatorPredictions(config)
 
-    @validate_with(_check_pretraining_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        *,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """A replaced-token score for every token; the other arguments as in :meth:`ElectraModel.forward`.
+    def score(self, sequence_output: Tensor) -> Tensor:
+        """A replaced-token logit for every token, ``(B, T)``."""
+        logits = self.discriminator_predictions(sequence_output)  # (B, T)
+        return logits
 
-        Args:
-            labels: ``(B, T)``, 1 where a token was replaced, 0 where it is the original.
+    def loss(self, logits: Tensor, labels: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """The mean binary cross-entropy over the real tokens (all tokens without ``attention_mask``), as ``transformers`` computes it."""
+        # Replaced-token detection: a yes/no question at every real token, padding left out.
+        real = slice(None) if attention_mask is None else attention_mask.bool()
+        return F.binary_cross_entropy_with_logits(logits[real], labels[real].float())
 
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T)``, and with
-            ``labels`` the ``loss``: the mean binary cross-entropy over the real tokens (all tokens without
-            ``attention_mask``), as ``transformers`` computes it.
-        """
-        output = self.electra(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        logits = self.discriminator_predictions(output.last_hidden_state)  # (B, T)
-        output.logits = logits
-        if labels is not None:
-            # Replaced-token detection: a yes/no question at every real token, padding left out.
-            real = slice(None) if attention_mask is None else attention_mask.bool()
-            output.loss = F.binary_cross_entropy_with_logits(output.logits[real], labels[real].float())
-        return output
+    def validate_labels(self, labels: Tensor, input_ids: Tensor) -> None:
+        """Zeros and ones, one per input token."""
+        labels = check_tensor(labels, "labels", dtypes=("int", "bool"), shape=tuple(input_ids.shape))
+        if labels.numel() and not bool(((labels == 0) | (labels == 1)).all()):
+            raise ValueError("labels must be 1 where a token was replaced and 0 where it is the original")
 
 
 @register("ElectraModel", "ElectraForPreTraining")
@@ -218,10 +172,7 @@ def electra_from_hf(hf_model: nn.Module) -> ElectraModel | ElectraForPreTraining
     """The package's ELECTRA with the config and weights of a ``transformers`` ``ElectraModel`` or ``ElectraForPreTraining``.
 
     The names are HuggingFace's (``electra.`` before the encoder's in the
-    model with the head), so the key map is the identity.
+    model with the head), so the weights load by name.
     """
     cls = ElectraForPreTraining if hasattr(hf_model, "discriminator_predictions") else ElectraModel
-    model = cls(hf_model.config)
-    state = map_state_dict(hf_model.state_dict(), model.state_dict(), lambda key: key, cls.__name__)
-    model.load_state_dict(state, strict=True)
-    return model.eval()
+    return load_by_name(cls(hf_model.config), hf_model)

@@ -46,6 +46,7 @@ __all__ = [
     "model_class",
     "check_state_dict",
     "map_state_dict",
+    "load_by_name",
     "map_language_model_state_dict",
 ]
 
@@ -191,6 +192,30 @@ def map_state_dict(
         else:
             mapped[key] = tensor
     return check_state_dict(mapped, expected, unexpected, model)
+
+
+def load_by_name(model: nn.Module, hf_model: nn.Module) -> nn.Module:
+    """Load a ``transformers`` model's weights into the package's model that keeps every one of its names.
+
+    The converter of a family whose module and parameter names are all
+    HuggingFace's: the key map is the identity, and :func:`map_state_dict`
+    still checks that every tensor is given once, with its shape.  A
+    constant buffer that neither model saves (``position_ids`` in most
+    ``transformers`` encoders) is not a key on either side.
+
+    Args:
+        model: The package's model, built from ``hf_model``'s config.
+        hf_model: The ``transformers`` model.
+
+    Returns:
+        ``model``, loaded and in evaluation mode.
+
+    Raises:
+        ValueError: listing every missing, unexpected and mis-shaped key.
+    """
+    state = map_state_dict(hf_model.state_dict(), model.state_dict(), lambda key: key, type(model).__name__)
+    model.load_state_dict(state, strict=True)
+    return model.eval()
 
 
 def map_language_model_state_dict(

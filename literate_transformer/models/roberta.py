@@ -42,7 +42,7 @@ from torch import Tensor, nn
 
 from ..core.validation import Arguments, check_input_ids, check_token_inputs, validate_with
 from .bert import BertEmbeddings, BertModel
-from .registry import map_state_dict, register
+from .registry import load_by_name, register
 
 __all__ = [
     "check_roberta_config",
@@ -173,10 +173,7 @@ class RobertaModel(BertModel):
 def roberta_from_hf(hf_model: nn.Module, cls: type[RobertaModel] = RobertaModel) -> RobertaModel:
     """A :class:`RobertaModel` (or ``cls``) with the config and weights of a ``transformers`` one.
 
-    The names are HuggingFace's, so the key map is the identity.
+    The names are HuggingFace's, so the weights load by name.
     """
-    state = hf_model.state_dict()
-    has_pooler = any(key.startswith("pooler.") for key in state)
-    model = cls(hf_model.config, add_pooling_layer=has_pooler)
-    model.load_state_dict(map_state_dict(state, model.state_dict(), lambda key: key, cls.__name__), strict=True)
-    return model.eval()
+    has_pooler = any(key.startswith("pooler.") for key in hf_model.state_dict())
+    return load_by_name(cls(hf_model.config, add_pooling_layer=has_pooler), hf_model)

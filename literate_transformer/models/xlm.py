@@ -52,7 +52,7 @@ from ..core.validation import Arguments, check_tensor, check_token_inputs, valid
 from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
 from ..parts.positions import LearnedPositionalEmbedding
-from .registry import map_state_dict, register
+from .registry import load_by_name, register
 
 __all__ = ["check_xlm_config", "XLMMultiHeadAttention", "XLMTransformerFFN", "XLMModel", "xlm_from_hf"]
 
@@ -227,12 +227,5 @@ class XLMModel(nn.Module):
 
 @register("XLMModel")
 def xlm_from_hf(hf_model: nn.Module) -> XLMModel:
-    """:class:`XLMModel` with the config and weights of a ``transformers`` ``XLMModel``.
-
-    The names are HuggingFace's, so the key map is the identity (the
-    ``position_ids`` buffer is not saved, here or there).
-    """
-    model = XLMModel(hf_model.config)
-    state = map_state_dict(hf_model.state_dict(), model.state_dict(), lambda key: key, "XLMModel")
-    model.load_state_dict(state, strict=True)
-    return model.eval()
+    """:class:`XLMModel` with the config and weights of a ``transformers`` ``XLMModel``, loaded by name."""
+    return load_by_name(XLMModel(hf_model.config), hf_model)

@@ -19,6 +19,10 @@ from torch import Tensor, nn
 
 from literate_transformer.book.generation import greedy_generate
 
+#: Every family's tolerance against ``transformers``, float32, absolute: logits, losses, hidden states,
+#: attention probabilities and cached decoding.
+ATOL = 1e-5
+
 
 def assert_key_map_names_a_missing_tensor(
     key_map: Callable[..., dict[str, Tensor]], state: Mapping[str, Tensor], expected: Mapping[str, Tensor], key: str
@@ -200,8 +204,6 @@ def assert_seq2seq_refuses_masks_of_the_wrong_shape(ours, input_ids, attention_m
 # ---------------------------------------------------------------------------
 # Decoder-only language models (the decoder branch)
 # ---------------------------------------------------------------------------
-#: float32, absolute: logits, losses and cached decoding.
-ATOL = 1e-5
 #: The decodings every decoder family is proved on, by transformers' argument names (greedy: none of them).
 DECODINGS = {
     "greedy": {},
@@ -322,25 +324,25 @@ def assert_bad_inputs_are_refused(ours) -> None:
             ours(torch.ones(1, limit + 1, dtype=torch.long))
 
 
-def hf_and_ours_fixture(
-    config_class: type, model_class: type, shapes: Mapping[str, dict], needs: Mapping[str, Any] | None = None
-):
+def hf_and_ours_fixture(config_class: type, model_class: type, shapes: Any, needs: Mapping[str, Any] | None = None):
     """A family's module-scoped ``models`` fixture: a random ``transformers`` model and ``from_hf``'s, per row.
 
-    One row of ``shapes`` (the family's config fields) per parameter, named for it; ``needs`` marks a row
+    One row of ``shapes`` (the family's config fields: a table of ``tests/shapes.py``'s ``Shapes``, or a
+    mapping of names to fields) per parameter, named for it; ``needs`` marks a row
     (a ``skipif`` where a release of ``transformers`` lacks what the row uses).  Eager attention, ids 1, 2
     and 0 for the start, end and padding, every parameter randomised (the ``randomize`` fixture).
     """
     from literate_transformer import from_hf
 
     needs = needs or {}
+    rows = shapes if isinstance(shapes, Mapping) else {name: shapes(name) for name in shapes.names}
 
     @pytest.fixture(
-        params=[pytest.param(name, marks=needs.get(name, ())) for name in sorted(shapes)], scope="module", name="models"
+        params=[pytest.param(name, marks=needs.get(name, ())) for name in sorted(rows)], scope="module", name="models"
     )
     def models(request, randomize):
         config = config_class(
-            **shapes[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
+            **rows[request.param], bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="eager"
         )
         torch.manual_seed(0)
         hf = randomize(model_class(config))

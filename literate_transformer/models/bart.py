@@ -40,8 +40,9 @@ made in one place they can override: a layer's ``norm_first`` (each
 sub-layer reads :meth:`BartEncoderLayer.sublayer_input`, :math:`x` itself
 in post-LN, :math:`\operatorname{LN}(x)` in pre-LN) and its
 :meth:`~BartEncoderLayer.new_attention`; a stack's
-:meth:`~BartStack.position_embedding`, :meth:`~BartStack.position_ids`,
-:meth:`~BartStack.embed` and :meth:`~BartStack.final` (what follows the
+:meth:`~BartStack.position_embedding`,
+:meth:`~literate_transformer.parts.stack.DecoderStack.position_ids`,
+:meth:`~BartStack.embed` and :meth:`~BartStack.final_norm` (what follows the
 last layer); the model's ``check_config``, ``encoder_class`` and
 ``decoder_class``, and the head's ``model_class``.
 Tests build random BARTs of unusual shapes with ``transformers`` and require
@@ -95,8 +96,7 @@ from ..parts.feed_forward import feed_forward
 from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
-from ..parts.positions import position_ids as positions_of
-from ..parts.stack import run_layers
+from ..parts.stack import DecoderStack, run_layers
 from .registry import map_state_dict, register
 
 __all__ = [
@@ -300,9 +300,16 @@ class BartDecoderLayer(BartEncoderLayer):
         return LayerOutput(hidden_states, attention.attention_probs, cross.attention_probs, cache)
 
 
-class BartStack(nn.Module):
+class BartStack(DecoderStack, nn.Module):
     """What BART's encoder and decoder share: the token table (``shared``), their own position table and
     embedding layer norm, and their layers.
+
+    Its methods are the decisions a decoder stack makes
+    (:class:`~literate_transformer.parts.stack.DecoderStack`): how the
+    tokens and positions enter (:meth:`embed`, and the package's one rule for
+    positions, :meth:`~literate_transformer.parts.stack.DecoderStack.position_ids`)
+    and what follows the last layer (:meth:`final_norm`); the decoder runs
+    the shared forward with them, the encoder its own.
 
     Args:
         config: A ``transformers`` :class:`~transformers.BartConfig`.
@@ -327,16 +334,12 @@ class BartStack(nn.Module):
         """BART's learned positions: position :math:`p` in row :math:`p + 2` of the table."""
         return LearnedPositionalEmbedding(config.max_position_embeddings, config.d_model, BART_POSITION_OFFSET)
 
-    def position_ids(self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int = 0) -> Tensor:
-        """The positions of ``input_ids``: the package's one rule (:func:`~literate_transformer.parts.positions.position_ids`)."""
-        return positions_of(attention_mask, input_ids.shape[1], past_length, device=input_ids.device)
-
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """Token vectors (scaled) plus positions, then the layer norm on the sum and dropout: ``(B, T, E)``."""
         embeddings = self.embed_tokens(input_ids) + self.embed_positions(position_ids)  # (B, T, E)
         return self.dropout(self.layernorm_embedding(embeddings))
 
-    def final(self, hidden_states: Tensor) -> Tensor:
+    def final_norm(self, hidden_states: Tensor) -> Tensor:
         """What follows the last layer: nothing in BART (a post-LN layer's output is normalised already)."""
         return hidden_states
 
@@ -364,7 +367,7 @@ class BartEncoder(BartStack):
         hidden_states, layer_outputs = run_layers(
             self.layers, embedding_output, mask, output_attentions=output_attentions
         )
-        hidden_states = self.final(hidden_states)
+        hidden_states = self.final_norm(hidden_states)
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
 
 
@@ -408,27 +411,19 @@ class BartDecoder(BartStack):
     ) -> ModelOutput:
         """Decode the target ``(B, T)`` against the encoder's ``(B, S, E)``; arguments as in
         :meth:`~literate_transformer.book.decoder.TransformerDecoder.forward`."""
-        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
-        length = input_ids.shape[1]
-        embedding_output = self.embed(input_ids, self.position_ids(input_ids, attention_mask, past_length))
-        # The causal mask (with the target's padding) and the source's padding, built once, additive.
-        masks = dict(device=input_ids.device, dtype=embedding_output.dtype)
-        self_mask = build_attention_mask(
-            attention_mask, query_length=length, causal=True, past_length=past_length, **masks
-        )
-        source_mask = build_attention_mask(encoder_attention_mask, query_length=length, **masks)
-        hidden_states, layer_outputs = run_layers(
+        # The decoder stack's forward (parts.stack.DecoderStack.decode), its layers reading the source too.
+        return self.decode(
             self.layers,
-            embedding_output,
-            self_mask,
-            encoder_hidden_states,
-            source_mask,
-            past_key_values=past_key_values,
+            input_ids,
+            attention_mask,
+            None,
+            past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
+            output_hidden_states=False,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
         )
-        hidden_states = self.final(hidden_states)
-        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
 
 
 def check_bart_config(config: Any, model_type: str = "bart", name: str = "BartConfig") -> Any:

@@ -28,7 +28,7 @@ block-sparse self-attention in the encoder     :func:`block_sparse_layout` (whic
                                                (gather the blocks, attend within them)
 full attention for short inputs                :meth:`BigBirdPegasusEncoder.uses_block_sparse`
 pre-LN layers                                  ``norm_first = True`` on BART's layers
-a norm after each stack, named                 :meth:`BigBirdPegasusStack.final` (BART's name, used at the
+a norm after each stack, named                 :meth:`BigBirdPegasusStack.final_norm` (BART's name, used at the
 ``layernorm_embedding``                        other end of the stack)
 no layer norm on the embeddings                :meth:`BigBirdPegasusStack.embed`
 learned positions without BART's offset        ``LearnedPositionalEmbedding(..., offset=0)``
@@ -405,7 +405,7 @@ class BigBirdPegasusStack(BartStack):
         embeddings = self.embed_tokens(input_ids) + self.embed_positions(position_ids)  # (B, T, E)
         return self.dropout(embeddings)
 
-    def final(self, hidden_states: Tensor) -> Tensor:
+    def final_norm(self, hidden_states: Tensor) -> Tensor:
         """The norm after the last layer, which HuggingFace names ``layernorm_embedding`` (BART's name, moved)."""
         return self.layernorm_embedding(hidden_states)
 
@@ -479,7 +479,7 @@ class BigBirdPegasusEncoder(BigBirdPegasusStack, BartEncoder):
             mask = build_attention_mask(attention_mask, query_length=length, dtype=embedding_output.dtype)
         hidden_states, layer_outputs = run_layers(self.layers, hidden_states, mask, output_attentions=output_attentions)
         # The final norm, and the padding added for the blocks cut off again.
-        hidden_states = self.final(hidden_states)[:, :length]  # (B, S, E)
+        hidden_states = self.final_norm(hidden_states)[:, :length]  # (B, S, E)
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
 
 

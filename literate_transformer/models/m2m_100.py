@@ -13,8 +13,8 @@ M2M-100                                    here
 =========================================  ===========================================================
 pre-LN layers                              ``norm_first = True`` on BART's layers: each sub-layer reads
                                            :math:`\operatorname{LN}(x)`
-a layer norm after each stack,             :meth:`M2M100Stack.final`; BART's stacks end with their last
-``layer_norm``                             layer
+a layer norm after each stack,             :meth:`M2M100Stack.final_norm`; BART's stacks end with their
+``layer_norm``                             last layer
 no layer norm on the embeddings            :meth:`M2M100Stack.embed` sums tokens and positions only
 fixed sinusoids, not a learned table       :class:`M2M100SinusoidalPositionalEmbedding` (no parameters)
 positions counted from the ids             :meth:`M2M100Stack.position_ids`: a token that *is* the
@@ -216,7 +216,7 @@ class M2M100Stack(BartStack):
         embeddings = self.embed_tokens(input_ids) + self.embed_positions(position_ids)  # (B, T, E)
         return self.dropout(embeddings)
 
-    def final(self, hidden_states: Tensor) -> Tensor:
+    def final_norm(self, hidden_states: Tensor) -> Tensor:
         """The layer norm after the last layer (a pre-LN stack's residual stream is never normalised on the way)."""
         return self.layer_norm(hidden_states)
 

@@ -8,12 +8,14 @@ encoder and decoder write it out, where the chapters read it.  What the
 stack then reports (every layer's output, attentions and cache, as
 per-layer tuples) is :meth:`~literate_transformer.core.outputs.ModelOutput.from_layers`.
 
-A decoder-only stack adds a cache and a causal mask around that loop, and
-its forward is the same in every family: :class:`DecoderStack` writes it
-once (:meth:`DecoderStack.decode`); GPT's stack and Llama's, which are not
-each other's parents, both call it, and each writes only the decisions it
-changes: what the first layer reads, what every layer reads besides, and
-what follows the last layer.
+A decoder stack adds a cache and a causal mask around that loop, and its
+forward is the same in every family: :class:`DecoderStack` writes it once
+(:meth:`DecoderStack.decode`); GPT's stack, Llama's and BART's decoder,
+which are not each other's parents, all call it, and each writes only the
+decisions it changes: how positions are counted, what the first layer
+reads, what every layer reads besides, and what follows the last layer.
+The decoder of an encoder-decoder model is the same stack with one more
+input, the encoder's output, which every layer's cross-attention reads.
 
 >>> import torch
 >>> from torch import nn
@@ -71,13 +73,19 @@ def run_layers(
 
 
 class DecoderStack:
-    """A decoder stack over a cache: the forward every decoder-only stack shares, and the decisions a family changes.
+    """A decoder stack over a cache: the forward every decoder stack shares, and the decisions a family changes.
 
-    A stack mixes this class in and writes :meth:`embed`, :meth:`layer_inputs`
-    and :meth:`final_norm` (and :meth:`attention_masks`, where its mask is not
-    the causal one); its ``forward`` keeps HuggingFace's signature and hands
-    its arguments, with its layers, to :meth:`decode`.
+    A stack mixes this class in and writes :meth:`embed` and :meth:`final_norm`
+    (and :meth:`position_ids`, :meth:`attention_masks` and :meth:`layer_inputs`,
+    where it changes them); its ``forward`` keeps HuggingFace's signature and
+    hands its arguments, with its layers, to :meth:`decode`.
     """
+
+    def position_ids(self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int = 0) -> Tensor:
+        """The positions of ``input_ids``, ``(B, T)``: the package's one rule
+        (:func:`~literate_transformer.parts.positions.position_ids`): a real token's counts the real tokens before it,
+        cached ones included."""
+        return positions_of(attention_mask, input_ids.shape[1], past_length, device=input_ids.device)
 
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The first layer's input, ``(B, T, E)``: each family says how tokens and positions enter."""
@@ -92,8 +100,8 @@ class DecoderStack:
         )
 
     def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
-        """What every layer reads besides its input and mask, by name (a family with rotary angles hands them here)."""
-        raise NotImplementedError
+        """What every layer reads besides its input and mask, by name: nothing, unless a family says (rotary angles)."""
+        return {}
 
     def final_norm(self, hidden_states: Tensor) -> Tensor:
         """What follows the last layer (a pre-norm stack's final norm)."""
@@ -110,14 +118,18 @@ class DecoderStack:
         use_cache: bool,
         output_attentions: bool,
         output_hidden_states: bool,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
     ) -> ModelOutput:
-        """The stack's forward: embeddings, the mask once, the layers over the cache, the final norm.
+        """The stack's forward: embeddings, the masks once, the layers over the cache, the final norm.
 
         Args:
             layers: The stack's layers (GPT's ``h``, Llama's ``layers``).
             input_ids: ``(B, T)`` token ids (with a cache, only the new ones); the other arguments as the
-                stack's ``forward`` received them (``position_ids=None``: each real token's position counts
-                the real tokens before it).
+                stack's ``forward`` received them (``position_ids=None``: :meth:`position_ids`).
+            encoder_hidden_states: The encoder's output ``(B, S, E)``, which every layer's cross-attention
+                reads (the decoder of an encoder-decoder model); ``None`` in a decoder-only stack.
+            encoder_attention_mask: The source's ``(B, S)`` padding mask.
 
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput`.
@@ -125,14 +137,22 @@ class DecoderStack:
         past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
         length = input_ids.shape[1]
         if position_ids is None:
-            # A token's position counts the real tokens before it (one rule, parts.positions.position_ids).
-            position_ids = positions_of(attention_mask, length, past_length, device=input_ids.device)
+            position_ids = self.position_ids(input_ids, attention_mask, past_length)
         # 1) What the first layer reads (the family's embed: positions added to it, or none).
         embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
         # 2) Which keys each query may see, built once for every layer.
-        masks = self.attention_masks(attention_mask, length, past_length, embedding_output.dtype, input_ids.device)
-        # 3) The layers, each reading the previous one's output, its own cache entry, and what the family adds
-        #    (rotary angles, computed once for all the layers).
+        dtype, device = embedding_output.dtype, input_ids.device
+        masks = self.attention_masks(attention_mask, length, past_length, dtype, device)
+        # 3) What every layer reads besides: the family's inputs (rotary angles, computed once for all the
+        #    layers), and in the decoder of an encoder-decoder model the source, whose real tokens every target
+        #    position may see (no causality: (B, 1, 1, S)).
+        inputs = dict(self.layer_inputs(position_ids))
+        if encoder_hidden_states is not None:
+            inputs["encoder_hidden_states"] = encoder_hidden_states
+            inputs["encoder_attention_mask"] = build_attention_mask(
+                encoder_attention_mask, query_length=length, device=device, dtype=dtype
+            )
+        # 4) The layers, each reading the previous one's output and its own cache entry.
         hidden_states, layer_outputs = run_layers(
             layers,
             embedding_output,
@@ -140,8 +160,8 @@ class DecoderStack:
             past_key_values=past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
-            **self.layer_inputs(position_ids),
+            **inputs,
         )
-        # 4) After the last layer.
+        # 5) After the last layer.
         hidden_states = self.final_norm(hidden_states)
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)

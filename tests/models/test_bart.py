@@ -29,7 +29,6 @@ from literate_transformer.models.bart import (
     map_bart_state_dict,
 )
 
-ATOL = 1e-5
 PAD, BOS, EOS = 1, 0, 2
 
 COMPARED = ["scaled_5_and_3_heads", "unscaled_relu_deeper_decoder"]
@@ -84,7 +83,7 @@ def test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources(model
     input_ids, attention_mask = padded_sources(hf.config)
     # The encoder's output everywhere: BART's padded source positions are queries that still see the real keys.
     families.assert_seq2seq_equals_hf(
-        hf, ours, input_ids, attention_mask, targets(hf.config), ATOL, padded_encoder_positions=True
+        hf, ours, input_ids, attention_mask, targets(hf.config), families.ATOL, padded_encoder_positions=True
     )
 
 
@@ -106,7 +105,7 @@ def test_bart_model_without_head_equals_hf_bart_model(randomize):
     hf = randomize(transformers.BartModel(transformers.BartConfig(**fields, pad_token_id=PAD)))
     ours = from_hf(hf)
     assert type(ours) is BartModel and not hasattr(ours, "lm_head")
-    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
+    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), families.ATOL)
 
 
 def test_without_decoder_input_ids_the_source_shifted_right_is_decoded_as_hf_does(models):
@@ -115,7 +114,7 @@ def test_without_decoder_input_ids_the_source_shifted_right_is_decoded_as_hf_doe
     with torch.no_grad():
         expected = hf(input_ids=input_ids, attention_mask=attention_mask)
         actual = ours(input_ids, attention_mask)
-    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
+    torch.testing.assert_close(actual.logits, expected.logits, atol=families.ATOL, rtol=0)
     assert actual.logits.shape[1] == input_ids.shape[1]
 
 

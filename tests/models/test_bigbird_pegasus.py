@@ -31,7 +31,6 @@ from literate_transformer.models.bigbird_pegasus import (
     map_bigbird_pegasus_state_dict,
 )
 
-ATOL = 1e-5
 PAD, EOS, START = 0, 1, 2
 BLOCK_SIZE, RANDOM_BLOCKS = 4, 2
 #: Longer than (5 + 2 * RANDOM_BLOCKS) * BLOCK_SIZE = 36 tokens: read block-sparse; the first is no multiple of 4.
@@ -74,10 +73,10 @@ def compare(hf, ours, length: int, padded: bool = True) -> None:
     with torch.no_grad():
         expected = hf(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
         actual = ours(input_ids, attention_mask, decoder_input_ids)
-    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
+    torch.testing.assert_close(actual.logits, expected.logits, atol=families.ATOL, rtol=0)
     real = attention_mask.bool()
     torch.testing.assert_close(
-        actual.encoder_last_hidden_state[real], expected.encoder_last_hidden_state[real], atol=ATOL, rtol=0
+        actual.encoder_last_hidden_state[real], expected.encoder_last_hidden_state[real], atol=families.ATOL, rtol=0
     )
 
 
@@ -214,7 +213,7 @@ def test_bigbird_pegasus_model_without_head_equals_hf(randomize):
     hf = hf_bigbird(True, transformers.BigBirdPegasusModel, randomize)
     ours = from_hf(hf)
     assert type(ours) is BigBirdPegasusModel
-    families.assert_seq2seq_model_equals_hf(hf, ours, *sources(hf.config, LONG), targets(hf.config), ATOL)
+    families.assert_seq2seq_model_equals_hf(hf, ours, *sources(hf.config, LONG), targets(hf.config), families.ATOL)
 
 
 def test_hidden_states_that_do_not_split_into_blocks_are_refused(hf_and_ours):

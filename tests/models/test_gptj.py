@@ -10,25 +10,22 @@ from __future__ import annotations
 import families
 import pytest
 import transformers
+from shapes import Shapes
 
 from literate_transformer.models.gptj import GPTJForCausalLM, check_gptj_config, map_gptj_state_dict
 
-#: name: GPTJConfig fields.
-SHAPES = {
-    "5_heads_rotary_4_of_6_untied": dict(vocab_size=61, n_embd=30, n_layer=2, n_head=5, rotary_dim=4, n_positions=20),
-    "2_heads_rotary_whole_head_tied": dict(
-        vocab_size=47,
-        n_embd=24,
-        n_layer=1,
-        n_head=2,
-        rotary_dim=12,
-        n_positions=14,
-        n_inner=20,
-        activation_function="gelu",
-        tie_word_embeddings=True,
-    ),
-}
-
+#: The shapes GPT-J is compared on, a row each: its GPTJConfig fields.
+# fmt: off
+SHAPES = Shapes(
+    ("vocab_size", "n_embd", "n_layer", "n_head", "rotary_dim", "n_positions", "n_inner", "activation_function",
+     "tie_word_embeddings"),
+    {
+        # name                             V   E   L  H  rotary  positions  F     activation  tied
+        "5_heads_rotary_4_of_6_untied":   (61, 30, 2, 5, 4,      20,        None, "gelu_new", False),
+        "2_heads_rotary_whole_head_tied": (47, 24, 1, 2, 12,     14,        20,   "gelu",     True),
+    },
+)
+# fmt: on
 
 models = families.hf_and_ours_fixture(transformers.GPTJConfig, transformers.GPTJForCausalLM, SHAPES)
 

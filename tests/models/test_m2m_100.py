@@ -28,7 +28,6 @@ from literate_transformer.models.m2m_100 import (
     map_m2m_100_state_dict,
 )
 
-ATOL = 1e-5
 #: A "language token" to force (any id of the vocabulary that is no special token).
 TARGET_LANGUAGE = 40
 
@@ -86,7 +85,7 @@ def test_from_hf_builds_m2m_100_as_a_pre_ln_bart_under_hfs_names(models):
 
 def test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources(models):
     hf, ours = models
-    families.assert_seq2seq_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
+    families.assert_seq2seq_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), families.ATOL)
 
 
 def test_greedy_generation_with_a_forced_target_language_gives_hfs_token_ids(models, hf_api):
@@ -111,7 +110,7 @@ def test_m2m_100_model_without_head_equals_hf_m2m_100_model(randomize):
     hf = randomize(hf_m2m_100("even_20_5_and_2_pad_0", transformers.M2M100Model))
     ours = from_hf(hf)
     assert type(ours) is M2M100Model
-    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
+    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), families.ATOL)
 
 
 @torch.no_grad()

@@ -31,7 +31,6 @@ from literate_transformer.models.t5 import (
     map_t5_state_dict,
 )
 
-ATOL = 1e-5
 PAD, EOS = 0, 1
 
 # fmt: off
@@ -106,7 +105,7 @@ def test_from_hf_builds_t5_under_hfs_names(models):
 
 def test_logits_encoder_output_and_attentions_equal_hf_with_padded_sources(models):
     hf, ours = models
-    families.assert_seq2seq_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
+    families.assert_seq2seq_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), families.ATOL)
 
 
 def test_greedy_generation_gives_hfs_token_ids(models, hf_api):
@@ -127,7 +126,7 @@ def test_t5_model_without_head_equals_hf_t5_model():
     hf = hf_t5("relu_tied_3_heads_of_7", transformers.T5Model)
     ours = from_hf(hf)
     assert type(ours) is T5Model and not hasattr(ours, "lm_head")
-    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), ATOL)
+    families.assert_seq2seq_model_equals_hf(hf, ours, *padded_sources(hf.config), targets(hf.config), families.ATOL)
 
 
 @torch.no_grad()

@@ -60,12 +60,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..core.outputs import LayerCache, LayerOutput
-from ..core.residual import add_and_norm, sublayer_input
 from ..parts.attention import Attention
-from ..parts.feed_forward import feed_forward
 from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
+from ..parts.stack import DecoderLayer, Sublayer
 from .gpt2 import GPT2LMHeadModel, GPT2Model
 from .openai_gpt import check_heads, load_from_hf
 from .registry import map_language_model_state_dict, register
@@ -147,14 +145,16 @@ class CTRLAttention(Attention):
         return self.dense(context)
 
 
-class CTRLBlock(nn.Module):
+class CTRLBlock(DecoderLayer):
     r"""One pre-LN block (``transformers``' ``EncoderLayer``): :math:`x + \operatorname{Drop}(\operatorname{Attn}(\operatorname{LN}_1 x))`, then the ReLU network the same way.
+
+    GPT-2's block under CTRL's names, its dropouts outside the sub-layers; the
+    forward is every decoder-only layer's
+    (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`).
 
     Args:
         config: The CTRL config.
     """
-
-    norm_first = True
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -168,37 +168,12 @@ class CTRLBlock(nn.Module):
         self.dropout1 = nn.Dropout(config.resid_pdrop)
         self.dropout2 = nn.Dropout(config.resid_pdrop)
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the block; arguments as in :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTBlock.forward`."""
-        # 1) Causal self-attention reads LN_1(x); its output, dropped out, joins the residual stream.
-        attention = self.multi_head_attention(
-            sublayer_input(hidden_states, self.layernorm1, norm_first=self.norm_first),
-            attention_mask=attention_mask,
-            past_key_value=None if past_key_value is None else past_key_value.self_attention,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """``multi_head_attention`` with ``layernorm1`` and ``dropout1``, the ReLU network ``ffn`` with the others."""
+        return (
+            Sublayer(self.multi_head_attention, self.layernorm1, self.dropout1),
+            Sublayer(self.ffn, self.layernorm2, self.dropout2),
         )
-        hidden_states = add_and_norm(
-            hidden_states, attention.hidden_states, self.layernorm1, self.norm_first, self.dropout1
-        )
-        # 2) The ReLU network reads LN_2(x), the same way.
-        up, activation, down = self.ffn
-        feed_forward_output = feed_forward(
-            sublayer_input(hidden_states, self.layernorm2, norm_first=self.norm_first), up, down, activation
-        )
-        hidden_states = add_and_norm(
-            hidden_states, feed_forward_output, self.layernorm2, self.norm_first, self.dropout2
-        )
-        cache = LayerCache(attention.past_key_value) if use_cache else None
-        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
 
 
 class CTRLModel(GPT2Model):

@@ -66,8 +66,7 @@ from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
 from ..core.activations import ACTIVATIONS
-from ..core.outputs import LayerCache, LayerOutput, ModelOutput
-from ..core.residual import add_and_norm, sublayer_input
+from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
     check_attention_mask,
@@ -82,7 +81,7 @@ from ..parts.feed_forward import GatedFeedForward
 from ..parts.heads import causal_lm_loss, tie_weights
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
-from ..parts.stack import DecoderStack
+from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
 from .openai_gpt import load_from_hf
 from .registry import map_language_model_state_dict, register
 
@@ -262,8 +261,11 @@ class LlamaMLP(GatedFeedForward):
         return config.mlp_bias
 
 
-class LlamaDecoderLayer(nn.Module):
+class LlamaDecoderLayer(DecoderLayer):
     r"""One pre-RMS-norm layer: :math:`x + \operatorname{Attn}(\operatorname{RMS}_1 x)`, then :math:`x + \operatorname{MLP}(\operatorname{RMS}_2 x)`.
+
+    The forward is GPT's blocks' (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`), the
+    rotary angles handed to attention.
 
     Args:
         config: The Llama config.
@@ -284,32 +286,9 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
         self.post_attention_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        position_embeddings: tuple[Tensor, Tensor],
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the layer; ``position_embeddings`` are the tokens' ``(cos, sin)``, the rest as GPT's blocks take them."""
-        # 1) Grouped-query self-attention reads RMS_1(x), turns its queries and keys, and joins the residual stream.
-        attention = self.self_attn(
-            sublayer_input(hidden_states, self.input_layernorm, norm_first=self.norm_first),
-            attention_mask=attention_mask,
-            past_key_value=None if past_key_value is None else past_key_value.self_attention,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            position_embeddings=position_embeddings,
-        )
-        hidden_states = add_and_norm(hidden_states, attention.hidden_states, self.input_layernorm, self.norm_first)
-        # 2) The SwiGLU network reads RMS_2(x), the same way.
-        feed_forward_output = self.mlp(sublayer_input(hidden_states, self.post_attention_layernorm, self.norm_first))
-        hidden_states = add_and_norm(hidden_states, feed_forward_output, self.post_attention_layernorm, self.norm_first)
-        cache = LayerCache(attention.past_key_value) if use_cache else None
-        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """Grouped-query ``self_attn`` after ``input_layernorm``, the SwiGLU ``mlp`` after ``post_attention_layernorm``."""
+        return Sublayer(self.self_attn, self.input_layernorm), Sublayer(self.mlp, self.post_attention_layernorm)
 
 
 def _check_position_ids(position_ids: object, batch_size: int, length: int) -> None:

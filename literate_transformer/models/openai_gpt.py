@@ -80,8 +80,7 @@ from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
 from ..core.activations import ACTIVATIONS, get_activation
-from ..core.outputs import LayerCache, LayerOutput, ModelOutput
-from ..core.residual import add_and_norm, sublayer_input
+from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
     check_labels,
@@ -95,7 +94,7 @@ from ..parts.feed_forward import feed_forward
 from ..parts.heads import causal_lm_loss, tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
-from ..parts.stack import DecoderStack
+from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -224,8 +223,12 @@ class OpenAIGPTMLP(nn.Module):
         return feed_forward(hidden_states, self.c_fc, self.c_proj, self.act, self.dropout)
 
 
-class OpenAIGPTBlock(nn.Module):
+class OpenAIGPTBlock(DecoderLayer):
     r"""One post-LN block: :math:`h \leftarrow \operatorname{LN}_1(h + \operatorname{Attn}(h))`, then the MLP the same way.
+
+    Its forward is every decoder-only layer's
+    (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`): the
+    block names its two sub-layers and says where the norms sit.
 
     Args:
         config: The GPT config.
@@ -242,31 +245,9 @@ class OpenAIGPTBlock(nn.Module):
         self.mlp = OpenAIGPTMLP(4 * config.hidden_size, config)
         self.ln_2 = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the block; arguments as in :meth:`~literate_transformer.parts.attention.Attention.forward` (the cache is the layer's ``LayerCache``)."""
-        # 1) Causal self-attention reads x (post-LN) or LN_1(x) (pre-LN); its output, dropped out inside,
-        #    joins the residual stream, normalised after the sum in post-LN.
-        attention = self.attn(
-            sublayer_input(hidden_states, self.ln_1, norm_first=self.norm_first),
-            attention_mask=attention_mask,
-            past_key_value=None if past_key_value is None else past_key_value.self_attention,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = add_and_norm(hidden_states, attention.hidden_states, self.ln_1, norm_first=self.norm_first)
-        # 2) The feed-forward network, the same way, with LN_2.
-        feed_forward_output = self.mlp(sublayer_input(hidden_states, self.ln_2, norm_first=self.norm_first))
-        hidden_states = add_and_norm(hidden_states, feed_forward_output, self.ln_2, norm_first=self.norm_first)
-        cache = LayerCache(attention.past_key_value) if use_cache else None
-        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """Causal self-attention ``attn`` with ``ln_1``, the MLP with ``ln_2`` (each drops out its own output)."""
+        return Sublayer(self.attn, self.ln_1), Sublayer(self.mlp, self.ln_2)
 
 
 def check_decoder_inputs(model: OpenAIGPTModel, args: Arguments) -> None:

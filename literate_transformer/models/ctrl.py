@@ -41,12 +41,11 @@ interleaves sine and cosine feature by feature, CTRL puts the two halves
 side by side: the same numbers, in another order (a test finds them equal
 after that permutation).
 
->>> import torch
 >>> from transformers import CTRLConfig
 >>> config = CTRLConfig(vocab_size=40, n_embd=24, dff=32, n_layer=2, n_head=3, n_positions=16)
 >>> model = CTRLLMHeadModel(config).eval()
->>> model(torch.tensor([[5, 6, 7]])).logits.shape                     # (B, T, V)
-torch.Size([1, 3, 40])
+>>> model.transformer.pos_encoding.shape, "transformer.pos_encoding" in model.state_dict()   # fixed: not saved
+(torch.Size([16, 24]), False)
 >>> model.lm_head.weight is model.transformer.w.weight, model.lm_head.bias.shape
 (True, torch.Size([40]))
 """
@@ -61,7 +60,6 @@ import torch
 from torch import Tensor, nn
 
 from ..parts.attention import Attention
-from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.stack import DecoderLayer, Sublayer
 from .gpt2 import GPT2LMHeadModel, GPT2Model
@@ -201,6 +199,10 @@ class CTRLModel(GPT2Model):
         self.h = nn.ModuleList(CTRLBlock(config) for _ in range(config.num_hidden_layers))
         self.layernorm = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token table, ``w``."""
+        return self.w
+
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         r"""The first block's input: the token vectors times :math:`\sqrt{E}`, plus the positions' sines, dropped out."""
         tokens = self.w(input_ids) * math.sqrt(self.config.hidden_size)
@@ -223,20 +225,19 @@ class CTRLLMHeadModel(GPT2LMHeadModel):
             ``transformer.w.weight``.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # CTRL's own modules (GPT-2's __init__ is not run)
-        self.transformer = CTRLModel(config)
-        self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
-        if config.tie_word_embeddings:
-            # Tied: the scores are dot products with the token embeddings, plus a bias per token.
-            tie_weights(self.lm_head, self.transformer.w)
+    #: The stack it builds.
+    model_class = CTRLModel
+    #: A bias per token on the scores, beside the tied table.
+    lm_head_bias = True
 
 
 def map_ctrl_state_dict(
     state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
 ) -> dict[str, Tensor]:
     """A CTRL checkpoint's tensors for this file's modules: the same names; a tied head holds the table's values.
+
+    The table of sines, ``pos_encoding``, is computed from the config, so a
+    checkpoint that lists it has it dropped.
 
     Raises:
         ValueError: listing every missing, unexpected and mis-shaped key, or naming an untied head.

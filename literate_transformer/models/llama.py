@@ -78,7 +78,7 @@ from ..core.validation import (
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import GatedFeedForward
-from ..parts.heads import causal_lm_loss, tie_weights
+from ..parts.heads import LanguageModelHead
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
@@ -350,6 +350,10 @@ class LlamaModel(DecoderStack, nn.Module):
         #: The frequencies of the rotations (a buffer, not saved), as ``rope_scaling`` says.
         self.rotary_emb = RotaryEmbedding(head_dim_of(config), inv_freq=rotary_inverse_frequencies(config))
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token table, ``embed_tokens``."""
+        return self.embed_tokens
+
     # -- what Llama changes in the decoder stack (parts.stack.DecoderStack); its mask is the causal one -------
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The first layer's input: the token vectors alone (positions enter inside attention, as rotations)."""
@@ -399,8 +403,11 @@ def check_llama_lm_inputs(model: LlamaForCausalLM, args: Arguments) -> None:
         check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
 
 
-class LlamaForCausalLM(GenerationMixin, nn.Module):
+class LlamaForCausalLM(LanguageModelHead, GenerationMixin, nn.Module):
     """Llama with its language-model head (``lm_head``, tied to ``embed_tokens`` only if the config says so).
+
+    The head, its scores and its loss are every decoder's
+    (:class:`~literate_transformer.parts.heads.LanguageModelHead`).
 
     Args:
         config: A ``transformers`` :class:`~transformers.LlamaConfig`.
@@ -419,9 +426,7 @@ class LlamaForCausalLM(GenerationMixin, nn.Module):
         super().__init__()
         self.model = self.model_class(config)
         self.config = self.model.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        if config.tie_word_embeddings:
-            tie_weights(self.lm_head, self.model.embed_tokens)
+        self.add_lm_head(self.model)
 
     @validate_with(check_llama_lm_inputs)
     def forward(
@@ -443,8 +448,9 @@ class LlamaForCausalLM(GenerationMixin, nn.Module):
 
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T, V)``, and ``loss``
-            with ``labels`` (:func:`~literate_transformer.parts.heads.causal_lm_loss`).
+            with ``labels`` (:meth:`~literate_transformer.parts.heads.LanguageModelHead.score_next_tokens`).
         """
+        # The stack, its arguments in Llama's order, then the head.
         output = self.model(
             input_ids,
             attention_mask,
@@ -454,11 +460,7 @@ class LlamaForCausalLM(GenerationMixin, nn.Module):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        output.logits = self.lm_head(output.last_hidden_state)
-        if labels is not None:
-            # Each position's scores against the token after it.
-            output.loss = causal_lm_loss(output.logits, labels)
-        return output
+        return self.score_next_tokens(output, labels)
 
 
 def map_llama_state_dict(

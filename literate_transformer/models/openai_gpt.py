@@ -91,7 +91,7 @@ from ..core.validation import (
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
-from ..parts.heads import causal_lm_loss, tie_weights
+from ..parts.heads import LanguageModelHead
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
@@ -284,6 +284,10 @@ class OpenAIGPTModel(DecoderStack, nn.Module):
         self.drop = nn.Dropout(config.embd_pdrop)
         self.h = nn.ModuleList(OpenAIGPTBlock(config, layer_idx=index) for index in range(config.num_hidden_layers))
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token table, ``tokens_embed``, by HuggingFace's accessor (a tied head reads it)."""
+        return self.tokens_embed
+
     # -- the four decisions a family changes ------------------------------------------------------------------
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The first block's input: what each token is plus where it is, summed (no layer norm), dropped out."""
@@ -355,11 +359,13 @@ def check_language_model_inputs(model: OpenAIGPTLMHeadModel, args: Arguments) ->
         check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
 
 
-class OpenAIGPTLMHeadModel(GenerationMixin, nn.Module):
+class OpenAIGPTLMHeadModel(LanguageModelHead, GenerationMixin, nn.Module):
     """GPT with its language-model head, whose weight is the token table ``tokens_embed`` (as the config ties it).
 
     ``generate()`` (:class:`~literate_transformer.book.decoding.GenerationMixin`)
-    continues a prompt greedily, by sampling or by beam search.
+    continues a prompt greedily, by sampling or by beam search; the head, its
+    scores and its loss are every decoder's
+    (:class:`~literate_transformer.parts.heads.LanguageModelHead`).
 
     Args:
         config: A ``transformers`` :class:`~transformers.OpenAIGPTConfig`.
@@ -370,14 +376,16 @@ class OpenAIGPTLMHeadModel(GenerationMixin, nn.Module):
             ``transformer.tokens_embed.weight``.
     """
 
+    #: The stack a family's language model builds (a descendant names its own).
+    model_class: type[nn.Module] = OpenAIGPTModel
+    #: Whether ``lm_head`` adds a bias to the scores (CTRL's and GPT-J's do).
+    lm_head_bias = False
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.transformer = OpenAIGPTModel(config)
+        self.transformer = self.model_class(config)
         self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        if config.tie_word_embeddings:
-            # Tied: the next token's scores are dot products with the token embeddings themselves.
-            tie_weights(self.lm_head, self.transformer.tokens_embed)
+        self.add_lm_head(self.transformer, bias=self.lm_head_bias)
 
     @validate_with(check_language_model_inputs)
     def forward(
@@ -402,23 +410,19 @@ class OpenAIGPTLMHeadModel(GenerationMixin, nn.Module):
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput` with
             ``logits`` ``(B, T, V)``, and ``loss`` with ``labels``
-            (:func:`~literate_transformer.parts.heads.causal_lm_loss`).
+            (:meth:`~literate_transformer.parts.heads.LanguageModelHead.score_next_tokens`).
         """
+        # The stack, its arguments in GPT's order, then the head.
         output = self.transformer(
             input_ids,
-            attention_mask=attention_mask,
+            attention_mask,
             position_ids=position_ids,
             past_key_values=past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        # Scores over the vocabulary: the last hidden state against every token's row of the head.
-        output.logits = self.lm_head(output.last_hidden_state)
-        if labels is not None:
-            # Each position's scores against the token after it.
-            output.loss = causal_lm_loss(output.logits, labels)
-        return output
+        return self.score_next_tokens(output, labels)
 
 
 # ---------------------------------------------------------------------------

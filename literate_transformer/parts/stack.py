@@ -36,7 +36,8 @@ HuggingFace's names, and say where the norms sit (``norm_first``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -155,7 +156,8 @@ class DecoderStack:
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
 
 
-class Sublayer(NamedTuple):
+@dataclass(frozen=True)
+class Sublayer:
     """One residual sub-layer of a layer, under the family's names: what it computes, its norm, the dropout on its output."""
 
     #: The attention or the feed-forward network.

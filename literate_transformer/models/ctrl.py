@@ -41,12 +41,11 @@ interleaves sine and cosine feature by feature, CTRL puts the two halves
 side by side: the same numbers, in another order (a test finds them equal
 after that permutation).
 
->>> import torch
 >>> from transformers import CTRLConfig
 >>> config = CTRLConfig(vocab_size=40, n_embd=24, dff=32, n_layer=2, n_head=3, n_positions=16)
 >>> model = CTRLLMHeadModel(config).eval()
->>> model(torch.tensor([[5, 6, 7]])).logits.shape                     # (B, T, V)
-torch.Size([1, 3, 40])
+>>> model.transformer.pos_encoding.shape, "transformer.pos_encoding" in model.state_dict()   # fixed: not saved
+(torch.Size([16, 24]), False)
 >>> model.lm_head.weight is model.transformer.w.weight, model.lm_head.bias.shape
 (True, torch.Size([40]))
 """
@@ -60,12 +59,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..core.outputs import LayerCache, LayerOutput
-from ..core.residual import add_and_norm, sublayer_input
 from ..parts.attention import Attention
-from ..parts.feed_forward import feed_forward
-from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
+from ..parts.stack import DecoderLayer, Sublayer
 from .gpt2 import GPT2LMHeadModel, GPT2Model
 from .openai_gpt import check_heads, load_from_hf
 from .registry import map_language_model_state_dict, register
@@ -147,14 +143,16 @@ class CTRLAttention(Attention):
         return self.dense(context)
 
 
-class CTRLBlock(nn.Module):
+class CTRLBlock(DecoderLayer):
     r"""One pre-LN block (``transformers``' ``EncoderLayer``): :math:`x + \operatorname{Drop}(\operatorname{Attn}(\operatorname{LN}_1 x))`, then the ReLU network the same way.
+
+    GPT-2's block under CTRL's names, its dropouts outside the sub-layers; the
+    forward is every decoder-only layer's
+    (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`).
 
     Args:
         config: The CTRL config.
     """
-
-    norm_first = True
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -168,37 +166,12 @@ class CTRLBlock(nn.Module):
         self.dropout1 = nn.Dropout(config.resid_pdrop)
         self.dropout2 = nn.Dropout(config.resid_pdrop)
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the block; arguments as in :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTBlock.forward`."""
-        # 1) Causal self-attention reads LN_1(x); its output, dropped out, joins the residual stream.
-        attention = self.multi_head_attention(
-            sublayer_input(hidden_states, self.layernorm1, norm_first=self.norm_first),
-            attention_mask=attention_mask,
-            past_key_value=None if past_key_value is None else past_key_value.self_attention,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """``multi_head_attention`` with ``layernorm1`` and ``dropout1``, the ReLU network ``ffn`` with the others."""
+        return (
+            Sublayer(self.multi_head_attention, self.layernorm1, self.dropout1),
+            Sublayer(self.ffn, self.layernorm2, self.dropout2),
         )
-        hidden_states = add_and_norm(
-            hidden_states, attention.hidden_states, self.layernorm1, self.norm_first, self.dropout1
-        )
-        # 2) The ReLU network reads LN_2(x), the same way.
-        up, activation, down = self.ffn
-        feed_forward_output = feed_forward(
-            sublayer_input(hidden_states, self.layernorm2, norm_first=self.norm_first), up, down, activation
-        )
-        hidden_states = add_and_norm(
-            hidden_states, feed_forward_output, self.layernorm2, self.norm_first, self.dropout2
-        )
-        cache = LayerCache(attention.past_key_value) if use_cache else None
-        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
 
 
 class CTRLModel(GPT2Model):
@@ -226,6 +199,10 @@ class CTRLModel(GPT2Model):
         self.h = nn.ModuleList(CTRLBlock(config) for _ in range(config.num_hidden_layers))
         self.layernorm = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token table, ``w``."""
+        return self.w
+
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         r"""The first block's input: the token vectors times :math:`\sqrt{E}`, plus the positions' sines, dropped out."""
         tokens = self.w(input_ids) * math.sqrt(self.config.hidden_size)
@@ -248,20 +225,19 @@ class CTRLLMHeadModel(GPT2LMHeadModel):
             ``transformer.w.weight``.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # CTRL's own modules (GPT-2's __init__ is not run)
-        self.transformer = CTRLModel(config)
-        self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
-        if config.tie_word_embeddings:
-            # Tied: the scores are dot products with the token embeddings, plus a bias per token.
-            tie_weights(self.lm_head, self.transformer.w)
+    #: The stack it builds.
+    model_class = CTRLModel
+    #: A bias per token on the scores, beside the tied table.
+    lm_head_bias = True
 
 
 def map_ctrl_state_dict(
     state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
 ) -> dict[str, Tensor]:
     """A CTRL checkpoint's tensors for this file's modules: the same names; a tied head holds the table's values.
+
+    The table of sines, ``pos_encoding``, is computed from the config, so a
+    checkpoint that lists it has it dropped.
 
     Raises:
         ValueError: listing every missing, unexpected and mis-shaped key, or naming an untied head.

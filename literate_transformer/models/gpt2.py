@@ -72,7 +72,6 @@ from torch import Tensor, nn
 from ..book.decoding import GenerationMixin
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import validate_with
-from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from .openai_gpt import (
@@ -209,6 +208,10 @@ class GPT2Model(OpenAIGPTModel):
         #: The final layer norm (a pre-LN stack's output has not been normalised since the embeddings).
         self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token table, ``wte``."""
+        return self.wte
+
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The first block's input: ``wte`` + ``wpe``, summed (no layer norm), dropped out."""
         return self.drop(self.wte(input_ids) + self.wpe(position_ids))
@@ -253,19 +256,8 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
             ``transformer.wte.weight``.
     """
 
-    #: The stack a family's language model builds (a descendant names its own).
-    model_class: type[nn.Module] = GPT2Model
-    #: Whether ``lm_head`` adds a bias to the scores (GPT-J's does).
-    lm_head_bias = False
-
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-2's own modules (GPT's __init__ is not run)
-        self.transformer = self.model_class(config)
-        self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=self.lm_head_bias)
-        if config.tie_word_embeddings:
-            # Tied: the next token's scores are dot products with the token embeddings themselves.
-            tie_weights(self.lm_head, self.transformer.wte)
+    #: The stack it builds.
+    model_class = GPT2Model
 
     #: Greedy decoding, sampling or beam search (:class:`~literate_transformer.book.decoding.GenerationMixin`),
     #: listed here so that GPT-2's own page documents it.
@@ -285,16 +277,17 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
         output_hidden_states: bool = False,
     ) -> ModelOutput:
         """Next-token scores for every position, as :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTLMHeadModel.forward`, in HuggingFace's order for GPT-2."""
-        return super().forward(
+        # The stack, its arguments in GPT-2's order, then the head (parts.heads.LanguageModelHead).
+        output = self.transformer(
             input_ids,
+            past_key_values,
             attention_mask,
-            labels=labels,
             position_ids=position_ids,
-            past_key_values=past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+        return self.score_next_tokens(output, labels)
 
 
 # ---------------------------------------------------------------------------

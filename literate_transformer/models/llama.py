@@ -66,8 +66,7 @@ from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
 from ..core.activations import ACTIVATIONS
-from ..core.outputs import LayerCache, LayerOutput, ModelOutput
-from ..core.residual import add_and_norm, sublayer_input
+from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
     check_attention_mask,
@@ -79,10 +78,10 @@ from ..core.validation import (
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import GatedFeedForward
-from ..parts.heads import causal_lm_loss, tie_weights
+from ..parts.heads import LanguageModelHead
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
-from ..parts.stack import DecoderStack
+from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
 from .openai_gpt import load_from_hf
 from .registry import map_language_model_state_dict, register
 
@@ -262,8 +261,11 @@ class LlamaMLP(GatedFeedForward):
         return config.mlp_bias
 
 
-class LlamaDecoderLayer(nn.Module):
+class LlamaDecoderLayer(DecoderLayer):
     r"""One pre-RMS-norm layer: :math:`x + \operatorname{Attn}(\operatorname{RMS}_1 x)`, then :math:`x + \operatorname{MLP}(\operatorname{RMS}_2 x)`.
+
+    The forward is GPT's blocks' (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`), the
+    rotary angles handed to attention.
 
     Args:
         config: The Llama config.
@@ -284,32 +286,9 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
         self.post_attention_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        position_embeddings: tuple[Tensor, Tensor],
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the layer; ``position_embeddings`` are the tokens' ``(cos, sin)``, the rest as GPT's blocks take them."""
-        # 1) Grouped-query self-attention reads RMS_1(x), turns its queries and keys, and joins the residual stream.
-        attention = self.self_attn(
-            sublayer_input(hidden_states, self.input_layernorm, norm_first=self.norm_first),
-            attention_mask=attention_mask,
-            past_key_value=None if past_key_value is None else past_key_value.self_attention,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            position_embeddings=position_embeddings,
-        )
-        hidden_states = add_and_norm(hidden_states, attention.hidden_states, self.input_layernorm, self.norm_first)
-        # 2) The SwiGLU network reads RMS_2(x), the same way.
-        feed_forward_output = self.mlp(sublayer_input(hidden_states, self.post_attention_layernorm, self.norm_first))
-        hidden_states = add_and_norm(hidden_states, feed_forward_output, self.post_attention_layernorm, self.norm_first)
-        cache = LayerCache(attention.past_key_value) if use_cache else None
-        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """Grouped-query ``self_attn`` after ``input_layernorm``, the SwiGLU ``mlp`` after ``post_attention_layernorm``."""
+        return Sublayer(self.self_attn, self.input_layernorm), Sublayer(self.mlp, self.post_attention_layernorm)
 
 
 def _check_position_ids(position_ids: object, batch_size: int, length: int) -> None:
@@ -371,6 +350,10 @@ class LlamaModel(DecoderStack, nn.Module):
         #: The frequencies of the rotations (a buffer, not saved), as ``rope_scaling`` says.
         self.rotary_emb = RotaryEmbedding(head_dim_of(config), inv_freq=rotary_inverse_frequencies(config))
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token table, ``embed_tokens``."""
+        return self.embed_tokens
+
     # -- what Llama changes in the decoder stack (parts.stack.DecoderStack); its mask is the causal one -------
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The first layer's input: the token vectors alone (positions enter inside attention, as rotations)."""
@@ -420,8 +403,11 @@ def check_llama_lm_inputs(model: LlamaForCausalLM, args: Arguments) -> None:
         check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
 
 
-class LlamaForCausalLM(GenerationMixin, nn.Module):
+class LlamaForCausalLM(LanguageModelHead, GenerationMixin, nn.Module):
     """Llama with its language-model head (``lm_head``, tied to ``embed_tokens`` only if the config says so).
+
+    The head, its scores and its loss are every decoder's
+    (:class:`~literate_transformer.parts.heads.LanguageModelHead`).
 
     Args:
         config: A ``transformers`` :class:`~transformers.LlamaConfig`.
@@ -440,9 +426,7 @@ class LlamaForCausalLM(GenerationMixin, nn.Module):
         super().__init__()
         self.model = self.model_class(config)
         self.config = self.model.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        if config.tie_word_embeddings:
-            tie_weights(self.lm_head, self.model.embed_tokens)
+        self.add_lm_head(self.model)
 
     @validate_with(check_llama_lm_inputs)
     def forward(
@@ -464,8 +448,9 @@ class LlamaForCausalLM(GenerationMixin, nn.Module):
 
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T, V)``, and ``loss``
-            with ``labels`` (:func:`~literate_transformer.parts.heads.causal_lm_loss`).
+            with ``labels`` (:meth:`~literate_transformer.parts.heads.LanguageModelHead.score_next_tokens`).
         """
+        # The stack, its arguments in Llama's order, then the head.
         output = self.model(
             input_ids,
             attention_mask,
@@ -475,11 +460,7 @@ class LlamaForCausalLM(GenerationMixin, nn.Module):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        output.logits = self.lm_head(output.last_hidden_state)
-        if labels is not None:
-            # Each position's scores against the token after it.
-            output.loss = causal_lm_loss(output.logits, labels)
-        return output
+        return self.score_next_tokens(output, labels)
 
 
 def map_llama_state_dict(

@@ -80,8 +80,7 @@ from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
 from ..core.activations import ACTIVATIONS, get_activation
-from ..core.outputs import LayerCache, LayerOutput, ModelOutput
-from ..core.residual import add_and_norm, sublayer_input
+from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
     check_labels,
@@ -92,10 +91,10 @@ from ..core.validation import (
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
-from ..parts.heads import causal_lm_loss, tie_weights
+from ..parts.heads import LanguageModelHead
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
-from ..parts.stack import DecoderStack
+from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -224,8 +223,12 @@ class OpenAIGPTMLP(nn.Module):
         return feed_forward(hidden_states, self.c_fc, self.c_proj, self.act, self.dropout)
 
 
-class OpenAIGPTBlock(nn.Module):
+class OpenAIGPTBlock(DecoderLayer):
     r"""One post-LN block: :math:`h \leftarrow \operatorname{LN}_1(h + \operatorname{Attn}(h))`, then the MLP the same way.
+
+    Its forward is every decoder-only layer's
+    (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`): the
+    block names its two sub-layers and says where the norms sit.
 
     Args:
         config: The GPT config.
@@ -242,31 +245,9 @@ class OpenAIGPTBlock(nn.Module):
         self.mlp = OpenAIGPTMLP(4 * config.hidden_size, config)
         self.ln_2 = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the block; arguments as in :meth:`~literate_transformer.parts.attention.Attention.forward` (the cache is the layer's ``LayerCache``)."""
-        # 1) Causal self-attention reads x (post-LN) or LN_1(x) (pre-LN); its output, dropped out inside,
-        #    joins the residual stream, normalised after the sum in post-LN.
-        attention = self.attn(
-            sublayer_input(hidden_states, self.ln_1, norm_first=self.norm_first),
-            attention_mask=attention_mask,
-            past_key_value=None if past_key_value is None else past_key_value.self_attention,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = add_and_norm(hidden_states, attention.hidden_states, self.ln_1, norm_first=self.norm_first)
-        # 2) The feed-forward network, the same way, with LN_2.
-        feed_forward_output = self.mlp(sublayer_input(hidden_states, self.ln_2, norm_first=self.norm_first))
-        hidden_states = add_and_norm(hidden_states, feed_forward_output, self.ln_2, norm_first=self.norm_first)
-        cache = LayerCache(attention.past_key_value) if use_cache else None
-        return LayerOutput(hidden_states, attention.attention_probs, None, cache)
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """Causal self-attention ``attn`` with ``ln_1``, the MLP with ``ln_2`` (each drops out its own output)."""
+        return Sublayer(self.attn, self.ln_1), Sublayer(self.mlp, self.ln_2)
 
 
 def check_decoder_inputs(model: OpenAIGPTModel, args: Arguments) -> None:
@@ -302,6 +283,10 @@ class OpenAIGPTModel(DecoderStack, nn.Module):
         self.positions_embed = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.drop = nn.Dropout(config.embd_pdrop)
         self.h = nn.ModuleList(OpenAIGPTBlock(config, layer_idx=index) for index in range(config.num_hidden_layers))
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token table, ``tokens_embed``, by HuggingFace's accessor (a tied head reads it)."""
+        return self.tokens_embed
 
     # -- the four decisions a family changes ------------------------------------------------------------------
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
@@ -374,11 +359,13 @@ def check_language_model_inputs(model: OpenAIGPTLMHeadModel, args: Arguments) ->
         check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
 
 
-class OpenAIGPTLMHeadModel(GenerationMixin, nn.Module):
+class OpenAIGPTLMHeadModel(LanguageModelHead, GenerationMixin, nn.Module):
     """GPT with its language-model head, whose weight is the token table ``tokens_embed`` (as the config ties it).
 
     ``generate()`` (:class:`~literate_transformer.book.decoding.GenerationMixin`)
-    continues a prompt greedily, by sampling or by beam search.
+    continues a prompt greedily, by sampling or by beam search; the head, its
+    scores and its loss are every decoder's
+    (:class:`~literate_transformer.parts.heads.LanguageModelHead`).
 
     Args:
         config: A ``transformers`` :class:`~transformers.OpenAIGPTConfig`.
@@ -389,14 +376,16 @@ class OpenAIGPTLMHeadModel(GenerationMixin, nn.Module):
             ``transformer.tokens_embed.weight``.
     """
 
+    #: The stack a family's language model builds (a descendant names its own).
+    model_class: type[nn.Module] = OpenAIGPTModel
+    #: Whether ``lm_head`` adds a bias to the scores (CTRL's and GPT-J's do).
+    lm_head_bias = False
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.transformer = OpenAIGPTModel(config)
+        self.transformer = self.model_class(config)
         self.config = self.transformer.config
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        if config.tie_word_embeddings:
-            # Tied: the next token's scores are dot products with the token embeddings themselves.
-            tie_weights(self.lm_head, self.transformer.tokens_embed)
+        self.add_lm_head(self.transformer, bias=self.lm_head_bias)
 
     @validate_with(check_language_model_inputs)
     def forward(
@@ -421,23 +410,19 @@ class OpenAIGPTLMHeadModel(GenerationMixin, nn.Module):
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput` with
             ``logits`` ``(B, T, V)``, and ``loss`` with ``labels``
-            (:func:`~literate_transformer.parts.heads.causal_lm_loss`).
+            (:meth:`~literate_transformer.parts.heads.LanguageModelHead.score_next_tokens`).
         """
+        # The stack, its arguments in GPT's order, then the head.
         output = self.transformer(
             input_ids,
-            attention_mask=attention_mask,
+            attention_mask,
             position_ids=position_ids,
             past_key_values=past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        # Scores over the vocabulary: the last hidden state against every token's row of the head.
-        output.logits = self.lm_head(output.last_hidden_state)
-        if labels is not None:
-            # Each position's scores against the token after it.
-            output.loss = causal_lm_loss(output.logits, labels)
-        return output
+        return self.score_next_tokens(output, labels)
 
 
 # ---------------------------------------------------------------------------

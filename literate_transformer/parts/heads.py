@@ -31,6 +31,11 @@ cross-entropy of every next token (:func:`causal_lm_loss`),
 over the :math:`N` labels that are not ``-100`` (padding, or a prompt the
 loss should not score).
 
+Every decoder-only language model (GPT's ``...LMHeadModel``, Llama's
+``...ForCausalLM``) is its stack and that head: :class:`LanguageModelHead`
+builds the head once and turns the stack's output into scores and a loss;
+the family's forward keeps HuggingFace's signature and runs its stack.
+
 >>> import torch
 >>> x = torch.randn(2, 5, 12)                        # (B, T, H*D) with H = 3, D = 4
 >>> split_heads(x, 3).shape                          # (B, H, T, D)
@@ -47,7 +52,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["split_heads", "merge_heads", "repeat_kv", "extend_cache", "tie_weights", "IGNORE_INDEX", "causal_lm_loss"]
+from ..core.outputs import ModelOutput
+
+__all__ = [
+    "split_heads",
+    "merge_heads",
+    "repeat_kv",
+    "extend_cache",
+    "tie_weights",
+    "IGNORE_INDEX",
+    "causal_lm_loss",
+    "LanguageModelHead",
+]
 
 #: The label that the loss ignores (PyTorch's and HuggingFace's convention).
 IGNORE_INDEX = -100
@@ -156,3 +172,35 @@ def causal_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     next_token_logits = logits[:, :-1].float()
     next_tokens = labels[:, 1:]
     return F.cross_entropy(next_token_logits.flatten(0, 1), next_tokens.flatten(), ignore_index=IGNORE_INDEX)
+
+
+class LanguageModelHead:
+    """A decoder-only language model's head, written once: ``lm_head``, tied as the config says, the scores, the loss.
+
+    A family's language model mixes it in (with ``nn.Module``), builds its
+    stack under HuggingFace's name (``transformer``, ``model``) and calls
+    :meth:`add_lm_head`; its ``forward`` keeps HuggingFace's signature, runs
+    the stack and hands the output to :meth:`score_next_tokens`.
+    """
+
+    def add_lm_head(self, stack: nn.Module, bias: bool = False) -> None:
+        """``lm_head``, ``E -> V``, whose weight *is* the stack's token table when ``config.tie_word_embeddings`` says so.
+
+        Args:
+            stack: The model's stack (its ``config``, and its token table, ``get_input_embeddings()``).
+            bias: A bias per token on the scores (CTRL's, GPT-J's heads).
+        """
+        config = stack.config
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=bias)
+        if config.tie_word_embeddings:
+            # Tied: the next token's scores are dot products with the token embeddings themselves.
+            tie_weights(self.lm_head, stack.get_input_embeddings())
+
+    def score_next_tokens(self, output: ModelOutput, labels: Tensor | None) -> ModelOutput:
+        """The stack's ``output`` with ``logits`` ``(B, T, V)``, and ``loss`` against ``labels`` (:func:`causal_lm_loss`)."""
+        # Scores over the vocabulary: the last hidden state against every token's row of the head.
+        output.logits = self.lm_head(output.last_hidden_state)
+        if labels is not None:
+            # Each position's scores against the token after it.
+            output.loss = causal_lm_loss(output.logits, labels)
+        return output

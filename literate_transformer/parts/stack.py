@@ -17,6 +17,13 @@ reads, what every layer reads besides, and what follows the last layer.
 The decoder of an encoder-decoder model is the same stack with one more
 input, the encoder's output, which every layer's cross-attention reads.
 
+The layers of a decoder-only stack run one forward too: causal
+self-attention, then a feed-forward network, each a residual sub-layer
+(:mod:`~literate_transformer.core.residual`), pre-norm or post-norm.
+:class:`DecoderLayer` writes it once; GPT's block, CTRL's and Llama's
+layer each name their two sub-layers (:meth:`DecoderLayer.sublayers`) under
+HuggingFace's names, and say where the norms sit (``norm_first``).
+
 >>> import torch
 >>> from torch import nn
 >>> from literate_transformer.core.outputs import LayerOutput
@@ -31,6 +38,7 @@ input, the encoder's output, which every layer's cross-attention reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -38,9 +46,10 @@ from torch import Tensor, nn
 
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput
+from ..core.residual import add_and_norm, sublayer_input
 from .positions import position_ids as positions_of
 
-__all__ = ["DecoderStack", "run_layers"]
+__all__ = ["DecoderStack", "DecoderLayer", "Sublayer", "run_layers"]
 
 
 def run_layers(
@@ -165,3 +174,82 @@ class DecoderStack:
         # 5) After the last layer.
         hidden_states = self.final_norm(hidden_states)
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
+
+
+@dataclass(frozen=True)
+class Sublayer:
+    """One residual sub-layer of a layer, under the family's names: what it computes, its norm, the dropout on its output."""
+
+    #: The attention or the feed-forward network.
+    layer: nn.Module
+    #: Its norm (read first in a pre-norm layer, applied to the sum in a post-norm one).
+    norm: nn.Module
+    #: Dropout on its output before the residual sum, where the family keeps it outside the sub-layer (CTRL's).
+    dropout: nn.Module | None = None
+
+    def input(self, hidden_states: Tensor, norm_first: bool) -> Tensor:
+        """What the sub-layer reads: ``Norm(x)`` in pre-norm, ``x`` in post-norm."""
+        return sublayer_input(hidden_states, self.norm, norm_first)
+
+    def join(self, hidden_states: Tensor, output: Tensor, norm_first: bool) -> Tensor:
+        """The residual stream after the sub-layer: ``x + Dropout(output)``, normalised after the sum in post-norm."""
+        return add_and_norm(hidden_states, output, self.norm, norm_first, self.dropout)
+
+
+class DecoderLayer(nn.Module):
+    """A decoder-only layer: causal self-attention, then a feed-forward network, each joining the residual stream.
+
+    Its forward is the same in every family whose sub-layers run one after
+    the other (GPT's block, post-norm; GPT-2's, CTRL's and Llama's, pre-norm):
+    a family's layer builds its modules under HuggingFace's names, says
+    which is which in :meth:`sublayers`, and sets ``norm_first``.
+    """
+
+    #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-norm.
+    norm_first = True
+
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """The self-attention sub-layer and the feed-forward one, under the family's names."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        position_embeddings: tuple[Tensor, Tensor] | None = None,
+        past_key_value: LayerCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> LayerOutput:
+        """Run the layer.
+
+        Args:
+            hidden_states: The residual stream, ``(B, T, E)``.
+            attention_mask: The stack's additive mask, built once for every layer.
+            position_embeddings: The tokens' rotary angles ``(cos, sin)``, for a family whose attention turns
+                queries and keys (Llama's); ``None`` where positions were added to the embeddings.
+            past_key_value: The layer's :class:`~literate_transformer.core.outputs.LayerCache`, or ``None``.
+            use_cache: Return the keys and values attended to.
+            output_attentions: Return the attention probabilities.
+
+        Returns:
+            A :class:`~literate_transformer.core.outputs.LayerOutput`.
+        """
+        attention, feed_forward = self.sublayers()
+        # 1) Causal self-attention reads x (post-norm) or Norm_1(x) (pre-norm); its output joins the residual
+        #    stream, normalised after the sum in post-norm.
+        attended = attention.layer(
+            attention.input(hidden_states, self.norm_first),
+            attention_mask=attention_mask,
+            past_key_value=None if past_key_value is None else past_key_value.self_attention,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            position_embeddings=position_embeddings,
+        )
+        hidden_states = attention.join(hidden_states, attended.hidden_states, self.norm_first)
+        # 2) The feed-forward network, the same way, with Norm_2.
+        feed_forward_output = feed_forward.layer(feed_forward.input(hidden_states, self.norm_first))
+        hidden_states = feed_forward.join(hidden_states, feed_forward_output, self.norm_first)
+        cache = LayerCache(attended.past_key_value) if use_cache else None
+        return LayerOutput(hidden_states, attended.attention_probs, None, cache)

@@ -12,6 +12,7 @@ import families
 import pytest
 import torch
 import transformers
+from shapes import Shapes
 
 from literate_transformer import from_hf
 from literate_transformer.models.ctrl import (
@@ -22,21 +23,17 @@ from literate_transformer.models.ctrl import (
 )
 from literate_transformer.parts.positions import SinusoidalPositionalEncoding
 
-#: name: CTRLConfig fields.
-SHAPES = {
-    "5_heads_tied": dict(vocab_size=61, n_embd=30, dff=44, n_layer=2, n_head=5, n_positions=20),
-    "1_head_untied": dict(
-        vocab_size=47,
-        n_embd=18,
-        dff=20,
-        n_layer=1,
-        n_head=1,
-        n_positions=14,
-        layer_norm_epsilon=1e-3,
-        tie_word_embeddings=False,
-    ),
-}
-
+#: The shapes CTRL is compared on, a row each: its CTRLConfig fields.
+# fmt: off
+SHAPES = Shapes(
+    ("vocab_size", "n_embd", "dff", "n_layer", "n_head", "n_positions", "layer_norm_epsilon", "tie_word_embeddings"),
+    {
+        # name            V   E   F   L  H  positions  eps    tied
+        "5_heads_tied":   (61, 30, 44, 2, 5, 20,        1e-6,  True),
+        "1_head_untied":  (47, 18, 20, 1, 1, 14,        1e-3,  False),
+    },
+)
+# fmt: on
 
 models = families.hf_and_ours_fixture(transformers.CTRLConfig, transformers.CTRLLMHeadModel, SHAPES)
 

@@ -12,35 +12,27 @@ import families
 import pytest
 import torch
 import transformers
+from shapes import Shapes
 
 from literate_transformer.core.masks import causal_mask
 from literate_transformer.models.gpt_neo import GPTNeoForCausalLM, check_gpt_neo_config, map_gpt_neo_state_dict
 
-#: name: GPTNeoConfig fields.
-SHAPES = {
-    "global_local_global_5_heads": dict(
-        vocab_size=61,
-        hidden_size=30,
-        num_layers=3,
-        num_heads=5,
-        window_size=3,
-        max_position_embeddings=20,
-        attention_types=[[["global", "local"], 1], [["global"], 1]],
-    ),
-    "two_local_3_heads_relu_untied": dict(
-        vocab_size=47,
-        hidden_size=18,
-        num_layers=2,
-        num_heads=3,
-        window_size=2,
-        max_position_embeddings=14,
-        attention_types=[[["local"], 2]],
-        intermediate_size=28,
-        activation_function="relu",
-        tie_word_embeddings=False,
-    ),
-}
-
+#: The shapes GPT-Neo is compared on, a row each: its GPTNeoConfig fields (``attention_types``: each
+#: pattern of global and local layers, and how many times it repeats).
+# fmt: off
+SHAPES = Shapes(
+    ("vocab_size", "hidden_size", "num_layers", "num_heads", "window_size", "max_position_embeddings",
+     "attention_types", "intermediate_size", "activation_function", "tie_word_embeddings"),
+    {
+        # name                            V   E   L  H  window  positions  attention_types
+        #                                 F     activation  tied
+        "global_local_global_5_heads":   (61, 30, 3, 5, 3,      20,        [[["global", "local"], 1], [["global"], 1]],
+                                          None, "gelu_new", True),
+        "two_local_3_heads_relu_untied": (47, 18, 2, 3, 2,      14,        [[["local"], 2]],
+                                          28,   "relu",     False),
+    },
+)
+# fmt: on
 
 models = families.hf_and_ours_fixture(transformers.GPTNeoConfig, transformers.GPTNeoForCausalLM, SHAPES)
 

@@ -62,6 +62,7 @@ tensor([-8., -5., -3.,  0.,  3.,  5.,  8.])
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -509,7 +510,7 @@ class DebertaV2Model(EncoderModel):
         mask = real[:, None, None, :] & real[:, None, :, None]  # (B, 1, T, T)
         return mask
 
-    def layers(self) -> nn.ModuleList:
+    def layers(self) -> Sequence[DebertaV2Layer]:
         """The encoder's layers."""
         return self.encoder.layer
 

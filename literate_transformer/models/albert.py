@@ -41,14 +41,12 @@ from torch import Tensor, nn
 
 from ..core.activations import get_activation
 from ..core.config import as_config
-from ..core.masks import build_attention_mask
-from ..core.outputs import LayerOutput, ModelOutput
+from ..core.outputs import LayerOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_token_inputs, validate_with
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
-from ..parts.stack import run_layers
-from .bert import BertEmbeddings, BertSelfAttention
+from .bert import BertEmbeddings, BertSelfAttention, EncoderModel
 from .registry import load_by_name, register
 
 __all__ = [
@@ -205,12 +203,15 @@ class AlbertTransformer(nn.Module):
         return [layer for group in group_of for layer in self.albert_layer_groups[group].albert_layers]
 
 
-def _check_model_inputs(model: AlbertModel, args: Arguments) -> None:
-    check_token_inputs(args, model.config)
-
-
-class AlbertModel(nn.Module):
+class AlbertModel(EncoderModel):
     """ALBERT: :class:`AlbertEmbeddings`, :class:`AlbertTransformer` (``encoder``), and the tanh ``pooler``.
+
+    Its ``forward`` is the encoder forward of BERT's family
+    (:meth:`EncoderModel.forward <literate_transformer.models.bert.EncoderModel.forward>`);
+    ALBERT changes three of its steps: the embeddings are lifted from their width ``W`` to the layers'
+    width ``E`` (:meth:`embed`), the same few layers run over the whole depth (:meth:`layers`), and the
+    pooler is a dense layer and a tanh kept on the model (:meth:`pool`).  ``attentions`` and
+    ``hidden_states`` hold one entry per layer *call* (``num_hidden_layers * inner_group_num`` of them).
 
     Args:
         config: A ``transformers`` :class:`~transformers.AlbertConfig`.
@@ -226,41 +227,24 @@ class AlbertModel(nn.Module):
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
         self.pooler_activation = nn.Tanh() if add_pooling_layer else None
 
-    @validate_with(_check_model_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        *,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Encode a batch; the arguments as in :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput`; ``attentions`` and ``hidden_states``
-            hold one entry per layer *call* (``num_hidden_layers * inner_group_num`` of them).
-        """
-        # 1) Token ids -> vectors of the embedding width W.
+    def embed(
+        self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None, mask: Tensor | None
+    ) -> Tensor:
+        """Token ids to vectors of the embedding width ``W``, lifted to the layers' width ``E``."""
         embedding_output = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, W)
-        # 2) ... lifted to the layers' width E.
         hidden_states = self.encoder.embedding_hidden_mapping_in(embedding_output)  # (B, T, E)
-        # The additive padding mask, built once.
-        mask = build_attention_mask(
-            attention_mask, query_length=input_ids.shape[1], device=input_ids.device, dtype=hidden_states.dtype
-        )
-        # 3) The shared layers, called over the whole depth.
-        last_hidden_state, layer_outputs = run_layers(
-            self.encoder.layers(), hidden_states, mask, output_attentions=output_attentions
-        )
-        output = ModelOutput.from_layers(hidden_states, layer_outputs, last_hidden_state, output_hidden_states)
-        # 4) The [CLS] vector through a dense layer and a tanh.
-        if self.pooler is not None:
-            pooler_output = self.pooler_activation(self.pooler(last_hidden_state[:, 0]))  # (B, E)
-            output.pooler_output = pooler_output
-        return output
+        return hidden_states
+
+    def layers(self) -> list[AlbertLayer]:
+        """The shared layers, called over the whole depth (:meth:`AlbertTransformer.layers`)."""
+        return self.encoder.layers()
+
+    def pool(self, last_hidden_state: Tensor) -> Tensor | None:
+        """The ``[CLS]`` vector through a dense layer and a tanh; ``None`` without a pooler."""
+        if self.pooler is None:
+            return None
+        pooler_output = self.pooler_activation(self.pooler(last_hidden_state[:, 0]))  # (B, E)
+        return pooler_output
 
 
 @register("AlbertModel")

@@ -62,6 +62,7 @@ tensor([-8., -5., -3.,  0.,  3.,  5.,  8.])
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -70,11 +71,9 @@ from torch import Tensor, nn
 
 from ..core.activations import ACTIVATIONS
 from ..core.masks import masked_fill_scores
-from ..core.outputs import LayerOutput, ModelOutput
-from ..core.validation import Arguments, check_token_inputs, validate_with
+from ..core.outputs import LayerOutput
 from ..parts.heads import merge_heads, split_heads
-from ..parts.stack import run_layers
-from .bert import BertAttention, BertLayer
+from .bert import BertAttention, BertLayer, EncoderModel
 from .registry import map_state_dict, register
 
 __all__ = [
@@ -474,12 +473,15 @@ class DebertaV2Encoder(nn.Module):
         return build_relative_position(length, length, self.position_buckets, self.max_relative_positions, device)
 
 
-def _check_model_inputs(model: DebertaV2Model, args: Arguments) -> None:
-    check_token_inputs(args, model.config)
-
-
-class DebertaV2Model(nn.Module):
+class DebertaV2Model(EncoderModel):
     """DeBERTa v2/v3: :class:`DebertaV2Embeddings` and :class:`DebertaV2Encoder`; no pooler.
+
+    Its ``forward`` is the encoder forward of BERT's family
+    (:meth:`EncoderModel.forward <literate_transformer.models.bert.EncoderModel.forward>`), two of whose
+    arguments are read only where the config has their table: ``token_type_ids`` with
+    ``type_vocab_size > 0``, ``position_ids`` with ``position_biased_input``.  DeBERTa changes what the
+    layers read: a mask over pairs of tokens (:meth:`layer_mask`), and the distances and the position
+    table every layer's disentangled attention reads (:meth:`layer_inputs`).
 
     Args:
         config: A ``transformers`` :class:`~transformers.DebertaV2Config`.
@@ -491,51 +493,30 @@ class DebertaV2Model(nn.Module):
         self.embeddings = DebertaV2Embeddings(config)
         self.encoder = DebertaV2Encoder(config)
 
-    @validate_with(_check_model_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        *,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Contextual vectors for every token.
-
-        The arguments are :meth:`BertModel.forward <literate_transformer.models.bert.BertModel.forward>`'s,
-        two of them read only where the config has their table: ``token_type_ids`` with
-        ``type_vocab_size > 0``, ``position_ids`` with ``position_biased_input``.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput`.
-
-        Raises:
-            ValueError: for ids outside the vocabulary, sequences longer than
-                ``max_position_embeddings``, masks of the wrong shape, or segments without a segment table.
-        """
-        length = input_ids.shape[1]
+    def embed(
+        self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None, mask: Tensor | None
+    ) -> Tensor:
+        """DeBERTa's embeddings, ``(B, T, E)``; they zero the padding's vectors, where ``mask`` is 0."""
         if position_ids is None:
-            position_ids = torch.arange(length, device=input_ids.device)[None]  # (1, T)
-        embedding_output = self.embeddings(input_ids, token_type_ids, position_ids, attention_mask)  # (B, T, E)
-        mask = None
-        if attention_mask is not None:
-            # DeBERTa's mask: pair (i, j) is visible when token i and token j are both real.
-            real = attention_mask.bool()
-            mask = real[:, None, None, :] & real[:, None, :, None]  # (B, 1, T, T)
-        # The distances and the position table, computed once and shared by every layer.
-        relative_pos = self.encoder.get_rel_pos(length, input_ids.device)
-        rel_embeddings = self.encoder.get_rel_embedding()
-        hidden_states, layer_outputs = run_layers(
-            self.encoder.layer,
-            embedding_output,
-            mask,
-            relative_pos,
-            rel_embeddings,
-            output_attentions=output_attentions,
-        )
-        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
+        embedding_output = self.embeddings(input_ids, token_type_ids, position_ids, mask)  # (B, T, E)
+        return embedding_output
+
+    def layer_mask(self, attention_mask: Tensor | None, hidden_states: Tensor) -> Tensor | None:
+        """DeBERTa's mask: pair (i, j) is visible when token i and token j are both real."""
+        if attention_mask is None:
+            return None
+        real = attention_mask.bool()
+        mask = real[:, None, None, :] & real[:, None, :, None]  # (B, 1, T, T)
+        return mask
+
+    def layers(self) -> Sequence[DebertaV2Layer]:
+        """The encoder's layers."""
+        return self.encoder.layer
+
+    def layer_inputs(self, length: int, device: torch.device) -> tuple[Tensor | None, Tensor | None]:
+        """The distances and the position table, computed once and shared by every layer."""
+        return self.encoder.get_rel_pos(length, device), self.encoder.get_rel_embedding()
 
 
 def map_deberta_v2_state_dict(state_dict: dict[str, Tensor], expected: dict[str, Tensor]) -> dict[str, Tensor]:

@@ -263,11 +263,11 @@ def sample_generate(
         model,
         input_ids,
         max_new_tokens,
-        draw,
         bos_token_id=bos_token_id,
         eos_token_id=eos_token_id,
         attention_mask=attention_mask,
         use_cache=use_cache,
+        choose_next_token=draw,
     ).sequences
 
 

@@ -258,14 +258,18 @@ def generate_step_by_step(
     model: torch.nn.Module,
     input_ids: Tensor,
     max_new_tokens: int,
-    choose_next_token: Callable[[Tensor], Tensor] = most_likely_token,
     bos_token_id: int | None = None,
     eos_token_id: int | list[int] | None = None,
     attention_mask: Tensor | None = None,
     use_cache: bool = True,
     forced_bos_token_id: int | None = None,
+    *,
+    choose_next_token: Callable[[Tensor], Tensor] = most_likely_token,
 ) -> GenerationOutput:
     """Write one token per step with an encoder-decoder or a decoder-only model, each chosen by ``choose_next_token``.
+
+    With the default rule, :func:`most_likely_token`, this is greedy
+    decoding (:func:`greedy_generate`); sampling passes a rule that draws.
 
     The model is switched to evaluation mode (no dropout) for the call and
     restored afterwards; no gradients are recorded.
@@ -278,8 +282,6 @@ def generate_step_by_step(
         input_ids: The source ``(B, S)`` (encoder-decoder) or the prompt
             ``(B, P)``, left-padded (decoder-only).
         max_new_tokens: How many tokens to write at most (at least 1).
-        choose_next_token: The rule for the next token: ``(B, V)`` scores in, ``(B,)`` ids out
-            (:func:`most_likely_token` for greedy decoding).
         bos_token_id: The start token every target begins with
             (encoder-decoder only; ``None`` for a decoder-only model).
         eos_token_id: Stop a sequence when it writes this token (or any
@@ -293,6 +295,8 @@ def generate_step_by_step(
         forced_bos_token_id: The first token to write, whatever the model
             scores (HuggingFace's name: a multilingual model's target
             language); ``None`` for none.
+        choose_next_token: The rule for the next token: ``(B, V)`` scores in, ``(B,)`` ids out
+            (:func:`most_likely_token`, greedy decoding, by default).
 
     Returns:
         A :class:`GenerationOutput`: the sequences (start token or prompt
@@ -358,42 +362,6 @@ def generate_step_by_step(
     return GenerationOutput(sequences, torch.stack(step_logits, dim=1))
 
 
-def greedy_generate(
-    model: torch.nn.Module,
-    input_ids: Tensor,
-    max_new_tokens: int,
-    bos_token_id: int | None = None,
-    eos_token_id: int | list[int] | None = None,
-    attention_mask: Tensor | None = None,
-    use_cache: bool = True,
-    forced_bos_token_id: int | None = None,
-) -> GenerationOutput:
-    """Greedy decoding with an encoder-decoder or a decoder-only model: the most likely token at every step.
-
-    :func:`generate_step_by_step` with :func:`most_likely_token`; the
-    arguments, what comes back and what is refused are as there.
-
-    Args:
-        model: An encoder-decoder or a decoder-only model.
-        input_ids: The source ``(B, S)`` or the left-padded prompt ``(B, P)``.
-        max_new_tokens: How many tokens to write at most (at least 1).
-        bos_token_id: The start token of an encoder-decoder model's target (``None`` for a decoder-only model).
-        eos_token_id: Stop a sequence when it writes this token, or one of these (``None``: never stop early).
-        attention_mask: The padding mask of ``input_ids``.
-        use_cache: Reuse cached keys/values (``True``) or recompute the whole sequence every step.
-        forced_bos_token_id: The first token to write, whatever the model scores; ``None`` for none.
-
-    Returns:
-        A :class:`GenerationOutput`.
-    """
-    return generate_step_by_step(
-        model,
-        input_ids,
-        max_new_tokens,
-        most_likely_token,
-        bos_token_id=bos_token_id,
-        eos_token_id=eos_token_id,
-        attention_mask=attention_mask,
-        use_cache=use_cache,
-        forced_bos_token_id=forced_bos_token_id,
-    )
+#: Greedy decoding, the most likely token at every step: :func:`generate_step_by_step` with its default rule,
+#: :func:`most_likely_token` (``transformers``' ``generate(do_sample=False, num_beams=1)``).
+greedy_generate = generate_step_by_step

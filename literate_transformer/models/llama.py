@@ -35,8 +35,9 @@ Under HuggingFace's names (``model.embed_tokens``,
 ``model.layers.0.input_layernorm``, ``model.norm``, ``lm_head``) a
 ``transformers`` Llama's weights load by name.  Llama's descendants read the
 same config fields, so a family built on Llama (Qwen3, Mistral) names the
-classes it swaps (``attention_class``, ``mlp_class``, ``layer_class``,
-``model_class``) and writes only what they change.
+classes it swaps (``attention_class``, ``layer_class``, ``model_class``) and
+writes only what they change; a bias field its config lacks
+(``attention_bias``, ``mlp_bias``) reads as no biases.
 
 Rotary scaling
 --------------
@@ -217,16 +218,12 @@ class LlamaAttention(Attention):
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         heads, kv_heads, head_dim = config.num_attention_heads, key_value_heads_of(config), head_dim_of(config)
         super().__init__(config, heads, head_dim, num_key_value_heads=kv_heads, dropout=config.attention_dropout)
-        bias = self.bias(config)
+        # Biases as ``attention_bias`` says (none in Llama's own models); a config without the field (Mistral's) has none.
+        bias = getattr(config, "attention_bias", False)
         self.q_proj = nn.Linear(config.hidden_size, heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(config.hidden_size, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(config.hidden_size, kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(heads * head_dim, config.hidden_size, bias=bias)
-
-    @staticmethod
-    def bias(config: Any) -> bool:
-        """Biases on the four projections: as ``attention_bias`` says (none in Llama's own models)."""
-        return config.attention_bias
 
     def project_query(self, hidden_states: Tensor) -> Tensor:
         """Every query head's queries, ``(B, T, H D)``."""
@@ -253,12 +250,10 @@ class LlamaMLP(GatedFeedForward):
     """
 
     def __init__(self, config: Any) -> None:
-        super().__init__(config.hidden_size, config.intermediate_size, config.hidden_act, bias=self.bias(config))
-
-    @staticmethod
-    def bias(config: Any) -> bool:
-        """Biases on the three layers: as ``mlp_bias`` says (none in Llama's own models)."""
-        return config.mlp_bias
+        # Biases as ``mlp_bias`` says (none in Llama's own models); a config without the field (Mistral's, Qwen3's)
+        # has none.
+        bias = getattr(config, "mlp_bias", False)
+        super().__init__(config.hidden_size, config.intermediate_size, config.hidden_act, bias=bias)
 
 
 class LlamaDecoderLayer(DecoderLayer):
@@ -274,15 +269,13 @@ class LlamaDecoderLayer(DecoderLayer):
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-norm.
     norm_first = True
-    #: The attention a family's layer builds.
+    #: The attention a family's layer builds (Qwen3 swaps in its own).
     attention_class: type[nn.Module] = LlamaAttention
-    #: The feed-forward network a family's layer builds.
-    mlp_class: type[nn.Module] = LlamaMLP
 
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         super().__init__()
         self.self_attn = self.attention_class(config, layer_idx)
-        self.mlp = self.mlp_class(config)
+        self.mlp = LlamaMLP(config)
         self.input_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
         self.post_attention_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
 

@@ -19,20 +19,25 @@ GPT-Neo's local layers use, here in every layer; ``sliding_window: None``
 makes Mistral Llama again.
 
 Mistral's config has neither ``attention_bias`` nor ``mlp_bias``: its
-projections never have biases.
+projections never have biases, which is how Llama's classes read a config
+without those fields.  So Mistral's attention, feed-forward network and
+layers are Llama's (``transformers``' ``MistralAttention``, ``MistralMLP``
+and ``MistralDecoderLayer`` are :class:`~literate_transformer.models.llama.LlamaAttention`,
+:class:`~literate_transformer.models.llama.LlamaMLP` and
+:class:`~literate_transformer.models.llama.LlamaDecoderLayer` here), and
+this file is the window alone.
 
 >>> import torch
 >>> from transformers import MistralConfig
->>> config = MistralConfig(vocab_size=40, hidden_size=24, intermediate_size=40, num_hidden_layers=1,
+>>> from literate_transformer.core.masks import causal_mask
+>>> config = MistralConfig(vocab_size=40, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
 ...                        num_attention_heads=4, num_key_value_heads=1, head_dim=6, sliding_window=2,
 ...                        max_position_embeddings=16)
 >>> model = MistralForCausalLM(config).eval()
->>> probs = model(torch.tensor([[5, 6, 7, 8]]), output_attentions=True).attentions[0]
->>> (probs[0, 0] > 0).int()                                           # every layer: a band of 2
-tensor([[1, 0, 0, 0],
-        [1, 1, 0, 0],
-        [0, 1, 1, 0],
-        [0, 0, 1, 1]], dtype=torch.int32)
+>>> attentions = model(torch.tensor([[5, 6, 7, 8]]), output_attentions=True).attentions
+>>> band = causal_mask(4, window=2)              # each query: its own key and the one before
+>>> [torch.equal(probs[0, 0] > 0, band) for probs in attentions]      # in every layer, not every other one
+[True, True, True]
 """
 
 from __future__ import annotations
@@ -44,22 +49,11 @@ from torch import Tensor, nn
 
 from ..core.masks import build_attention_mask
 from ..core.validation import check_positive_int
-from .llama import (
-    LlamaAttention,
-    LlamaDecoderLayer,
-    LlamaForCausalLM,
-    LlamaMLP,
-    LlamaModel,
-    check_llama_config,
-    convert_from_hf,
-)
+from .llama import LlamaForCausalLM, LlamaModel, check_llama_config, convert_from_hf
 from .registry import register
 
 __all__ = [
     "check_mistral_config",
-    "MistralAttention",
-    "MistralMLP",
-    "MistralDecoderLayer",
     "MistralModel",
     "MistralForCausalLM",
     "mistral_from_hf",
@@ -79,31 +73,6 @@ def check_mistral_config(config: Any) -> Any:
     return config
 
 
-class MistralAttention(LlamaAttention):
-    """Llama's attention without biases."""
-
-    @staticmethod
-    def bias(config: Any) -> bool:
-        """No biases (Mistral's config has no ``attention_bias``)."""
-        return False
-
-
-class MistralMLP(LlamaMLP):
-    """Llama's SwiGLU network without biases."""
-
-    @staticmethod
-    def bias(config: Any) -> bool:
-        """No biases (Mistral's config has no ``mlp_bias``)."""
-        return False
-
-
-class MistralDecoderLayer(LlamaDecoderLayer):
-    """Llama's layer with Mistral's bias-free attention and feed-forward network."""
-
-    attention_class = MistralAttention
-    mlp_class = MistralMLP
-
-
 class MistralModel(LlamaModel):
     """Llama's stack, every layer attending within the sliding window.
 
@@ -112,7 +81,6 @@ class MistralModel(LlamaModel):
     """
 
     check_config = staticmethod(check_mistral_config)
-    layer_class = MistralDecoderLayer
 
     def attention_masks(
         self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device

@@ -16,9 +16,10 @@ the heads of a layer),
 so that no score can grow without bound however large the projections'
 weights become (the report names this *QK-Norm*, replacing the biases on
 the projections of Qwen2).  This file is that difference, and the names of
-the classes it swaps into Llama's (``attention_class``, ``mlp_class``,
-``layer_class``, ``model_class``); Qwen3's config has no ``mlp_bias``, so
-its feed-forward network never has biases.
+the classes it swaps into Llama's (``attention_class``, ``layer_class``,
+``model_class``).  Qwen3's config has no ``mlp_bias``, so its feed-forward
+network, Llama's :class:`~literate_transformer.models.llama.LlamaMLP`
+(``transformers``' ``Qwen3MLP``), never has biases.
 
 ``transformers`` 4.41 has no Qwen3 (its tests skip there, saying so).  Qwen3's
 configs may also ask for sliding-window attention in their upper layers
@@ -51,7 +52,6 @@ from .llama import (
     LlamaAttention,
     LlamaDecoderLayer,
     LlamaForCausalLM,
-    LlamaMLP,
     LlamaModel,
     check_llama_config,
     convert_from_hf,
@@ -62,7 +62,6 @@ from .registry import register
 __all__ = [
     "check_qwen3_config",
     "Qwen3Attention",
-    "Qwen3MLP",
     "Qwen3DecoderLayer",
     "Qwen3Model",
     "Qwen3ForCausalLM",
@@ -106,20 +105,10 @@ class Qwen3Attention(LlamaAttention):
         return super().position(self.q_norm(query), self.k_norm(key), position_embeddings)
 
 
-class Qwen3MLP(LlamaMLP):
-    """Llama's SwiGLU network, never with biases (Qwen3's config has no ``mlp_bias``)."""
-
-    @staticmethod
-    def bias(config: Any) -> bool:
-        """No biases."""
-        return False
-
-
 class Qwen3DecoderLayer(LlamaDecoderLayer):
-    """Llama's layer with Qwen3's attention and feed-forward network."""
+    """Llama's layer with Qwen3's attention."""
 
     attention_class = Qwen3Attention
-    mlp_class = Qwen3MLP
 
 
 class Qwen3Model(LlamaModel):

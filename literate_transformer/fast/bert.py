@@ -84,7 +84,8 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -93,7 +94,7 @@ from torch import Tensor, nn
 from ..core.validation import Arguments, check_input_ids, validate_with
 from ..models.bert import BertLayer, BertModel
 
-__all__ = ["PackedBatch", "Workspace", "FusedBertLayer", "FastBertModel"]
+__all__ = ["PackedBatch", "Workspace", "activate_in_place", "FusedBertLayer", "FastBertModel"]
 
 
 class PackedBatch:
@@ -152,20 +153,19 @@ class PackedBatch:
         return sum(self.lengths)
 
 
-class Workspace(NamedTuple):
+@dataclass(frozen=True)
+class Workspace:
     """The buffers one forward allocates once and every :class:`FusedBertLayer` writes over.
 
     A layer reads each buffer before the next layer writes it again, so one
     set serves the whole stack (see point 4 of this module).
-
-    Attributes:
-        mixed: ``(U, 3E)``, the fused projection's ``[Q K V]``.
-        intermediate: ``(U, F)``, the feed-forward layer's hidden activations.
-        summed: ``(U, E)``, a sub-layer's residual + bias + product, before its layer norm.
     """
 
+    #: ``(U, 3E)``, the fused projection's ``[Q K V]``.
     mixed: Tensor
+    #: ``(U, F)``, the feed-forward layer's hidden activations.
     intermediate: Tensor
+    #: ``(U, E)``, a sub-layer's residual + bias + product, before its layer norm.
     summed: Tensor
 
     @classmethod

@@ -71,7 +71,9 @@ def test_every_layer_writes_over_one_workspace_and_computes_what_it_computes_alo
     assert torch.equal(shared, alone)
     torch.testing.assert_close(workspace.mixed, expected_mixed, atol=ATOL, rtol=0)
     assert workspace.intermediate.shape == (7, bert.config.intermediate_size)
-    assert shared.data_ptr() not in {buffer.data_ptr() for buffer in workspace}
+    assert shared.data_ptr() not in {
+        buffer.data_ptr() for buffer in (workspace.mixed, workspace.intermediate, workspace.summed)
+    }
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ r"""BERT, fast: the same function as :class:`~literate_transformer.models.bert.B
 three projections for queries, keys and values, every padded position
 computed like a real one, one PyTorch call per step.  That is also where its
 time goes.  :class:`FastBertModel` is built *from* a ``BertModel`` (the same
-weights, nothing retrained) and changes four things, each one a lesson of
+weights, nothing retrained) and changes five things, each one a lesson of
 chapter 16; a test proves that it still computes what ``BertModel`` computes,
 within ``1e-5``.
 
@@ -39,7 +39,18 @@ within ``1e-5``.
    accumulate into that sum in place (:meth:`FusedBertLayer.add_and_norm`)
    saves one pass over the ``(U, E)`` states per sub-layer.
 
-4. **A compiled path where it pays.**  :meth:`FastBertModel.compile` hands
+4. **Memory allocated once per forward.**  A new tensor of a few megabytes
+   is memory the operating system has to hand over page by page: the first
+   write to each 4 kB page stops the program while the kernel zeroes it
+   (a "page fault").  A 6 MB feed-forward activation is about 1,500 of
+   them, and an eager forward of six layers allocates such tensors by the
+   dozen.  Here the three largest (the fused ``[Q K V]`` ``(U, 3E)``, the
+   feed-forward's hidden layer ``(U, F)`` and the sub-layers' sums
+   ``(U, E)``) are allocated once per forward, in a :class:`Workspace`
+   that every layer writes over, and the GELU runs in place.  The
+   arithmetic is the same, in the same order.
+
+5. **A compiled path where it pays.**  :meth:`FastBertModel.compile` hands
    the packed forward to :func:`torch.compile`, which fuses the steps PyTorch
    runs as separate passes over memory (the GELU, the additions, the layer
    norms) into fewer kernels around the matrix multiplies; with
@@ -73,6 +84,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -82,7 +94,7 @@ from torch import Tensor, nn
 from ..core.validation import Arguments, check_input_ids, validate_with
 from ..models.bert import BertLayer, BertModel
 
-__all__ = ["PackedBatch", "FusedBertLayer", "FastBertModel"]
+__all__ = ["PackedBatch", "Workspace", "activate_in_place", "FusedBertLayer", "FastBertModel"]
 
 
 class PackedBatch:
@@ -141,6 +153,39 @@ class PackedBatch:
         return sum(self.lengths)
 
 
+@dataclass(frozen=True)
+class Workspace:
+    """The buffers one forward allocates once and every :class:`FusedBertLayer` writes over.
+
+    A layer reads each buffer before the next layer writes it again, so one
+    set serves the whole stack (see point 4 of this module).
+    """
+
+    #: ``(U, 3E)``, the fused projection's ``[Q K V]``.
+    mixed: Tensor
+    #: ``(U, F)``, the feed-forward layer's hidden activations.
+    intermediate: Tensor
+    #: ``(U, E)``, a sub-layer's residual + bias + product, before its layer norm.
+    summed: Tensor
+
+    @classmethod
+    def for_layer(cls, hidden_states: Tensor, layer: FusedBertLayer) -> Workspace:
+        """Empty buffers for ``hidden_states`` ``(U, E)`` passing through layers shaped like ``layer``."""
+        num_tokens, hidden_size = hidden_states.shape
+        return cls(
+            mixed=hidden_states.new_empty(num_tokens, layer.query_key_value.out_features),
+            intermediate=hidden_states.new_empty(num_tokens, layer.intermediate.dense.out_features),
+            summed=hidden_states.new_empty(num_tokens, hidden_size),
+        )
+
+
+def activate_in_place(activation: nn.Module, hidden: Tensor) -> Tensor:
+    """``activation(hidden)``, written over ``hidden`` where PyTorch has an in-place form (BERT's exact GELU has)."""
+    if isinstance(activation, nn.GELU):
+        return torch.ops.aten.gelu_(hidden, approximate=activation.approximate)
+    return activation(hidden)
+
+
 class FusedBertLayer(nn.Module):
     """:class:`~literate_transformer.models.bert.BertLayer` on packed tokens, Q, K and V in one multiply.
 
@@ -187,7 +232,9 @@ class FusedBertLayer(nn.Module):
         return context if index is None else context.index_select(0, index)
 
     @staticmethod
-    def add_and_norm(residual: Tensor, hidden: Tensor, dense: nn.Linear, norm: nn.LayerNorm) -> Tensor:
+    def add_and_norm(
+        residual: Tensor, hidden: Tensor, dense: nn.Linear, norm: nn.LayerNorm, out: Tensor | None = None
+    ) -> Tensor:
         r"""BERT's post-LN sub-layer end, :math:`\operatorname{LayerNorm}(x + h W^\top + b)`, in fewer passes.
 
         :class:`~literate_transformer.models.bert.BertSelfOutput` writes the
@@ -195,28 +242,48 @@ class FusedBertLayer(nn.Module):
         another pass.  Here the residual and the bias are summed first, and
         the matrix multiply accumulates into that sum in place
         (:func:`torch.addmm` with ``out`` its own input): one pass over the
-        ``(U, E)`` states fewer, the same sum up to rounding.
+        ``(U, E)`` states fewer, the same sum up to rounding.  ``out``, a
+        ``(U, E)`` buffer to hold the sum (a :class:`Workspace`'s ``summed``);
+        ``None``: a new tensor.
         """
-        # x + b, in a new tensor the multiply then adds h W^T into.
-        summed = residual + dense.bias  # (U, E)
+        # x + b, in the buffer the multiply then adds h W^T into.
+        summed = torch.add(residual, dense.bias, out=out)  # (U, E)
         summed = torch.addmm(summed, hidden, dense.weight.t(), out=summed)  # (U, E)
         return norm(summed)
 
     def forward(
-        self, hidden_states: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: tuple[int, int]
+        self,
+        hidden_states: Tensor,
+        index: Tensor | None,
+        key_mask: Tensor | None,
+        shape: tuple[int, int],
+        workspace: Workspace | None = None,
     ) -> Tensor:
-        """One layer on the packed tokens, ``(U, E) -> (U, E)`` (the other arguments: see :meth:`attend`)."""
+        """One layer on the packed tokens, ``(U, E) -> (U, E)`` (the other arguments: see :meth:`attend`).
+
+        ``workspace``: the buffers to write over (:meth:`FastBertModel.encode_packed` passes one set to every
+        layer); ``None``: this layer allocates its own.
+        """
+        if workspace is None:
+            workspace = Workspace.for_layer(hidden_states, self)
         # 1) [Q K V] for every real token in one matrix multiply, (U, E) -> (U, 3E).
-        mixed = self.query_key_value(hidden_states)
+        projection = self.query_key_value
+        mixed = torch.addmm(projection.bias, hidden_states, projection.weight.t(), out=workspace.mixed)
         # 2) Attention within each sequence.
         context = self.attend(mixed, index, key_mask, shape)  # (U, E)
         # 3) W^O, residual, layer norm (post-LN, BERT's weights).
         output = self.attention_output
-        attention_output = self.add_and_norm(hidden_states, context, output.dense, output.LayerNorm)  # (U, E)
+        attention_output = self.add_and_norm(
+            hidden_states, context, output.dense, output.LayerNorm, out=workspace.summed
+        )  # (U, E)
         # 4) The feed-forward layer, act(a W_1 + b_1) W_2 + b_2, residual and layer norm, on real tokens only.
-        intermediate = self.intermediate
-        intermediate_output = intermediate.intermediate_act_fn(intermediate.dense(attention_output))  # (U, F)
-        return self.add_and_norm(attention_output, intermediate_output, self.output.dense, self.output.LayerNorm)
+        dense = self.intermediate.dense
+        intermediate_output = torch.addmm(dense.bias, attention_output, dense.weight.t(), out=workspace.intermediate)
+        intermediate_output = activate_in_place(self.intermediate.intermediate_act_fn, intermediate_output)  # (U, F)
+        output = self.output
+        return self.add_and_norm(
+            attention_output, intermediate_output, output.dense, output.LayerNorm, workspace.summed
+        )
 
 
 def _check_fast_inputs(model: FastBertModel, args: Arguments) -> None:
@@ -315,8 +382,10 @@ class FastBertModel(nn.Module):
             + embeddings.position_embeddings(position_ids)
         )  # (U, E)
         hidden_states = embeddings.LayerNorm(summed)  # (U, E)
+        # The layers' large intermediates, allocated once for all of them (point 4).
+        workspace = Workspace.for_layer(hidden_states, self.layer[0])
         for layer_module in self.layer:
-            hidden_states = layer_module(hidden_states, index, key_mask, shape.shape[:2])  # (U, E)
+            hidden_states = layer_module(hidden_states, index, key_mask, shape.shape[:2], workspace)  # (U, E)
         return hidden_states
 
     @torch.inference_mode()

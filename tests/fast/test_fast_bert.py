@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from literate_transformer.fast.bert import FastBertModel, PackedBatch
+from literate_transformer.fast.bert import FastBertModel, PackedBatch, Workspace, activate_in_place
 from literate_transformer.models.bert import BertModel
 
 ATOL = 1e-5
@@ -54,6 +54,39 @@ def test_the_fused_projection_is_query_key_and_value_stacked(tiny_config):
     attention = bert.encoder.layer[0].attention.self
     expected = torch.cat([attention.query(hidden), attention.key(hidden), attention.value(hidden)], dim=-1)
     torch.testing.assert_close(fused(hidden), expected, atol=ATOL, rtol=0)
+
+
+def test_every_layer_writes_over_one_workspace_and_computes_what_it_computes_alone(tiny_config):
+    bert = BertModel(tiny_config(num_hidden_layers=2)).eval()
+    first, second = FastBertModel.from_bert(bert).layer
+    hidden = torch.randn(7, bert.config.hidden_size)
+    workspace = Workspace.for_layer(hidden, first)
+    arguments = (None, None, (1, 7))
+    with torch.inference_mode():
+        alone = second(first(hidden, *arguments), *arguments)
+        between = first(hidden, *arguments, workspace)
+        shared = second(between, *arguments, workspace)
+        # The buffers hold the second layer's intermediates: it wrote over the first layer's.
+        expected_mixed = second.query_key_value(between)
+    assert torch.equal(shared, alone)
+    torch.testing.assert_close(workspace.mixed, expected_mixed, atol=ATOL, rtol=0)
+    assert workspace.intermediate.shape == (7, bert.config.intermediate_size)
+    assert shared.data_ptr() not in {
+        buffer.data_ptr() for buffer in (workspace.mixed, workspace.intermediate, workspace.summed)
+    }
+
+
+@pytest.mark.parametrize(
+    ("activation", "in_place"),
+    [(torch.nn.GELU(), True), (torch.nn.GELU(approximate="tanh"), True), (torch.nn.ReLU(), False)],
+    ids=["gelu", "gelu-tanh", "relu"],
+)
+def test_the_activation_runs_in_place_where_pytorch_has_the_form(activation, in_place):
+    hidden = torch.randn(4, 6)
+    expected = activation(hidden.clone())
+    result = activate_in_place(activation, hidden)
+    assert torch.equal(result, expected)
+    assert (result.data_ptr() == hidden.data_ptr()) is in_place
 
 
 def test_a_packed_batch_knows_where_each_real_token_sits():

@@ -178,9 +178,38 @@ class Workspace:
             summed=hidden_states.new_empty(num_tokens, hidden_size),
         )
 
+    def check_fits(self, hidden_states: Tensor, layer: FusedBertLayer) -> None:
+        """Refuse buffers a layer cannot write over: each must have :meth:`for_layer`'s shape and dtype.
+
+        Raises:
+            ValueError: naming the buffer, its shape and dtype, and what the layer needs.
+        """
+        num_tokens, hidden_size = hidden_states.shape
+        wanted = {
+            "mixed": (num_tokens, layer.query_key_value.out_features),
+            "intermediate": (num_tokens, layer.intermediate.dense.out_features),
+            "summed": (num_tokens, hidden_size),
+        }
+        for name, shape in wanted.items():
+            buffer = getattr(self, name)
+            if tuple(buffer.shape) != shape or buffer.dtype != hidden_states.dtype:
+                raise ValueError(
+                    f"workspace.{name} must be a {hidden_states.dtype} tensor of shape {shape} for hidden_states "
+                    f"of shape {tuple(hidden_states.shape)}, got {buffer.dtype} {tuple(buffer.shape)} "
+                    "(build it with Workspace.for_layer)"
+                )
+
 
 def activate_in_place(activation: nn.Module, hidden: Tensor) -> Tensor:
-    """``activation(hidden)``, written over ``hidden`` where PyTorch has an in-place form (BERT's exact GELU has)."""
+    """``activation(hidden)``, written over ``hidden`` where PyTorch has an in-place form (BERT's exact GELU has).
+
+    Raises:
+        TypeError: if ``activation`` is not a ``torch.nn.Module`` or ``hidden`` not a tensor.
+    """
+    if not isinstance(activation, nn.Module):
+        raise TypeError(f"activation must be a torch.nn.Module such as nn.GELU(), got {type(activation).__name__}")
+    if not isinstance(hidden, Tensor):
+        raise TypeError(f"hidden must be a torch.Tensor, got {type(hidden).__name__}")
     if isinstance(activation, nn.GELU):
         return torch.ops.aten.gelu_(hidden, approximate=activation.approximate)
     return activation(hidden)
@@ -266,6 +295,10 @@ class FusedBertLayer(nn.Module):
         """
         if workspace is None:
             workspace = Workspace.for_layer(hidden_states, self)
+        elif not isinstance(workspace, Workspace):
+            raise TypeError(f"workspace must be a Workspace or None, got {type(workspace).__name__}")
+        else:
+            workspace.check_fits(hidden_states, self)
         # 1) [Q K V] for every real token in one matrix multiply, (U, E) -> (U, 3E).
         projection = self.query_key_value
         mixed = torch.addmm(projection.bias, hidden_states, projection.weight.t(), out=workspace.mixed)

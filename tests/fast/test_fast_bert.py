@@ -89,6 +89,27 @@ def test_the_activation_runs_in_place_where_pytorch_has_the_form(activation, in_
     assert (result.data_ptr() == hidden.data_ptr()) is in_place
 
 
+def test_a_workspace_that_does_not_fit_is_refused_by_name(tiny_config):
+    bert = BertModel(tiny_config()).eval()
+    layer = FastBertModel.from_bert(bert).layer[0]
+    hidden = torch.randn(7, bert.config.hidden_size)
+    too_short = Workspace.for_layer(hidden[:5], layer)
+    with pytest.raises(ValueError, match=r"workspace.mixed must be a torch.float32 tensor of shape \(7, "):
+        layer(hidden, None, None, (1, 7), too_short)
+    halves = Workspace.for_layer(hidden.half(), layer)
+    with pytest.raises(ValueError, match="workspace.mixed must be a torch.float32 tensor"):
+        layer(hidden, None, None, (1, 7), halves)
+    with pytest.raises(TypeError, match="workspace must be a Workspace or None, got dict"):
+        layer(hidden, None, None, (1, 7), {"mixed": None})
+
+
+def test_activate_in_place_refuses_what_is_not_a_module_or_a_tensor():
+    with pytest.raises(TypeError, match="activation must be a torch.nn.Module"):
+        activate_in_place("gelu", torch.randn(2, 3))
+    with pytest.raises(TypeError, match="hidden must be a torch.Tensor, got list"):
+        activate_in_place(torch.nn.GELU(), [1.0, 2.0])
+
+
 def test_a_packed_batch_knows_where_each_real_token_sits():
     batch = PackedBatch([3, 1, 2], max_length=3)
     assert batch.num_tokens == 6

@@ -88,8 +88,7 @@ from torch import Tensor, nn
 from ..book.decoder import PreTrainedEncoderDecoderModel
 from ..core.activations import ACTIVATIONS, get_activation
 from ..core.masks import build_attention_mask
-from ..core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput
-from ..core.residual import add_and_norm, sublayer_input
+from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
     check_attention_mask,
@@ -104,7 +103,7 @@ from ..parts.feed_forward import feed_forward, gated_feed_forward
 from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import relative_position_bias
-from ..parts.stack import run_layers
+from ..parts.stack import DecoderLayer, Sublayer, run_layers
 from .registry import map_state_dict, register
 
 __all__ = [
@@ -213,9 +212,6 @@ class T5LayerFF(nn.Module):
         config: The T5 config (``is_gated_act`` chooses the network).
     """
 
-    #: The arrangement of T5's residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-LN.
-    norm_first = True
-
     def __init__(self, config: Any) -> None:
         super().__init__()
         network = T5DenseGatedActDense if config.is_gated_act else T5DenseActDense
@@ -224,11 +220,9 @@ class T5LayerFF(nn.Module):
         self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
         self.dropout = nn.Dropout(config.dropout_rate)
 
-    def forward(self, hidden_states: Tensor) -> Tensor:
-        """``(B, T, E) -> (B, T, E)``."""
-        # The network reads RMSNorm(x); its output joins the residual stream, which is never normalised.
-        feed_forward_output = self.DenseReluDense(sublayer_input(hidden_states, self.layer_norm, self.norm_first))
-        return add_and_norm(hidden_states, feed_forward_output, self.layer_norm, self.norm_first, self.dropout)
+    def sublayer(self) -> Sublayer:
+        """The network, its RMS norm and the dropout on its output, as :class:`T5Block` runs them."""
+        return Sublayer(self.DenseReluDense, self.layer_norm, self.dropout)
 
 
 class T5Attention(Attention):
@@ -288,41 +282,21 @@ class T5Attention(Attention):
 class T5LayerAttention(nn.Module):
     r"""An attention sub-layer, pre-LN: :math:`x + \operatorname{Dropout}(\operatorname{Attn}(\operatorname{RMSNorm}(x), z))`.
 
-    :math:`z` is the encoder's output (cross-attention) or, without one, the
-    normalised :math:`x` itself (self-attention).  HuggingFace writes the two
-    as :class:`T5LayerSelfAttention` and :class:`T5LayerCrossAttention`; each
-    builds its attention under its own name (a checkpoint's key) and this
-    class runs either.
+    :math:`z` is the encoder's output (cross-attention) or the normalised
+    :math:`x` itself (self-attention).  HuggingFace writes the two as
+    :class:`T5LayerSelfAttention` and :class:`T5LayerCrossAttention`; each
+    builds its attention under its own name (a checkpoint's key), and
+    :class:`T5Block` runs either.
     """
 
-    norm_first = True
     #: The subclass's layer norm and dropout (its ``attention`` names its own ``SelfAttention`` or ``EncDecAttention``).
     layer_norm: nn.Module
     dropout: nn.Dropout
+    attention: T5Attention
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        key_value_states: Tensor | None,
-        attention_mask: Tensor | None,
-        *,
-        past_key_value: tuple[Tensor, Tensor] | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> AttentionOutput:
-        """``(B, T, E)`` against the encoder's ``(B, S, E)`` (or, ``key_value_states=None``, itself): ``(B, T, E)``."""
-        attention = self.attention(
-            sublayer_input(hidden_states, self.layer_norm, self.norm_first),
-            key_value_states,
-            attention_mask,
-            past_key_value=past_key_value,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = add_and_norm(
-            hidden_states, attention.hidden_states, self.layer_norm, self.norm_first, self.dropout
-        )
-        return attention._replace(hidden_states=hidden_states)
+    def sublayer(self) -> Sublayer:
+        """The attention, its RMS norm and the dropout on its output, as :class:`T5Block` runs them."""
+        return Sublayer(self.attention, self.layer_norm, self.dropout)
 
 
 class T5LayerSelfAttention(T5LayerAttention):
@@ -345,11 +319,6 @@ class T5LayerSelfAttention(T5LayerAttention):
         """The attention, ``SelfAttention`` (HuggingFace's name)."""
         return self.SelfAttention
 
-    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, **options: Any) -> AttentionOutput:  # type: ignore[override]
-        """``(B, T, E) -> (B, T, E)``; ``attention_mask`` already holds the relative bias; ``options`` (the cache,
-        ``output_attentions``) as :meth:`T5LayerAttention.forward` takes them."""
-        return super().forward(hidden_states, None, attention_mask, **options)
-
 
 class T5LayerCrossAttention(T5LayerAttention):
     """The cross-attention sub-layer: queries from the target, keys and values from the encoder; no bias.
@@ -370,14 +339,23 @@ class T5LayerCrossAttention(T5LayerAttention):
         return self.EncDecAttention
 
 
-class T5Block(nn.Module):
+class T5Block(DecoderLayer):
     """One layer: its sub-layers in ``layer`` (HuggingFace's list): self-attention, cross-attention (decoder), FFN.
+
+    Its forward is the decoder layer's of the shared parts
+    (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`), pre-LN;
+    an encoder block is the same layer without cross-attention, under a mask
+    that is not causal.  Every block's self-attention mask already holds the
+    stack's relative bias.
 
     Args:
         config: The T5 config.
         has_relative_attention_bias: The block owns the stack's bias table (the first block).
         is_decoder: A decoder block, with cross-attention.
     """
+
+    #: The arrangement of T5's residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-LN.
+    norm_first = True
 
     def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
         super().__init__()
@@ -387,46 +365,14 @@ class T5Block(nn.Module):
             self.layer.append(T5LayerCrossAttention(config))
         self.layer.append(T5LayerFF(config))
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None,
-        encoder_hidden_states: Tensor | None = None,
-        encoder_attention_mask: Tensor | None = None,
-        *,
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the sub-layers; returns a :class:`~literate_transformer.core.outputs.LayerOutput`."""
-        past_self, past_cross = past_key_value if past_key_value is not None else (None, None)
-        # 1) Self-attention; its mask is the relative bias plus the padding (and, in a decoder, causal) mask.
-        attention = self.layer[0](
-            hidden_states,
-            attention_mask,
-            past_key_value=past_self,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states, cross = attention.hidden_states, None
-        if self.is_decoder:
-            # 2) Cross-attention to the encoder's output: no relative bias, only the source's padding.
-            cross = self.layer[1](
-                hidden_states,
-                encoder_hidden_states,
-                encoder_attention_mask,
-                past_key_value=past_cross,
-                use_cache=use_cache,
-                output_attentions=output_attentions,
-            )
-            hidden_states = cross.hidden_states
-        # 3) The feed-forward network.
-        hidden_states = self.layer[-1](hidden_states)
-        cross_probs = None if cross is None else cross.attention_probs
-        cache = None
-        if use_cache:
-            cache = LayerCache(attention.past_key_value, None if cross is None else cross.past_key_value)
-        return LayerOutput(hidden_states, attention.attention_probs, cross_probs, cache)
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """Self-attention, whose mask is the relative bias plus the padding (and causal) mask, and the network."""
+        return self.layer[0].sublayer(), self.layer[-1].sublayer()
+
+    def cross_attention_sublayer(self) -> Sublayer | None:
+        """In a decoder block, cross-attention to the encoder's output: no relative bias, only the source's
+        padding."""
+        return self.layer[1].sublayer() if self.is_decoder else None
 
 
 def _check_stack_inputs(stack: T5Stack, args: Arguments) -> None:

@@ -76,21 +76,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..book.decoder import PreTrainedEncoderDecoderModel
+from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import get_activation
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
-from ..core.validation import (
-    Arguments,
-    check_attention_mask,
-    check_encoder_hidden_states,
-    check_input_ids,
-    check_past_key_values,
-    check_tensor,
-    check_token_inputs,
-    validate_with,
-)
+from ..core.validation import Arguments, check_token_inputs, validate_with
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
 from ..parts.heads import tie_weights
@@ -355,23 +346,10 @@ class BartEncoder(BartStack):
 
 def _check_decoder_inputs(decoder: BartDecoder, args: Arguments) -> None:
     config = decoder.config
-    input_ids = check_tensor(args.input_ids, "decoder_input_ids", ndim=2, dtypes=("int",))
-    states = check_encoder_hidden_states(args.encoder_hidden_states, input_ids.shape[0], config.d_model)
-    past_length = check_past_key_values(
-        args.past_key_values,
-        num_layers=config.decoder_layers,
-        batch_size=input_ids.shape[0],
-        num_heads=config.decoder_attention_heads,
-        head_size=config.d_model // config.decoder_attention_heads,
-        source_length=states.shape[1],
+    heads = config.decoder_attention_heads
+    check_family_decoder_inputs(
+        args, config, config.decoder_layers, heads, config.d_model // heads, config.max_position_embeddings
     )
-    check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, "decoder_input_ids", past_length)
-    if args.encoder_attention_mask is not None:
-        check_attention_mask(args.encoder_attention_mask, input_ids.shape[0], states.shape[1], "encoder_attention_mask")
-    if args.attention_mask is not None:
-        check_attention_mask(
-            args.attention_mask, input_ids.shape[0], past_length + input_ids.shape[1], "decoder_attention_mask"
-        )
 
 
 class BartDecoder(BartStack):

@@ -85,19 +85,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..book.decoder import PreTrainedEncoderDecoderModel
+from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import ACTIVATIONS, get_activation
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, ModelOutput
-from ..core.validation import (
-    Arguments,
-    check_attention_mask,
-    check_encoder_hidden_states,
-    check_input_ids,
-    check_past_key_values,
-    check_tensor,
-    validate_with,
-)
+from ..core.validation import Arguments, validate_with
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward, gated_feed_forward
 from ..parts.heads import tie_weights
@@ -376,29 +368,11 @@ class T5Block(DecoderLayer):
 
 
 def _check_stack_inputs(stack: T5Stack, args: Arguments) -> None:
-    config = stack.config
-    name = "decoder_input_ids" if stack.is_decoder else "input_ids"
-    batch_size = check_tensor(args.input_ids, name, ndim=2, dtypes=("int",)).shape[0]
-    source_length = None
-    if stack.is_decoder:
-        source_length = check_encoder_hidden_states(args.encoder_hidden_states, batch_size, config.d_model).shape[1]
-        if args.encoder_attention_mask is not None:
-            check_attention_mask(args.encoder_attention_mask, batch_size, source_length, "encoder_attention_mask")
-    elif any(value is not None for value in (args.encoder_hidden_states, args.past_key_values)):
+    if not stack.is_decoder and any(value is not None for value in (args.encoder_hidden_states, args.past_key_values)):
         raise ValueError("T5's encoder reads no encoder_hidden_states and keeps no past_key_values")
-    past_length = check_past_key_values(
-        args.past_key_values,
-        num_layers=len(stack.block),
-        batch_size=batch_size,
-        num_heads=config.num_heads,
-        head_size=config.d_kv,
-        source_length=source_length,
-    )
+    config = stack.config
     # No position table, so no length limit: the relative bias covers any distance.
-    length = check_input_ids(args.input_ids, config.vocab_size, None, name, past_length).shape[1]
-    if args.attention_mask is not None:
-        mask_name = "decoder_attention_mask" if stack.is_decoder else "attention_mask"
-        check_attention_mask(args.attention_mask, batch_size, past_length + length, mask_name)
+    check_family_decoder_inputs(args, config, len(stack.block), config.num_heads, config.d_kv, None, stack.is_decoder)
 
 
 class T5Stack(nn.Module):

@@ -173,6 +173,7 @@ from ..core.validation import (
     check_norm_first,
     check_past_key_values,
     check_source_and_target,
+    check_tensor,
     check_token_inputs,
     validate_with,
 )
@@ -188,6 +189,7 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerDecoder",
     "EncoderDecoderModel",
+    "check_family_decoder_inputs",
     "PreTrainedEncoderDecoderModel",
     "EncoderDecoderTransformer",
 ]
@@ -544,6 +546,53 @@ class TransformerDecoder(nn.Module):
             hidden_states = self.final_layer_norm(hidden_states)
         # Per-layer tuples of what the layers returned; the last hidden state reported is the normalised one.
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
+
+
+def check_family_decoder_inputs(
+    args: Arguments,
+    config: Any,
+    num_layers: int,
+    num_heads: int,
+    head_size: int,
+    max_positions: int | None,
+    is_decoder: bool = True,
+) -> None:
+    """The inputs of a family's stack (BART's decoder, T5's encoder or decoder), checked before it runs.
+
+    Under HuggingFace's names for a decoder (``decoder_input_ids``,
+    ``decoder_attention_mask``): integer ids ``(B, T)``; in a decoder, the
+    encoder's output ``(B, S, E)`` (``E`` the config's ``d_model``) and its
+    ``(B, S)`` mask; a cache of one entry per layer; ids of the vocabulary
+    that fit ``max_positions`` after the cached ones (``None``: no position
+    table, no limit); a padding mask over the cached and the new positions.
+
+    Args:
+        args: The stack's ``forward`` arguments.
+        config: The family's config (``vocab_size``, ``d_model``).
+        num_layers: The stack's layers, one cache entry each.
+        num_heads: Each layer's self-attention heads, ``H``.
+        head_size: ``D``.
+        max_positions: The positions the stack can number, or ``None``.
+        is_decoder: A decoder, which reads the encoder's output (``False``: T5's encoder).
+    """
+    name, mask_name = ("decoder_input_ids", "decoder_attention_mask") if is_decoder else ("input_ids", "attention_mask")
+    batch_size = check_tensor(args.input_ids, name, ndim=2, dtypes=("int",)).shape[0]
+    source_length = None
+    if is_decoder:
+        source_length = check_encoder_hidden_states(args.encoder_hidden_states, batch_size, config.d_model).shape[1]
+        if args.encoder_attention_mask is not None:
+            check_attention_mask(args.encoder_attention_mask, batch_size, source_length, "encoder_attention_mask")
+    past_length = check_past_key_values(
+        args.past_key_values,
+        num_layers=num_layers,
+        batch_size=batch_size,
+        num_heads=num_heads,
+        head_size=head_size,
+        source_length=source_length,
+    )
+    length = check_input_ids(args.input_ids, config.vocab_size, max_positions, name, past_length).shape[1]
+    if args.attention_mask is not None:
+        check_attention_mask(args.attention_mask, batch_size, past_length + length, mask_name)
 
 
 def _check_seq2seq_inputs(model: EncoderDecoderModel, args: Arguments) -> None:

@@ -76,27 +76,18 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..book.decoder import PreTrainedEncoderDecoderModel
+from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import get_activation
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
-from ..core.validation import (
-    Arguments,
-    check_attention_mask,
-    check_encoder_hidden_states,
-    check_input_ids,
-    check_past_key_values,
-    check_tensor,
-    check_token_inputs,
-    validate_with,
-)
+from ..core.validation import Arguments, check_token_inputs, validate_with
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
 from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
-from ..parts.stack import DecoderStack, run_layers
+from ..parts.stack import DecoderLayer, DecoderStack, Sublayer, run_layers
 from .registry import map_state_dict, register
 
 __all__ = [
@@ -238,23 +229,27 @@ class BartEncoderLayer(nn.Module):
         """The residual sum of a sub-layer's (dropped-out) output, then its layer norm (post-LN)."""
         return add_and_norm(hidden_states, sublayer_output, layer_norm, self.norm_first, self.dropout)
 
-    def feed_forward_sublayer(self, hidden_states: Tensor) -> Tensor:
-        """``fc1``, the activation, ``fc2``, then the residual sum and ``final_layer_norm`` (post-LN)."""
-        feed_forward_output = feed_forward(
-            self.sublayer_input(hidden_states, self.final_layer_norm),
-            self.fc1,
-            self.fc2,
-            self.activation_fn,
-            self.dropout,
-            self.activation_dropout,
+    def feed_forward_network(self, hidden_states: Tensor) -> Tensor:
+        """``fc1``, the activation, ``fc2``, with BART's dropouts (after the activation, and on the output)."""
+        return feed_forward(
+            hidden_states, self.fc1, self.fc2, self.activation_fn, self.dropout, self.activation_dropout
         )
+
+    def feed_forward_sublayer(self, hidden_states: Tensor) -> Tensor:
+        """The feed-forward network, then the residual sum and ``final_layer_norm`` (post-LN)."""
+        feed_forward_output = self.feed_forward_network(self.sublayer_input(hidden_states, self.final_layer_norm))
         return add_and_norm(hidden_states, feed_forward_output, self.final_layer_norm, norm_first=self.norm_first)
 
 
-class BartDecoderLayer(BartEncoderLayer):
+class BartDecoderLayer(BartEncoderLayer, DecoderLayer):
     """A post-LN decoder layer: causal self-attention, cross-attention to the encoder (``encoder_attn``), feed-forward.
 
-    It is the encoder layer with the decoder's sizes and one more sub-layer between the two.
+    It is the encoder layer with the decoder's sizes and one more sub-layer
+    between the two.  Its forward is the decoder layer's of the shared parts
+    (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`), which
+    runs the three sub-layers named here, each with BART's norm around it
+    (after the sum, ``norm_first=False``; before the sub-layer in BART's
+    pre-LN descendants).
     """
 
     def __init__(self, config: Any) -> None:
@@ -262,42 +257,20 @@ class BartDecoderLayer(BartEncoderLayer):
         self.encoder_attn = self.new_attention(config, config.decoder_attention_heads)
         self.encoder_attn_layer_norm = make_norm(config.d_model, BART_LAYER_NORM_EPS)
 
-    def forward(  # type: ignore[override]
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None,
-        encoder_hidden_states: Tensor,
-        encoder_attention_mask: Tensor | None = None,
-        *,
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the three sub-layers; returns a :class:`~literate_transformer.core.outputs.LayerOutput`."""
-        past_self, past_cross = past_key_value if past_key_value is not None else (None, None)
-        # 1) Causal self-attention over the target, then the residual and the norm.
-        attention = self.self_attn(
-            self.sublayer_input(hidden_states, self.self_attn_layer_norm),
-            attention_mask=attention_mask,
-            past_key_value=past_self,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
+    # The encoder layer comes first in the bases (its norm_first, post-LN), but the forward is the decoder layer's.
+    forward = DecoderLayer.forward
+
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """The causal self-attention (``self_attn``) and the feed-forward network (``fc1``, ``fc2``)."""
+        return (
+            Sublayer(self.self_attn, self.self_attn_layer_norm, self.dropout),
+            Sublayer(self.feed_forward_network, self.final_layer_norm),
         )
-        hidden_states = self.residual(hidden_states, attention.hidden_states, self.self_attn_layer_norm)
-        # 2) Cross-attention: queries from the target, keys and values from the encoder's output.
-        cross = self.encoder_attn(
-            self.sublayer_input(hidden_states, self.encoder_attn_layer_norm),
-            encoder_hidden_states,
-            encoder_attention_mask,
-            past_key_value=past_cross,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = self.residual(hidden_states, cross.hidden_states, self.encoder_attn_layer_norm)
-        # 3) The feed-forward network.
-        hidden_states = self.feed_forward_sublayer(hidden_states)
-        cache = LayerCache(attention.past_key_value, cross.past_key_value) if use_cache else None
-        return LayerOutput(hidden_states, attention.attention_probs, cross.attention_probs, cache)
+
+    def cross_attention_sublayer(self) -> Sublayer:
+        """Cross-attention to the encoder's output, ``encoder_attn``: queries from the target, keys and values
+        from the source."""
+        return Sublayer(self.encoder_attn, self.encoder_attn_layer_norm, self.dropout)
 
 
 class BartStack(DecoderStack, nn.Module):
@@ -373,23 +346,10 @@ class BartEncoder(BartStack):
 
 def _check_decoder_inputs(decoder: BartDecoder, args: Arguments) -> None:
     config = decoder.config
-    input_ids = check_tensor(args.input_ids, "decoder_input_ids", ndim=2, dtypes=("int",))
-    states = check_encoder_hidden_states(args.encoder_hidden_states, input_ids.shape[0], config.d_model)
-    past_length = check_past_key_values(
-        args.past_key_values,
-        num_layers=config.decoder_layers,
-        batch_size=input_ids.shape[0],
-        num_heads=config.decoder_attention_heads,
-        head_size=config.d_model // config.decoder_attention_heads,
-        source_length=states.shape[1],
+    heads = config.decoder_attention_heads
+    check_family_decoder_inputs(
+        args, config, config.decoder_layers, heads, config.d_model // heads, config.max_position_embeddings
     )
-    check_input_ids(input_ids, config.vocab_size, config.max_position_embeddings, "decoder_input_ids", past_length)
-    if args.encoder_attention_mask is not None:
-        check_attention_mask(args.encoder_attention_mask, input_ids.shape[0], states.shape[1], "encoder_attention_mask")
-    if args.attention_mask is not None:
-        check_attention_mask(
-            args.attention_mask, input_ids.shape[0], past_length + input_ids.shape[1], "decoder_attention_mask"
-        )
 
 
 class BartDecoder(BartStack):

@@ -114,7 +114,6 @@ from .bart import (
 from .registry import register
 
 __all__ = [
-    "check_bigbird_pegasus_config",
     "block_sparse_layout",
     "BlockSparseMask",
     "BigBirdPegasusBlockSparseAttention",
@@ -124,33 +123,12 @@ __all__ = [
     "BigBirdPegasusStack",
     "BigBirdPegasusEncoder",
     "BigBirdPegasusDecoder",
+    "check_bigbird_pegasus_config",
     "BigBirdPegasusModel",
     "BigBirdPegasusForConditionalGeneration",
     "map_bigbird_pegasus_state_dict",
     "bigbird_pegasus_from_hf",
 ]
-
-#: The encoder's attention types of ``BigBirdPegasusConfig.attention_type``.
-ATTENTION_TYPES = ("block_sparse", "original_full")
-
-
-def check_bigbird_pegasus_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.BigBirdPegasusConfig`, checked once, before anything is built.
-
-    Raises:
-        TypeError: for a config that is not BigBird-Pegasus's.
-        ValueError: for an unknown ``attention_type``, a ``block_size`` below 1, a negative
-            ``num_random_blocks``, or a ``d_model`` the heads do not divide.
-    """
-    check_bart_config(config, "bigbird_pegasus", "BigBirdPegasusConfig")
-    if config.attention_type not in ATTENTION_TYPES:
-        raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {config.attention_type!r}")
-    if config.block_size < 1 or config.num_random_blocks < 0:
-        raise ValueError(
-            f"block_size must be positive and num_random_blocks non-negative, got {config.block_size} "
-            f"and {config.num_random_blocks}"
-        )
-    return config
 
 
 # ---------------------------------------------------------------------------
@@ -487,6 +465,29 @@ class BigBirdPegasusDecoder(BigBirdPegasusStack, BartDecoder):
     """The decoder: BART's with full attention, pre-LN layers and :class:`BigBirdPegasusStack`'s changes."""
 
     layer_class, num_layers = BigBirdPegasusDecoderLayer, "decoder_layers"
+
+
+#: The encoder's attention types of ``BigBirdPegasusConfig.attention_type``.
+ATTENTION_TYPES = ("block_sparse", "original_full")
+
+
+def check_bigbird_pegasus_config(config: Any) -> Any:
+    """A ``transformers`` :class:`~transformers.BigBirdPegasusConfig`, checked once, before anything is built.
+
+    Raises:
+        TypeError: for a config that is not BigBird-Pegasus's.
+        ValueError: for an unknown ``attention_type``, a ``block_size`` below 1, a negative
+            ``num_random_blocks``, or a ``d_model`` the heads do not divide.
+    """
+    check_bart_config(config, "bigbird_pegasus", "BigBirdPegasusConfig")
+    if config.attention_type not in ATTENTION_TYPES:
+        raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {config.attention_type!r}")
+    if config.block_size < 1 or config.num_random_blocks < 0:
+        raise ValueError(
+            f"block_size must be positive and num_random_blocks non-negative, got {config.block_size} "
+            f"and {config.num_random_blocks}"
+        )
+    return config
 
 
 class BigBirdPegasusModel(BartModel):

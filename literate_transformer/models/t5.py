@@ -85,26 +85,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..book.decoder import PreTrainedEncoderDecoderModel
+from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import ACTIVATIONS, get_activation
 from ..core.masks import build_attention_mask
-from ..core.outputs import AttentionOutput, LayerCache, LayerOutput, ModelOutput
-from ..core.residual import add_and_norm, sublayer_input
-from ..core.validation import (
-    Arguments,
-    check_attention_mask,
-    check_encoder_hidden_states,
-    check_input_ids,
-    check_past_key_values,
-    check_tensor,
-    validate_with,
-)
+from ..core.outputs import LayerCache, ModelOutput
+from ..core.validation import Arguments, validate_with
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward, gated_feed_forward
 from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import relative_position_bias
-from ..parts.stack import run_layers
+from ..parts.stack import DecoderLayer, Sublayer, run_layers
 from .registry import map_state_dict, register
 
 __all__ = [
@@ -213,9 +204,6 @@ class T5LayerFF(nn.Module):
         config: The T5 config (``is_gated_act`` chooses the network).
     """
 
-    #: The arrangement of T5's residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-LN.
-    norm_first = True
-
     def __init__(self, config: Any) -> None:
         super().__init__()
         network = T5DenseGatedActDense if config.is_gated_act else T5DenseActDense
@@ -224,11 +212,9 @@ class T5LayerFF(nn.Module):
         self.layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
         self.dropout = nn.Dropout(config.dropout_rate)
 
-    def forward(self, hidden_states: Tensor) -> Tensor:
-        """``(B, T, E) -> (B, T, E)``."""
-        # The network reads RMSNorm(x); its output joins the residual stream, which is never normalised.
-        feed_forward_output = self.DenseReluDense(sublayer_input(hidden_states, self.layer_norm, self.norm_first))
-        return add_and_norm(hidden_states, feed_forward_output, self.layer_norm, self.norm_first, self.dropout)
+    def sublayer(self) -> Sublayer:
+        """The network, its RMS norm and the dropout on its output, as :class:`T5Block` runs them."""
+        return Sublayer(self.DenseReluDense, self.layer_norm, self.dropout)
 
 
 class T5Attention(Attention):
@@ -288,41 +274,21 @@ class T5Attention(Attention):
 class T5LayerAttention(nn.Module):
     r"""An attention sub-layer, pre-LN: :math:`x + \operatorname{Dropout}(\operatorname{Attn}(\operatorname{RMSNorm}(x), z))`.
 
-    :math:`z` is the encoder's output (cross-attention) or, without one, the
-    normalised :math:`x` itself (self-attention).  HuggingFace writes the two
-    as :class:`T5LayerSelfAttention` and :class:`T5LayerCrossAttention`; each
-    builds its attention under its own name (a checkpoint's key) and this
-    class runs either.
+    :math:`z` is the encoder's output (cross-attention) or the normalised
+    :math:`x` itself (self-attention).  HuggingFace writes the two as
+    :class:`T5LayerSelfAttention` and :class:`T5LayerCrossAttention`; each
+    builds its attention under its own name (a checkpoint's key), and
+    :class:`T5Block` runs either.
     """
 
-    norm_first = True
     #: The subclass's layer norm and dropout (its ``attention`` names its own ``SelfAttention`` or ``EncDecAttention``).
     layer_norm: nn.Module
     dropout: nn.Dropout
+    attention: T5Attention
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        key_value_states: Tensor | None,
-        attention_mask: Tensor | None,
-        *,
-        past_key_value: tuple[Tensor, Tensor] | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> AttentionOutput:
-        """``(B, T, E)`` against the encoder's ``(B, S, E)`` (or, ``key_value_states=None``, itself): ``(B, T, E)``."""
-        attention = self.attention(
-            sublayer_input(hidden_states, self.layer_norm, self.norm_first),
-            key_value_states,
-            attention_mask,
-            past_key_value=past_key_value,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states = add_and_norm(
-            hidden_states, attention.hidden_states, self.layer_norm, self.norm_first, self.dropout
-        )
-        return attention._replace(hidden_states=hidden_states)
+    def sublayer(self) -> Sublayer:
+        """The attention, its RMS norm and the dropout on its output, as :class:`T5Block` runs them."""
+        return Sublayer(self.attention, self.layer_norm, self.dropout)
 
 
 class T5LayerSelfAttention(T5LayerAttention):
@@ -345,11 +311,6 @@ class T5LayerSelfAttention(T5LayerAttention):
         """The attention, ``SelfAttention`` (HuggingFace's name)."""
         return self.SelfAttention
 
-    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, **options: Any) -> AttentionOutput:  # type: ignore[override]
-        """``(B, T, E) -> (B, T, E)``; ``attention_mask`` already holds the relative bias; ``options`` (the cache,
-        ``output_attentions``) as :meth:`T5LayerAttention.forward` takes them."""
-        return super().forward(hidden_states, None, attention_mask, **options)
-
 
 class T5LayerCrossAttention(T5LayerAttention):
     """The cross-attention sub-layer: queries from the target, keys and values from the encoder; no bias.
@@ -370,14 +331,23 @@ class T5LayerCrossAttention(T5LayerAttention):
         return self.EncDecAttention
 
 
-class T5Block(nn.Module):
+class T5Block(DecoderLayer):
     """One layer: its sub-layers in ``layer`` (HuggingFace's list): self-attention, cross-attention (decoder), FFN.
+
+    Its forward is the decoder layer's of the shared parts
+    (:meth:`~literate_transformer.parts.stack.DecoderLayer.forward`), pre-LN;
+    an encoder block is the same layer without cross-attention, under a mask
+    that is not causal.  Every block's self-attention mask already holds the
+    stack's relative bias.
 
     Args:
         config: The T5 config.
         has_relative_attention_bias: The block owns the stack's bias table (the first block).
         is_decoder: A decoder block, with cross-attention.
     """
+
+    #: The arrangement of T5's residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-LN.
+    norm_first = True
 
     def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
         super().__init__()
@@ -387,72 +357,22 @@ class T5Block(nn.Module):
             self.layer.append(T5LayerCrossAttention(config))
         self.layer.append(T5LayerFF(config))
 
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_mask: Tensor | None,
-        encoder_hidden_states: Tensor | None = None,
-        encoder_attention_mask: Tensor | None = None,
-        *,
-        past_key_value: LayerCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> LayerOutput:
-        """Run the sub-layers; returns a :class:`~literate_transformer.core.outputs.LayerOutput`."""
-        past_self, past_cross = past_key_value if past_key_value is not None else (None, None)
-        # 1) Self-attention; its mask is the relative bias plus the padding (and, in a decoder, causal) mask.
-        attention = self.layer[0](
-            hidden_states,
-            attention_mask,
-            past_key_value=past_self,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-        )
-        hidden_states, cross = attention.hidden_states, None
-        if self.is_decoder:
-            # 2) Cross-attention to the encoder's output: no relative bias, only the source's padding.
-            cross = self.layer[1](
-                hidden_states,
-                encoder_hidden_states,
-                encoder_attention_mask,
-                past_key_value=past_cross,
-                use_cache=use_cache,
-                output_attentions=output_attentions,
-            )
-            hidden_states = cross.hidden_states
-        # 3) The feed-forward network.
-        hidden_states = self.layer[-1](hidden_states)
-        cross_probs = None if cross is None else cross.attention_probs
-        cache = None
-        if use_cache:
-            cache = LayerCache(attention.past_key_value, None if cross is None else cross.past_key_value)
-        return LayerOutput(hidden_states, attention.attention_probs, cross_probs, cache)
+    def sublayers(self) -> tuple[Sublayer, Sublayer]:
+        """Self-attention, whose mask is the relative bias plus the padding (and causal) mask, and the network."""
+        return self.layer[0].sublayer(), self.layer[-1].sublayer()
+
+    def cross_attention_sublayer(self) -> Sublayer | None:
+        """In a decoder block, cross-attention to the encoder's output: no relative bias, only the source's
+        padding."""
+        return self.layer[1].sublayer() if self.is_decoder else None
 
 
 def _check_stack_inputs(stack: T5Stack, args: Arguments) -> None:
-    config = stack.config
-    name = "decoder_input_ids" if stack.is_decoder else "input_ids"
-    batch_size = check_tensor(args.input_ids, name, ndim=2, dtypes=("int",)).shape[0]
-    source_length = None
-    if stack.is_decoder:
-        source_length = check_encoder_hidden_states(args.encoder_hidden_states, batch_size, config.d_model).shape[1]
-        if args.encoder_attention_mask is not None:
-            check_attention_mask(args.encoder_attention_mask, batch_size, source_length, "encoder_attention_mask")
-    elif any(value is not None for value in (args.encoder_hidden_states, args.past_key_values)):
+    if not stack.is_decoder and any(value is not None for value in (args.encoder_hidden_states, args.past_key_values)):
         raise ValueError("T5's encoder reads no encoder_hidden_states and keeps no past_key_values")
-    past_length = check_past_key_values(
-        args.past_key_values,
-        num_layers=len(stack.block),
-        batch_size=batch_size,
-        num_heads=config.num_heads,
-        head_size=config.d_kv,
-        source_length=source_length,
-    )
+    config = stack.config
     # No position table, so no length limit: the relative bias covers any distance.
-    length = check_input_ids(args.input_ids, config.vocab_size, None, name, past_length).shape[1]
-    if args.attention_mask is not None:
-        mask_name = "decoder_attention_mask" if stack.is_decoder else "attention_mask"
-        check_attention_mask(args.attention_mask, batch_size, past_length + length, mask_name)
+    check_family_decoder_inputs(args, config, len(stack.block), config.num_heads, config.d_kv, None, stack.is_decoder)
 
 
 class T5Stack(nn.Module):

@@ -17,11 +17,14 @@ reads, what every layer reads besides, and what follows the last layer.
 The decoder of an encoder-decoder model is the same stack with one more
 input, the encoder's output, which every layer's cross-attention reads.
 
-The layers of a decoder-only stack run one forward too: causal
+The layers of a decoder stack run one forward too: causal
 self-attention, then a feed-forward network, each a residual sub-layer
-(:mod:`~literate_transformer.core.residual`), pre-norm or post-norm.
-:class:`DecoderLayer` writes it once; GPT's block, CTRL's and Llama's
-layer each name their two sub-layers (:meth:`DecoderLayer.sublayers`) under
+(:mod:`~literate_transformer.core.residual`), pre-norm or post-norm, and in
+the decoder of an encoder-decoder model a cross-attention sub-layer between
+the two.  :class:`DecoderLayer` writes it once; GPT's block, CTRL's and
+Llama's layer, BART's decoder layer and T5's block each name their
+sub-layers (:meth:`DecoderLayer.sublayers`, and
+:meth:`DecoderLayer.cross_attention_sublayer` where they have one) under
 HuggingFace's names, and say where the norms sit (``norm_first``).
 
 >>> import torch
@@ -37,7 +40,7 @@ HuggingFace's names, and say where the norms sit (``norm_first``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,8 +183,8 @@ class DecoderStack:
 class Sublayer:
     """One residual sub-layer of a layer, under the family's names: what it computes, its norm, the dropout on its output."""
 
-    #: The attention or the feed-forward network.
-    layer: nn.Module
+    #: The attention or the feed-forward network (a module, or a method of the layer that runs one).
+    layer: nn.Module | Callable[..., Any]
     #: Its norm (read first in a pre-norm layer, applied to the sum in a post-norm one).
     norm: nn.Module
     #: Dropout on its output before the residual sum, where the family keeps it outside the sub-layer (CTRL's).
@@ -197,12 +200,15 @@ class Sublayer:
 
 
 class DecoderLayer(nn.Module):
-    """A decoder-only layer: causal self-attention, then a feed-forward network, each joining the residual stream.
+    """A decoder layer: causal self-attention, cross-attention where it has one, then a feed-forward network.
 
-    Its forward is the same in every family whose sub-layers run one after
-    the other (GPT's block, post-norm; GPT-2's, CTRL's and Llama's, pre-norm):
-    a family's layer builds its modules under HuggingFace's names, says
-    which is which in :meth:`sublayers`, and sets ``norm_first``.
+    Each sub-layer joins the residual stream.  Its forward is the same in
+    every family whose sub-layers run one after the other (GPT's block,
+    post-norm; GPT-2's, CTRL's and Llama's, pre-norm; the decoder layers of
+    BART and T5, which read an encoder's output in between): a family's
+    layer builds its modules under HuggingFace's names, says which is which
+    in :meth:`sublayers` (and :meth:`cross_attention_sublayer`), and sets
+    ``norm_first``.
     """
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-norm.
@@ -212,10 +218,16 @@ class DecoderLayer(nn.Module):
         """The self-attention sub-layer and the feed-forward one, under the family's names."""
         raise NotImplementedError
 
+    def cross_attention_sublayer(self) -> Sublayer | None:
+        """The cross-attention sub-layer of an encoder-decoder model's decoder; ``None`` (decoder-only) by default."""
+        return None
+
     def forward(
         self,
         hidden_states: Tensor,
         attention_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
         *,
         position_embeddings: tuple[Tensor, Tensor] | None = None,
         past_key_value: LayerCache | None = None,
@@ -227,6 +239,8 @@ class DecoderLayer(nn.Module):
         Args:
             hidden_states: The residual stream, ``(B, T, E)``.
             attention_mask: The stack's additive mask, built once for every layer.
+            encoder_hidden_states: The encoder's output ``(B, S, E)``, which the cross-attention reads.
+            encoder_attention_mask: The source's additive mask, ``(B, 1, 1, S)``.
             position_embeddings: The tokens' rotary angles ``(cos, sin)``, for a family whose attention turns
                 queries and keys (Llama's); ``None`` where positions were added to the embeddings.
             past_key_value: The layer's :class:`~literate_transformer.core.outputs.LayerCache`, or ``None``.
@@ -237,19 +251,37 @@ class DecoderLayer(nn.Module):
             A :class:`~literate_transformer.core.outputs.LayerOutput`.
         """
         attention, feed_forward = self.sublayers()
+        cross_attention = self.cross_attention_sublayer()
+        past_self, past_cross = (None, None) if past_key_value is None else past_key_value
         # 1) Causal self-attention reads x (post-norm) or Norm_1(x) (pre-norm); its output joins the residual
         #    stream, normalised after the sum in post-norm.
         attended = attention.layer(
             attention.input(hidden_states, self.norm_first),
             attention_mask=attention_mask,
-            past_key_value=None if past_key_value is None else past_key_value.self_attention,
+            past_key_value=past_self,
             use_cache=use_cache,
             output_attentions=output_attentions,
             position_embeddings=position_embeddings,
         )
         hidden_states = attention.join(hidden_states, attended.hidden_states, self.norm_first)
-        # 2) The feed-forward network, the same way, with Norm_2.
+        # 2) In an encoder-decoder model's decoder, cross-attention the same way: queries from the target, keys
+        #    and values from the encoder's output (projected at the first step, cached after).
+        crossed = None
+        if cross_attention is not None:
+            crossed = cross_attention.layer(
+                cross_attention.input(hidden_states, self.norm_first),
+                encoder_hidden_states,
+                encoder_attention_mask,
+                past_key_value=past_cross,
+                use_cache=use_cache,
+                output_attentions=output_attentions,
+            )
+            hidden_states = cross_attention.join(hidden_states, crossed.hidden_states, self.norm_first)
+        # 3) The feed-forward network, the same way, with the last norm.
         feed_forward_output = feed_forward.layer(feed_forward.input(hidden_states, self.norm_first))
         hidden_states = feed_forward.join(hidden_states, feed_forward_output, self.norm_first)
-        cache = LayerCache(attended.past_key_value) if use_cache else None
-        return LayerOutput(hidden_states, attended.attention_probs, None, cache)
+        if crossed is None:
+            cache = LayerCache(attended.past_key_value) if use_cache else None
+            return LayerOutput(hidden_states, attended.attention_probs, None, cache)
+        cache = LayerCache(attended.past_key_value, crossed.past_key_value) if use_cache else None
+        return LayerOutput(hidden_states, attended.attention_probs, crossed.attention_probs, cache)

@@ -102,6 +102,7 @@ __all__ = [
     "check_openai_gpt_config",
     "check_activation",
     "check_heads",
+    "check_unsupported",
     "Conv1D",
     "OpenAIGPTAttention",
     "OpenAIGPTMLP",
@@ -130,6 +131,22 @@ def check_activation(name: object, field: str, known: Mapping[str, object] | Non
     known = ACTIVATIONS if known is None else known
     if name not in known:
         raise ValueError(f"{field}={name!r} is not supported (one of {sorted(known)})")
+
+
+def check_unsupported(config: Any, name: str, unsupported: Mapping[str, object]) -> None:
+    """Options this package does not build: each field of ``unsupported`` holds the one value accepted, or is absent.
+
+    Args:
+        config: The config.
+        name: The config class's name, for the message.
+        unsupported: Each field, with the only value this package builds.
+
+    Raises:
+        ValueError: naming the field, its value, and the value accepted.
+    """
+    for field, supported in unsupported.items():
+        if getattr(config, field, supported) != supported:
+            raise ValueError(f"{name}.{field}={getattr(config, field)!r} is not supported (only {supported!r})")
 
 
 def check_openai_gpt_config(config: Any) -> Any:

@@ -72,14 +72,13 @@ from ..core.validation import (
     Arguments,
     check_attention_mask,
     check_input_ids,
-    check_labels,
     check_past_key_values,
     check_tensor,
     validate_with,
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import GatedFeedForward
-from ..parts.heads import LanguageModelHead
+from ..parts.heads import LanguageModelHead, language_model_check
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
@@ -394,11 +393,8 @@ class LlamaModel(DecoderStack, nn.Module):
         )
 
 
-def check_llama_lm_inputs(model: LlamaForCausalLM, args: Arguments) -> None:
-    """The stack's inputs (:func:`check_llama_inputs`), and labels of the ids' shape."""
-    check_llama_inputs(model.model, args)
-    if args.labels is not None:
-        check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+#: The check of a Llama language model's inputs: the stack's (:func:`check_llama_inputs`), and labels of the ids' shape.
+check_llama_lm_inputs = language_model_check(check_llama_inputs, "model")
 
 
 class LlamaForCausalLM(LanguageModelHead, GenerationMixin, nn.Module):

@@ -34,7 +34,9 @@ loss should not score).
 Every decoder-only language model (GPT's ``...LMHeadModel``, Llama's
 ``...ForCausalLM``) is its stack and that head: :class:`LanguageModelHead`
 builds the head once and turns the stack's output into scores and a loss;
-the family's forward keeps HuggingFace's signature and runs its stack.
+the family's forward keeps HuggingFace's signature and runs its stack, and
+what it refuses is its stack's check and the labels'
+(:func:`language_model_check`).
 
 >>> import torch
 >>> x = torch.randn(2, 5, 12)                        # (B, T, H*D) with H = 3, D = 4

@@ -70,8 +70,8 @@ __all__ = [
 ]
 
 
-#: Qwen3 options this package does not build, with the only value it accepts: sliding-window attention in the upper
-#: layers (``use_sliding_window``); in Qwen3's released models every layer attends to every earlier token.
+#: Qwen3 options this package does not build, each with the only value it accepts (sliding-window attention in the
+#: upper layers, ``use_sliding_window``, which none of Qwen3's released models uses).
 QWEN3_UNSUPPORTED = {"use_sliding_window": False}
 
 

@@ -85,6 +85,7 @@ from .openai_gpt import (
     check_decoder_inputs,
     check_heads,
     check_language_model_inputs,
+    check_unsupported,
     load_from_hf,
 )
 from .registry import map_language_model_state_dict, register
@@ -124,9 +125,7 @@ def check_gpt2_config(config: Any, model_type: str = "gpt2") -> Any:
     """
     if getattr(config, "model_type", None) != model_type:
         raise TypeError(f"config must be a transformers GPT2Config, got {type(config).__name__}")
-    for name, supported in _UNSUPPORTED.items():
-        if getattr(config, name, supported) != supported:
-            raise ValueError(f"GPT2Config.{name}={getattr(config, name)!r} is not supported (only {supported!r})")
+    check_unsupported(config, "GPT2Config", _UNSUPPORTED)
     check_activation(config.activation_function, "GPT2Config.activation_function")
     check_heads(config)
     return config

@@ -72,18 +72,17 @@ from ..core.validation import (
     Arguments,
     check_attention_mask,
     check_input_ids,
-    check_labels,
     check_past_key_values,
     check_tensor,
     validate_with,
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import GatedFeedForward
-from ..parts.heads import LanguageModelHead
+from ..parts.heads import LanguageModelHead, language_model_check
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
-from .openai_gpt import load_from_hf
+from .openai_gpt import check_unsupported, load_from_hf
 from .registry import map_language_model_state_dict, register
 
 __all__ = [
@@ -165,19 +164,23 @@ def kv_cache_bytes_per_token(config: Any, bytes_per_number: int = 2) -> int:
     return 2 * config.num_hidden_layers * key_value_heads_of(config) * head_dim_of(config) * bytes_per_number
 
 
-def check_llama_config(config: Any, model_type: str = "llama", name: str = "LlamaConfig") -> Any:
+def check_llama_config(
+    config: Any, model_type: str = "llama", name: str = "LlamaConfig", unsupported: Mapping[str, object] | None = None
+) -> Any:
     """A ``transformers`` :class:`~transformers.LlamaConfig` (or a descendant's), checked once, before anything is built.
 
     Args:
         config: The config.
         model_type: The ``model_type`` expected.
         name: The config class's name, for the messages.
+        unsupported: A descendant's options this package does not build, each with the only value it accepts
+            (:func:`~literate_transformer.models.openai_gpt.check_unsupported`).
 
     Raises:
         TypeError: for another config.
         ValueError: for query heads that do not divide into groups of key/value heads, heads that do not divide
-            the hidden size (without ``head_dim``), an odd head size, an unknown activation, or a
-            ``rope_scaling`` this package does not build.
+            the hidden size (without ``head_dim``), an odd head size, an unknown activation, a
+            ``rope_scaling`` this package does not build, or an option of ``unsupported`` set otherwise.
     """
     if getattr(config, "model_type", None) != model_type:
         raise TypeError(f"config must be a transformers {name}, got {type(config).__name__}")
@@ -204,6 +207,7 @@ def check_llama_config(config: Any, model_type: str = "llama", name: str = "Llam
             f"{name}.rope_scaling partial_rotary_factor={parameters['partial_rotary_factor']!r} is not supported "
             "(Llama turns every feature of a head)"
         )
+    check_unsupported(config, name, unsupported or {})
     return config
 
 
@@ -389,11 +393,8 @@ class LlamaModel(DecoderStack, nn.Module):
         )
 
 
-def check_llama_lm_inputs(model: LlamaForCausalLM, args: Arguments) -> None:
-    """The stack's inputs (:func:`check_llama_inputs`), and labels of the ids' shape."""
-    check_llama_inputs(model.model, args)
-    if args.labels is not None:
-        check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+#: The check of a Llama language model's inputs: the stack's (:func:`check_llama_inputs`), and labels of the ids' shape.
+check_llama_lm_inputs = language_model_check(check_llama_inputs, "model")
 
 
 class LlamaForCausalLM(LanguageModelHead, GenerationMixin, nn.Module):

@@ -83,7 +83,6 @@ from ..core.activations import ACTIVATIONS, get_activation
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
-    check_labels,
     check_past_key_values,
     check_tensor,
     check_token_inputs,
@@ -91,7 +90,7 @@ from ..core.validation import (
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
-from ..parts.heads import LanguageModelHead
+from ..parts.heads import LanguageModelHead, language_model_check
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
@@ -102,6 +101,7 @@ __all__ = [
     "check_openai_gpt_config",
     "check_activation",
     "check_heads",
+    "check_unsupported",
     "Conv1D",
     "OpenAIGPTAttention",
     "OpenAIGPTMLP",
@@ -130,6 +130,22 @@ def check_activation(name: object, field: str, known: Mapping[str, object] | Non
     known = ACTIVATIONS if known is None else known
     if name not in known:
         raise ValueError(f"{field}={name!r} is not supported (one of {sorted(known)})")
+
+
+def check_unsupported(config: Any, name: str, unsupported: Mapping[str, object]) -> None:
+    """Options this package does not build: each field of ``unsupported`` holds the one value accepted, or is absent.
+
+    Args:
+        config: The config.
+        name: The config class's name, for the message.
+        unsupported: Each field, with the only value this package builds.
+
+    Raises:
+        ValueError: naming the field, its value, and the value accepted.
+    """
+    for field, supported in unsupported.items():
+        if getattr(config, field, supported) != supported:
+            raise ValueError(f"{name}.{field}={getattr(config, field)!r} is not supported (only {supported!r})")
 
 
 def check_openai_gpt_config(config: Any) -> Any:
@@ -352,11 +368,8 @@ class OpenAIGPTModel(DecoderStack, nn.Module):
         )
 
 
-def check_language_model_inputs(model: OpenAIGPTLMHeadModel, args: Arguments) -> None:
-    """The stack's inputs (:func:`check_decoder_inputs`), and labels of the ids' shape."""
-    check_decoder_inputs(model.transformer, args)
-    if args.labels is not None:
-        check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+#: The check of a GPT language model's inputs: the stack's (:func:`check_decoder_inputs`), and labels of the ids' shape.
+check_language_model_inputs = language_model_check(check_decoder_inputs, "transformer")
 
 
 class OpenAIGPTLMHeadModel(LanguageModelHead, GenerationMixin, nn.Module):

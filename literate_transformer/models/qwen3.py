@@ -60,6 +60,7 @@ from .llama import (
 from .registry import register
 
 __all__ = [
+    "QWEN3_UNSUPPORTED",
     "check_qwen3_config",
     "Qwen3Attention",
     "Qwen3DecoderLayer",
@@ -69,20 +70,19 @@ __all__ = [
 ]
 
 
+#: Qwen3 options this package does not build, each with the only value it accepts (sliding-window attention in the
+#: upper layers, ``use_sliding_window``, which none of Qwen3's released models uses).
+QWEN3_UNSUPPORTED = {"use_sliding_window": False}
+
+
 def check_qwen3_config(config: Any) -> Any:
-    """A ``transformers`` ``Qwen3Config``: Llama's checks, and no sliding window.
+    """A ``transformers`` ``Qwen3Config``: Llama's checks, and no sliding window (:data:`QWEN3_UNSUPPORTED`).
 
     Raises:
         TypeError: for another config.
         ValueError: for what Llama refuses, or ``use_sliding_window=True``.
     """
-    check_llama_config(config, model_type="qwen3", name="Qwen3Config")
-    if getattr(config, "use_sliding_window", False):
-        raise ValueError(
-            "Qwen3Config.use_sliding_window=True is not supported (only False: every layer attends to every "
-            "earlier token, as in Qwen3's released models)"
-        )
-    return config
+    return check_llama_config(config, model_type="qwen3", name="Qwen3Config", unsupported=QWEN3_UNSUPPORTED)
 
 
 class Qwen3Attention(LlamaAttention):

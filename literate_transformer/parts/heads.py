@@ -34,7 +34,9 @@ loss should not score).
 Every decoder-only language model (GPT's ``...LMHeadModel``, Llama's
 ``...ForCausalLM``) is its stack and that head: :class:`LanguageModelHead`
 builds the head once and turns the stack's output into scores and a loss;
-the family's forward keeps HuggingFace's signature and runs its stack.
+the family's forward keeps HuggingFace's signature and runs its stack, and
+what it refuses is its stack's check and the labels'
+(:func:`language_model_check`).
 
 >>> import torch
 >>> x = torch.randn(2, 5, 12)                        # (B, T, H*D) with H = 3, D = 4
@@ -48,11 +50,15 @@ torch.Size([2, 3, 5, 4])
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.outputs import ModelOutput
+from ..core.validation import Arguments, check_labels
 
 __all__ = [
     "split_heads",
@@ -63,6 +69,7 @@ __all__ = [
     "IGNORE_INDEX",
     "causal_lm_loss",
     "LanguageModelHead",
+    "language_model_check",
 ]
 
 #: The label that the loss ignores (PyTorch's and HuggingFace's convention).
@@ -204,3 +211,24 @@ class LanguageModelHead:
             # Each position's scores against the token after it.
             output.loss = causal_lm_loss(output.logits, labels)
         return output
+
+
+def language_model_check(
+    check_stack: Callable[[Any, Arguments], None], stack: str
+) -> Callable[[LanguageModelHead, Arguments], None]:
+    """The check of a language model's ``forward``: its stack's inputs, and ``labels`` of the ids' shape.
+
+    Args:
+        check_stack: The check of the stack's ``forward`` (``check(stack, args)``).
+        stack: The attribute that holds the stack, under HuggingFace's name (``"transformer"``, ``"model"``).
+
+    Returns:
+        ``check(model, args)``, for :func:`~literate_transformer.core.validation.validate_with`.
+    """
+
+    def check_language_model_inputs(model: LanguageModelHead, args: Arguments) -> None:
+        check_stack(getattr(model, stack), args)
+        if args.labels is not None:
+            check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+
+    return check_language_model_inputs

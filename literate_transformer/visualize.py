@@ -78,6 +78,7 @@ weights itself and insists that every parameter is found.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -641,8 +642,10 @@ def plot_attention(
     cmap: str = "Blues",
     annotate: bool = False,
     colorbar: bool = True,
+    colorbar_label: str = "",
     vmin: float | None = 0.0,
     vmax: float | None = 1.0,
+    axis_labels: tuple[str, str] = ("query", "key"),
 ) -> Any:
     """Draw one head's attention weights as a heatmap: queries down, keys across.
 
@@ -656,9 +659,12 @@ def plot_attention(
         cmap: A matplotlib colormap name.
         annotate: Write each weight (two decimals) into its cell.
         colorbar: Draw a colour bar.
+        colorbar_label: The colour bar's label (none by default).
         vmin: The value drawn in the lightest colour (``None``: the smallest value).
         vmax: The value drawn in the darkest colour (``None``: the largest value);
             the defaults 0 and 1 suit probabilities, ``None`` suits raw scores.
+        axis_labels: The labels of the vertical and horizontal axes (the
+            rows are the queries, the columns the keys).
 
     Returns:
         The matplotlib ``Axes``.
@@ -678,8 +684,8 @@ def plot_attention(
     image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90)
     ax.set_yticks(range(len(query_tokens)), query_tokens)
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
+    ax.set_ylabel(axis_labels[0])
+    ax.set_xlabel(axis_labels[1])
     if title is not None:
         ax.set_title(title)
     if annotate:
@@ -697,7 +703,7 @@ def plot_attention(
                     color="white" if dark else "black",
                 )
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
     return ax
 
 
@@ -826,35 +832,23 @@ def plot_what_if(
         return min(min(matrix.min() for matrix in matrices), 0.0), max(matrix.max() for matrix in matrices)
 
     scales = [scale(first_matrix, second_matrix)] * 2 if shared_scale else [scale(first_matrix), scale(second_matrix)]
-    size = max(3.0, 0.42 * max(first_matrix.shape) + 1.6)
-
-    def draw(matrix: Any, heading: str, label: str, cmap: str, vmin: float, vmax: float) -> Any:
-        figure = Figure(figsize=(size + 1.2, size), layout="constrained")
-        ax = figure.add_subplot()
-        plot_attention(
-            matrix,
-            rows,
-            columns,
-            ax=ax,
-            title=heading,
-            cmap=cmap,
-            colorbar=False,
-            vmin=vmin,
-            vmax=vmax,
-            annotate=annotate,
-        )
-        ax.set_ylabel(axis_labels[0])
-        ax.set_xlabel(axis_labels[1])
-        image = ax.images[-1]
-        figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=label)
-        return figure
-
-    figures = {
-        name: draw(matrix, f"{title}: {name}", value_label, "Blues", *bounds)
-        for name, matrix, bounds in zip(names, (first_matrix, second_matrix), scales, strict=True)
-    }
     # A difference of exactly zero everywhere still needs a colour scale.
-    figures["difference"] = draw(
-        gap, f"{title}: difference", difference_label, "Reds", 0.0, max(float(gap.max()), np.finfo(np.float32).tiny)
+    difference_scale = (0.0, max(float(gap.max()), np.finfo(np.float32).tiny))
+    # The three figures: what each is called, its matrix, colours, scale and colour bar label.
+    panels = (
+        (names[0], first_matrix, "Blues", scales[0], value_label),
+        (names[1], second_matrix, "Blues", scales[1], value_label),
+        ("difference", gap, "Reds", difference_scale, difference_label),
     )
+    # What they share: the rows' and columns' labels, and the values written into the cells or not.
+    heatmap = functools.partial(
+        plot_attention, tokens=rows, key_tokens=columns, annotate=annotate, axis_labels=axis_labels
+    )
+    size = max(3.0, 0.42 * max(first_matrix.shape) + 1.6)
+    figures = {}
+    for name, matrix, cmap, (vmin, vmax), label in panels:
+        # A Figure made directly, not by pyplot, is drawn only where it is glued or displayed.
+        figures[name] = Figure(figsize=(size + 1.2, size), layout="constrained")
+        ax = figures[name].add_subplot()
+        heatmap(matrix, ax=ax, title=f"{title}: {name}", cmap=cmap, vmin=vmin, vmax=vmax, colorbar_label=label)
     return figures

@@ -363,6 +363,16 @@ def test_plot_attention_cross_attention_uses_key_tokens_for_columns():
     assert ax.get_images()[0].get_clim() == pytest.approx((weights.min().item(), weights.max().item()))
 
 
+def test_plot_attention_labels_its_axes_and_colour_bar_as_asked():
+    ax = visualize.plot_attention(torch.eye(2), ["a", "b"])
+    assert (ax.get_ylabel(), ax.get_xlabel()) == ("query", "key")
+    ax = visualize.plot_attention(
+        torch.eye(2), ["a", "b"], axis_labels=("output at i", "input at j"), colorbar_label="weight"
+    )
+    assert (ax.get_ylabel(), ax.get_xlabel()) == ("output at i", "input at j")
+    assert ax.figure.axes[-1].get_ylabel() == "weight"  # the colour bar's own axes
+
+
 @pytest.mark.parametrize(
     ("weights", "tokens", "error", "words"),
     [
@@ -405,6 +415,9 @@ def test_plot_what_if_draws_both_variants_on_one_scale_and_their_difference():
     )
     assert images["difference"].get_clim() == pytest.approx((0.0, 1.5))
     assert [tick.get_text() for tick in figures["on"].axes[0].get_xticklabels()] == ["x", "y"]
+    assert (figures["on"].axes[0].get_ylabel(), figures["on"].axes[0].get_xlabel()) == ("query", "key")
+    assert [figure.axes[-1].get_ylabel() for figure in figures.values()] == ["w", "w", "|difference|"]
+    assert [figure.axes[0].get_title() for figure in figures.values()] == ["t: on", "t: off", "t: difference"]
 
 
 def test_plot_what_if_takes_a_difference_of_its_own_and_draws_a_zero_one():

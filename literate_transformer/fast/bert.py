@@ -403,7 +403,8 @@ class FusedBertLayer(nn.Module):
             attention_output, self.intermediate.dense, self.intermediate.intermediate_act_fn
         )  # (U, F)
         output = self.output
-        return output.LayerNorm(linear_add(intermediate_output, output.dense, attention_output))  # (U, E)
+        layer_output = output.LayerNorm(linear_add(intermediate_output, output.dense, attention_output))  # (U, E)
+        return layer_output
 
 
 def _check_fast_inputs(model: FastBertModel, args: Arguments) -> None:

@@ -57,17 +57,18 @@ within ``1e-5``.
    ``addmm``, oneDNN, whose linear layer takes "post-ops": the bias, an
    activation, or a tensor to add, applied to each tile while it is still
    in cache (:func:`linear`, :func:`linear_activation`, :func:`linear_add`).
-   It is the operator :func:`torch.compile` itself emits for a linear layer
-   on the CPU.  On a ``float32`` CPU tensor with no gradient wanted
-   (:func:`onednn_applies`) the layer runs these fused steps and no
+   The package declares them as operators of its own
+   (:func:`torch.library.custom_op`), so that :func:`torch.compile` (point
+   6) calls them as they are.  On a ``float32`` CPU tensor with no gradient
+   wanted (:func:`onednn_applies`) the layer runs these fused steps and no
    :class:`Workspace`; everywhere else (a GPU, another dtype, training) it
    runs points 3 and 4.  The sums are the same, taken in another order:
    they agree within rounding.
 
 6. **A compiled path where it pays.**  :meth:`FastBertModel.compile` hands
    the packed forward to :func:`torch.compile`, which fuses the steps PyTorch
-   runs as separate passes over memory (the GELU, the additions, the layer
-   norms) into fewer kernels around the matrix multiplies; with
+   runs as separate passes over memory into fewer kernels around the matrix
+   multiplies (oneDNN's, on the CPU, called as they are); with
    inference-only "freezing" it also treats the weights as constants.
    Compiling takes tens of seconds, so it can only pay on a long-running
    job (the benchmark page shows what it saves once warm), never on one
@@ -243,25 +244,48 @@ def activate_in_place(activation: nn.Module, hidden: Tensor) -> Tensor:
 ONEDNN_ACTIVATIONS = {"none": ("gelu", "none"), "tanh": ("gelu", "tanh")}
 
 
+# oneDNN's linear, declared as operators of this package: torch.compile calls an operator it is given as it is
+# (the fake kernel tells it the output's shape) and fuses what lies between the calls.
+@torch.library.custom_op("literate_transformer::onednn_linear", mutates_args=())
+def onednn_linear(hidden: Tensor, weight: Tensor, bias: Tensor, post_op: str, algorithm: str) -> Tensor:
+    """``post_op(hidden W^T + b)`` in oneDNN: ``post_op`` ``"none"`` or ``"gelu"`` (``algorithm`` ``"none"``, exact,
+    or ``"tanh"``), applied to each output tile before it is written."""
+    return torch.ops.mkldnn._linear_pointwise(hidden, weight, bias, post_op, [], algorithm)
+
+
+@onednn_linear.register_fake
+def _onednn_linear_shape(hidden: Tensor, weight: Tensor, bias: Tensor, post_op: str, algorithm: str) -> Tensor:
+    return hidden.new_empty(*hidden.shape[:-1], weight.shape[0])
+
+
+@torch.library.custom_op("literate_transformer::onednn_linear_add", mutates_args=())
+def onednn_linear_add(hidden: Tensor, weight: Tensor, bias: Tensor, residual: Tensor) -> Tensor:
+    """``residual + hidden W^T + b`` in oneDNN, the residual added to each output tile (a "binary add" post-op)."""
+    return torch.ops.mkldnn._linear_pointwise.binary(hidden, residual, weight, bias, "add")
+
+
+@onednn_linear_add.register_fake
+def _onednn_linear_add_shape(hidden: Tensor, weight: Tensor, bias: Tensor, residual: Tensor) -> Tensor:
+    return torch.empty_like(residual)
+
+
 def onednn_applies(hidden_states: Tensor) -> bool:
     """Whether :func:`linear` and its kin run oneDNN's fused linear on ``hidden_states`` (point 5).
 
     They do for a ``float32`` CPU tensor when no gradient is wanted (oneDNN's operator has no backward)
-    and PyTorch was built with oneDNN, outside :func:`torch.compile` (which picks its own kernels for the
-    multiplies); everywhere else the layer multiplies with ``addmm``.
+    and PyTorch was built with oneDNN; everywhere else the layer multiplies with ``addmm``.
     """
     return (
         hidden_states.device.type == "cpu"
         and hidden_states.dtype == torch.float32
         and not torch.is_grad_enabled()
         and torch.backends.mkldnn.is_available()
-        and not torch.compiler.is_compiling()
     )
 
 
 def linear(hidden: Tensor, layer: nn.Linear) -> Tensor:
     """``hidden W^T + b`` in oneDNN, the bias added to each output tile as it is written."""
-    return torch.ops.mkldnn._linear_pointwise(hidden, layer.weight, layer.bias, "none", [], "")
+    return onednn_linear(hidden, layer.weight, layer.bias, "none", "")
 
 
 def linear_activation(hidden: Tensor, layer: nn.Linear, activation: nn.Module) -> Tensor:
@@ -272,13 +296,13 @@ def linear_activation(hidden: Tensor, layer: nn.Linear, activation: nn.Module) -
     """
     if isinstance(activation, nn.GELU):
         name, algorithm = ONEDNN_ACTIVATIONS[activation.approximate]
-        return torch.ops.mkldnn._linear_pointwise(hidden, layer.weight, layer.bias, name, [], algorithm)
+        return onednn_linear(hidden, layer.weight, layer.bias, name, algorithm)
     return activate_in_place(activation, linear(hidden, layer))
 
 
 def linear_add(hidden: Tensor, layer: nn.Linear, residual: Tensor) -> Tensor:
-    """``residual + hidden W^T + b``, the residual added by oneDNN to each tile (its "binary add" post-op)."""
-    return torch.ops.mkldnn._linear_pointwise.binary(hidden, residual, layer.weight, layer.bias, "add")
+    """``residual + hidden W^T + b``, the residual added by oneDNN to each tile."""
+    return onednn_linear_add(hidden, layer.weight, layer.bias, residual)
 
 
 class FusedBertLayer(nn.Module):
@@ -463,10 +487,11 @@ class FastBertModel(nn.Module):
 
         Inductor's "freezing" treats the weights as constants (inference
         only: change no weight afterwards) and folds what depends on them
-        alone; the matrix multiplies stay PyTorch's own (``weight_prepack``
-        off: on this package's CPU benchmark, re-laid-out weights were
-        slower), with the GELU, the additions and the layer norms fused into
-        fewer kernels around them.
+        alone.  The matrix multiplies stay the layers' own (oneDNN's
+        operators of point 5 on a ``float32`` CPU, ``addmm`` elsewhere;
+        ``weight_prepack`` off: on this package's CPU benchmark, re-laid-out
+        weights were no faster), with the steps between them fused into
+        fewer kernels.
 
         Args:
             dynamic: One compilation for every batch size and length (what a corpus of sentences needs);

@@ -159,6 +159,16 @@ def test_the_fused_layer_computes_what_the_addmm_layer_computes(tiny_config, len
     torch.testing.assert_close(fused, with_addmm, atol=ATOL, rtol=0)
 
 
+def test_the_compiled_fast_path_computes_what_the_eager_one_computes(tiny_config):
+    # Compiled, the oneDNN operators are called as they are, their fake kernels giving the shapes.
+    bert = BertModel(tiny_config()).eval()
+    input_ids = torch.randint(0, bert.config.vocab_size, (3, 6))
+    with torch.inference_mode():
+        eager = FastBertModel.from_bert(bert)(input_ids, lengths=[6, 2, 4])
+        compiled = FastBertModel.from_bert(bert).compile()(input_ids, lengths=[6, 2, 4])
+    torch.testing.assert_close(compiled, eager, atol=ATOL, rtol=0)
+
+
 def test_linear_activation_refuses_what_is_not_a_module():
     with pytest.raises(TypeError, match="activation must be a torch.nn.Module such as nn.GELU\\(\\), got str"):
         linear_activation(torch.randn(2, 3), torch.nn.Linear(3, 2), "gelu")

@@ -13,8 +13,9 @@ one ``LITERATE_TRANSFORMER_CHECKPOINT`` names), in evaluation mode, under
 * ``HF eager`` and ``HF sdpa``: :class:`transformers.BertModel` loaded with the
   same two attention implementations;
 * ``ours fast``: :class:`literate_transformer.fast.bert.FastBertModel` built
-  from ours (one fused Q/K/V projection, packed tokens, its largest
-  intermediates allocated once per forward), given the lengths as a
+  from ours (one fused Q/K/V projection, packed tokens, on the CPU oneDNN's
+  matrix multiplies that add the bias, the GELU and the residual
+  themselves), given the lengths as a
   tokenizer gives them (host integers: it needs no mask to learn that
   nothing is padded);
 * ``ours fast compiled`` (unless ``--no-compile``): the same, its forward

@@ -4,7 +4,7 @@ r"""BERT, fast: the same function as :class:`~literate_transformer.models.bert.B
 three projections for queries, keys and values, every padded position
 computed like a real one, one PyTorch call per step.  That is also where its
 time goes.  :class:`FastBertModel` is built *from* a ``BertModel`` (the same
-weights, nothing retrained) and changes five things, each one a lesson of
+weights, nothing retrained) and changes six things, each one a lesson of
 chapter 16; a test proves that it still computes what ``BertModel`` computes,
 within ``1e-5``.
 
@@ -50,10 +50,25 @@ within ``1e-5``.
    that every layer writes over, and the GELU runs in place.  The
    arithmetic is the same, in the same order.
 
-5. **A compiled path where it pays.**  :meth:`FastBertModel.compile` hands
+5. **The multiply finishes the work (on the CPU).**  A matrix multiply
+   writes its output tile by tile; the bias, the GELU and the residual sum
+   are each one more pass over that output once it has left the cache.
+   PyTorch's CPU build carries a second matrix library besides MKL's
+   ``addmm``, oneDNN, whose linear layer takes "post-ops": the bias, an
+   activation, or a tensor to add, applied to each tile while it is still
+   in cache (:func:`linear`, :func:`linear_activation`, :func:`linear_add`).
+   The package declares them as operators of its own
+   (:func:`torch.library.custom_op`), so that :func:`torch.compile` (point
+   6) calls them as they are.  On a ``float32`` CPU tensor with no gradient
+   wanted (:func:`onednn_applies`) the layer runs these fused steps and no
+   :class:`Workspace`; everywhere else (a GPU, another dtype, training) it
+   runs points 3 and 4.  The sums are the same, taken in another order:
+   they agree within rounding.
+
+6. **A compiled path where it pays.**  :meth:`FastBertModel.compile` hands
    the packed forward to :func:`torch.compile`, which fuses the steps PyTorch
-   runs as separate passes over memory (the GELU, the additions, the layer
-   norms) into fewer kernels around the matrix multiplies; with
+   runs as separate passes over memory into fewer kernels around the matrix
+   multiplies (oneDNN's, on the CPU, called as they are); with
    inference-only "freezing" it also treats the weights as constants.
    Compiling takes tens of seconds, so it can only pay on a long-running
    job (the benchmark page shows what it saves once warm), never on one
@@ -94,7 +109,17 @@ from torch import Tensor, nn
 from ..core.validation import Arguments, check_input_ids, validate_with
 from ..models.bert import BertLayer, BertModel
 
-__all__ = ["PackedBatch", "Workspace", "activate_in_place", "FusedBertLayer", "FastBertModel"]
+__all__ = [
+    "PackedBatch",
+    "Workspace",
+    "activate_in_place",
+    "onednn_applies",
+    "linear",
+    "linear_activation",
+    "linear_add",
+    "FusedBertLayer",
+    "FastBertModel",
+]
 
 
 class PackedBatch:
@@ -215,6 +240,71 @@ def activate_in_place(activation: nn.Module, hidden: Tensor) -> Tensor:
     return activation(hidden)
 
 
+#: oneDNN's name and algorithm for each activation it can apply as a post-op: BERT's exact GELU and the tanh form.
+ONEDNN_ACTIVATIONS = {"none": ("gelu", "none"), "tanh": ("gelu", "tanh")}
+
+
+# oneDNN's linear, declared as operators of this package: torch.compile calls an operator it is given as it is
+# (the fake kernel tells it the output's shape) and fuses what lies between the calls.
+@torch.library.custom_op("literate_transformer::onednn_linear", mutates_args=())
+def onednn_linear(hidden: Tensor, weight: Tensor, bias: Tensor, post_op: str, algorithm: str) -> Tensor:
+    """``post_op(hidden W^T + b)`` in oneDNN: ``post_op`` ``"none"`` or ``"gelu"`` (``algorithm`` ``"none"``, exact,
+    or ``"tanh"``), applied to each output tile before it is written."""
+    return torch.ops.mkldnn._linear_pointwise(hidden, weight, bias, post_op, [], algorithm)
+
+
+@onednn_linear.register_fake
+def _onednn_linear_shape(hidden: Tensor, weight: Tensor, bias: Tensor, post_op: str, algorithm: str) -> Tensor:
+    return hidden.new_empty(*hidden.shape[:-1], weight.shape[0])
+
+
+@torch.library.custom_op("literate_transformer::onednn_linear_add", mutates_args=())
+def onednn_linear_add(hidden: Tensor, weight: Tensor, bias: Tensor, residual: Tensor) -> Tensor:
+    """``residual + hidden W^T + b`` in oneDNN, the residual added to each output tile (a "binary add" post-op)."""
+    return torch.ops.mkldnn._linear_pointwise.binary(hidden, residual, weight, bias, "add")
+
+
+@onednn_linear_add.register_fake
+def _onednn_linear_add_shape(hidden: Tensor, weight: Tensor, bias: Tensor, residual: Tensor) -> Tensor:
+    return torch.empty_like(residual)
+
+
+def onednn_applies(hidden_states: Tensor) -> bool:
+    """Whether :func:`linear` and its kin run oneDNN's fused linear on ``hidden_states`` (point 5).
+
+    They do for a ``float32`` CPU tensor when no gradient is wanted (oneDNN's operator has no backward)
+    and PyTorch was built with oneDNN; everywhere else the layer multiplies with ``addmm``.
+    """
+    return (
+        hidden_states.device.type == "cpu"
+        and hidden_states.dtype == torch.float32
+        and not torch.is_grad_enabled()
+        and torch.backends.mkldnn.is_available()
+    )
+
+
+def linear(hidden: Tensor, layer: nn.Linear) -> Tensor:
+    """``hidden W^T + b`` in oneDNN, the bias added to each output tile as it is written."""
+    return onednn_linear(hidden, layer.weight, layer.bias, "none", "")
+
+
+def linear_activation(hidden: Tensor, layer: nn.Linear, activation: nn.Module) -> Tensor:
+    """``activation(hidden W^T + b)``, the activation applied by oneDNN to each tile where it has the form.
+
+    Raises:
+        TypeError: if ``activation`` is not a ``torch.nn.Module`` (from :func:`activate_in_place`).
+    """
+    if isinstance(activation, nn.GELU):
+        name, algorithm = ONEDNN_ACTIVATIONS[activation.approximate]
+        return onednn_linear(hidden, layer.weight, layer.bias, name, algorithm)
+    return activate_in_place(activation, linear(hidden, layer))
+
+
+def linear_add(hidden: Tensor, layer: nn.Linear, residual: Tensor) -> Tensor:
+    """``residual + hidden W^T + b``, the residual added by oneDNN to each tile."""
+    return onednn_linear_add(hidden, layer.weight, layer.bias, residual)
+
+
 class FusedBertLayer(nn.Module):
     """:class:`~literate_transformer.models.bert.BertLayer` on packed tokens, Q, K and V in one multiply.
 
@@ -291,8 +381,11 @@ class FusedBertLayer(nn.Module):
         """One layer on the packed tokens, ``(U, E) -> (U, E)`` (the other arguments: see :meth:`attend`).
 
         ``workspace``: the buffers to write over (:meth:`FastBertModel.encode_packed` passes one set to every
-        layer); ``None``: this layer allocates its own.
+        layer where oneDNN does not apply); ``None``: oneDNN's fused steps where :func:`onednn_applies`,
+        else buffers of this layer's own.
         """
+        if workspace is None and onednn_applies(hidden_states):
+            return self.forward_fused(hidden_states, index, key_mask, shape)
         if workspace is None:
             workspace = Workspace.for_layer(hidden_states, self)
         elif not isinstance(workspace, Workspace):
@@ -317,6 +410,25 @@ class FusedBertLayer(nn.Module):
         return self.add_and_norm(
             attention_output, intermediate_output, output.dense, output.LayerNorm, workspace.summed
         )
+
+    def forward_fused(
+        self, hidden_states: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: tuple[int, int]
+    ) -> Tensor:
+        """The same layer with oneDNN's post-ops (point 5): each multiply adds its bias, GELU or residual itself."""
+        # 1) [Q K V] = X W^T + b, one multiply, (U, E) -> (U, 3E).
+        mixed = linear(hidden_states, self.query_key_value)
+        # 2) Attention within each sequence.
+        context = self.attend(mixed, index, key_mask, shape)  # (U, E)
+        # 3) LayerNorm(x + c W^O^T + b^O): the multiply adds the residual.
+        output = self.attention_output
+        attention_output = output.LayerNorm(linear_add(context, output.dense, hidden_states))  # (U, E)
+        # 4) GELU(a W_1^T + b_1) in one step, then LayerNorm(a + h W_2^T + b_2).
+        intermediate_output = linear_activation(
+            attention_output, self.intermediate.dense, self.intermediate.intermediate_act_fn
+        )  # (U, F)
+        output = self.output
+        layer_output = output.LayerNorm(linear_add(intermediate_output, output.dense, attention_output))  # (U, E)
+        return layer_output
 
 
 def _check_fast_inputs(model: FastBertModel, args: Arguments) -> None:
@@ -375,10 +487,11 @@ class FastBertModel(nn.Module):
 
         Inductor's "freezing" treats the weights as constants (inference
         only: change no weight afterwards) and folds what depends on them
-        alone; the matrix multiplies stay PyTorch's own (``weight_prepack``
-        off: on this package's CPU benchmark, re-laid-out weights were
-        slower), with the GELU, the additions and the layer norms fused into
-        fewer kernels around them.
+        alone.  The matrix multiplies stay the layers' own (oneDNN's
+        operators of point 5 on a ``float32`` CPU, ``addmm`` elsewhere;
+        ``weight_prepack`` off: on this package's CPU benchmark, re-laid-out
+        weights were no faster), with the steps between them fused into
+        fewer kernels.
 
         Args:
             dynamic: One compilation for every batch size and length (what a corpus of sentences needs);
@@ -415,8 +528,9 @@ class FastBertModel(nn.Module):
             + embeddings.position_embeddings(position_ids)
         )  # (U, E)
         hidden_states = embeddings.LayerNorm(summed)  # (U, E)
-        # The layers' large intermediates, allocated once for all of them (point 4).
-        workspace = Workspace.for_layer(hidden_states, self.layer[0])
+        # oneDNN's fused steps where they apply (point 5); else the layers' large intermediates, allocated
+        # once for all of them (point 4).
+        workspace = None if onednn_applies(hidden_states) else Workspace.for_layer(hidden_states, self.layer[0])
         for layer_module in self.layer:
             hidden_states = layer_module(hidden_states, index, key_mask, shape.shape[:2], workspace)  # (U, E)
         return hidden_states

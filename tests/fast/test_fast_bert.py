@@ -10,7 +10,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from literate_transformer.fast.bert import FastBertModel, PackedBatch, Workspace, activate_in_place
+from literate_transformer.fast.bert import (
+    FastBertModel,
+    PackedBatch,
+    Workspace,
+    activate_in_place,
+    linear,
+    linear_activation,
+    linear_add,
+    onednn_applies,
+)
 from literate_transformer.models.bert import BertModel
 
 ATOL = 1e-5
@@ -63,7 +72,9 @@ def test_every_layer_writes_over_one_workspace_and_computes_what_it_computes_alo
     workspace = Workspace.for_layer(hidden, first)
     arguments = (None, None, (1, 7))
     with torch.inference_mode():
-        alone = second(first(hidden, *arguments), *arguments)
+        # Each layer alone, with buffers of its own.
+        between_alone = first(hidden, *arguments, Workspace.for_layer(hidden, first))
+        alone = second(between_alone, *arguments, Workspace.for_layer(hidden, second))
         between = first(hidden, *arguments, workspace)
         shared = second(between, *arguments, workspace)
         # The buffers hold the second layer's intermediates: it wrote over the first layer's.
@@ -101,6 +112,66 @@ def test_a_workspace_that_does_not_fit_is_refused_by_name(tiny_config):
         layer(hidden, None, None, (1, 7), halves)
     with pytest.raises(TypeError, match="workspace must be a Workspace or None, got dict"):
         layer(hidden, None, None, (1, 7), {"mixed": None})
+
+
+needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="PyTorch built without oneDNN")
+
+
+@needs_onednn
+@pytest.mark.parametrize(
+    "activation", [torch.nn.GELU(), torch.nn.GELU(approximate="tanh"), torch.nn.ReLU()], ids=["gelu", "tanh", "relu"]
+)
+def test_the_fused_linear_steps_compute_what_torch_computes(activation):
+    layer = torch.nn.Linear(6, 5)
+    hidden, residual = torch.randn(4, 6), torch.randn(4, 5)
+    with torch.inference_mode():
+        expected = torch.nn.functional.linear(hidden, layer.weight, layer.bias)
+        torch.testing.assert_close(linear(hidden, layer), expected, atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            linear_activation(hidden, layer, activation), activation(expected), atol=ATOL, rtol=0
+        )
+        torch.testing.assert_close(linear_add(hidden, layer, residual), residual + expected, atol=ATOL, rtol=0)
+
+
+@needs_onednn
+def test_onednn_runs_on_float32_cpu_inference_only():
+    hidden = torch.randn(3, 4)
+    with torch.inference_mode():
+        assert onednn_applies(hidden)
+        assert not onednn_applies(hidden.double())
+    assert not onednn_applies(hidden)  # a gradient may be wanted: oneDNN's operator has no backward
+    with torch.no_grad():
+        assert onednn_applies(hidden)
+
+
+@needs_onednn
+@pytest.mark.parametrize("lengths", [[7, 3, 5], [7, 7, 7]], ids=["padded", "unpadded"])
+def test_the_fused_layer_computes_what_the_addmm_layer_computes(tiny_config, lengths):
+    bert = BertModel(tiny_config()).eval()
+    layer = FastBertModel.from_bert(bert).layer[0]
+    batch = PackedBatch(lengths)
+    hidden = torch.randn(batch.num_tokens, bert.config.hidden_size)
+    arguments = (batch.index, batch.key_mask, (batch.batch_size, batch.max_length))
+    with torch.inference_mode():
+        fused = layer(hidden, *arguments)
+        with_addmm = layer(hidden, *arguments, Workspace.for_layer(hidden, layer))
+        torch.testing.assert_close(layer.forward_fused(hidden, *arguments), fused, atol=0, rtol=0)
+    torch.testing.assert_close(fused, with_addmm, atol=ATOL, rtol=0)
+
+
+def test_the_compiled_fast_path_computes_what_the_eager_one_computes(tiny_config):
+    # Compiled, the oneDNN operators are called as they are, their fake kernels giving the shapes.
+    bert = BertModel(tiny_config()).eval()
+    input_ids = torch.randint(0, bert.config.vocab_size, (3, 6))
+    with torch.inference_mode():
+        eager = FastBertModel.from_bert(bert)(input_ids, lengths=[6, 2, 4])
+        compiled = FastBertModel.from_bert(bert).compile()(input_ids, lengths=[6, 2, 4])
+    torch.testing.assert_close(compiled, eager, atol=ATOL, rtol=0)
+
+
+def test_linear_activation_refuses_what_is_not_a_module():
+    with pytest.raises(TypeError, match="activation must be a torch.nn.Module such as nn.GELU\\(\\), got str"):
+        linear_activation(torch.randn(2, 3), torch.nn.Linear(3, 2), "gelu")
 
 
 def test_activate_in_place_refuses_what_is_not_a_module_or_a_tensor():

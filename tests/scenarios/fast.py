@@ -8,7 +8,7 @@ import tempfile
 import torch
 import torch.distributed as dist
 
-from literate_transformer.fast.bert import FastBertModel
+from literate_transformer.fast.bert import FastBertModel, PackedBatch, Workspace
 from literate_transformer.fast.flash import flash_attention
 from literate_transformer.fast.parallel import split_bert_layer
 from literate_transformer.models.bert import BertModel
@@ -26,6 +26,14 @@ def scenario_fast_bert_packed():
 def scenario_fast_bert_unpadded():
     # Every sentence T tokens long: the packed layout is the padded one, nothing to scatter.
     FastBertModel.from_bert(BertModel(tiny_config()).eval())(token_ids())
+
+
+def scenario_fast_bert_layer_with_a_workspace():
+    # The addmm steps that write over one workspace (where oneDNN's fused steps do not run), U = 9.
+    layer = FastBertModel.from_bert(BertModel(tiny_config()).eval()).layer[0]
+    batch = PackedBatch([5, 4])
+    packed = torch.randn(batch.num_tokens, DIMS["E"])
+    layer(packed, batch.index, batch.key_mask, (batch.batch_size, batch.max_length), Workspace.for_layer(packed, layer))
 
 
 def scenario_flash_attention():

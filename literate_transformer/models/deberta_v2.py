@@ -293,22 +293,29 @@ class DisentangledSelfAttention(nn.Module):
         self,
         hidden_states: Tensor,
         attention_mask: Tensor | None,
+        output_attentions: bool = False,
+        query_states: Tensor | None = None,
         relative_pos: Tensor | None = None,
         rel_embeddings: Tensor | None = None,
-        output_attentions: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend; returns ``(context (B, T, E), probabilities (B, H, T, T) or None)``.
+
+        The arguments are in ``transformers``' order.
 
         Args:
             hidden_states: ``(B, T, E)``.
             attention_mask: Boolean ``(B, 1, T, T)``, true where query and key are both real; or ``None``.
+            output_attentions: Return the probabilities.
+            query_states: ``(B, T, E)`` to project the queries from instead of ``hidden_states`` (the
+                enhanced mask decoder's input); ``None``: the queries come from ``hidden_states``.
             relative_pos: The bucketed distances ``(T, T)`` (:func:`build_relative_position`).
             rel_embeddings: The position table ``(2k, E)`` (:meth:`DebertaV2Encoder.get_rel_embedding`).
-            output_attentions: Return the probabilities.
         """
         heads = self.num_attention_heads
+        if query_states is None:
+            query_states = hidden_states
         # BERT's projections of the tokens, split into heads: Q^c, K^c and V.
-        query_layer = split_heads(self.query_proj(hidden_states), heads)  # (B, H, T, D)
+        query_layer = split_heads(self.query_proj(query_states), heads)  # (B, H, T, D)
         key_layer = split_heads(self.key_proj(hidden_states), heads)  # (B, H, T, D)
         value_layer = split_heads(self.value_proj(hidden_states), heads)  # (B, H, T, D)
         # One content term plus one per position term: the variance of the sum grows with their number,
@@ -398,15 +405,18 @@ class DebertaV2Attention(BertAttention):
         self,
         hidden_states: Tensor,
         attention_mask: Tensor | None,
+        output_attentions: bool = False,
+        query_states: Tensor | None = None,
         relative_pos: Tensor | None = None,
         rel_embeddings: Tensor | None = None,
-        output_attentions: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """See :meth:`DisentangledSelfAttention.forward`; returns ``(output (B, T, E), probabilities or None)``."""
         context_layer, attention_probs = self.self(
-            hidden_states, attention_mask, relative_pos, rel_embeddings, output_attentions
+            hidden_states, attention_mask, output_attentions, query_states, relative_pos, rel_embeddings
         )
-        return self.output(context_layer, hidden_states), attention_probs
+        # The residual is the queries' input.
+        residual = hidden_states if query_states is None else query_states
+        return self.output(context_layer, residual), attention_probs
 
 
 class DebertaV2Layer(BertLayer):
@@ -424,13 +434,15 @@ class DebertaV2Layer(BertLayer):
         self,
         hidden_states: Tensor,
         attention_mask: Tensor | None,
+        query_states: Tensor | None = None,
         relative_pos: Tensor | None = None,
         rel_embeddings: Tensor | None = None,
         output_attentions: bool = False,
     ) -> LayerOutput:
-        """``(B, T, E)`` to the layer's output; the other arguments as in :meth:`DisentangledSelfAttention.forward`."""
+        """``(B, T, E)`` to the layer's output; the other arguments as in :meth:`DisentangledSelfAttention.forward`
+        (here in ``transformers``' order for the layer, ``output_attentions`` last)."""
         attention_output, attention_probs = self.attention(
-            hidden_states, attention_mask, relative_pos, rel_embeddings, output_attentions
+            hidden_states, attention_mask, output_attentions, query_states, relative_pos, rel_embeddings
         )
         intermediate_output = self.intermediate(attention_output)  # (B, T, F)
         return LayerOutput(self.output(intermediate_output, attention_output), attention_probs)
@@ -514,9 +526,9 @@ class DebertaV2Model(EncoderModel):
         """The encoder's layers."""
         return self.encoder.layer
 
-    def layer_inputs(self, length: int, device: torch.device) -> tuple[Tensor | None, Tensor | None]:
-        """The distances and the position table, computed once and shared by every layer."""
-        return self.encoder.get_rel_pos(length, device), self.encoder.get_rel_embedding()
+    def layer_inputs(self, length: int, device: torch.device) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """No separate queries, then the distances and the position table, computed once and shared by every layer."""
+        return None, self.encoder.get_rel_pos(length, device), self.encoder.get_rel_embedding()
 
 
 def map_deberta_v2_state_dict(state_dict: dict[str, Tensor], expected: dict[str, Tensor]) -> dict[str, Tensor]:

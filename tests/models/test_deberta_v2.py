@@ -72,6 +72,27 @@ def test_hidden_states_and_attentions_equal_hf_on_a_padded_batch(models):
     assert torch.allclose(hf_row, row, atol=ATOL) or float(hf_row.abs().max()) == 0.0
 
 
+def test_each_layer_module_takes_hfs_arguments_in_hfs_order(models):
+    # Called positionally as transformers calls them, separate query states included (the enhanced mask
+    # decoder's input): the layer, its attention and the disentangled self-attention.
+    hf, ours = models
+    hidden_states, query_states = torch.randn(2, 2, 6, hf.config.hidden_size).unbind(0)
+    mask = torch.ones(2, 1, 6, 6, dtype=torch.bool)
+    mask[1, ..., 4:] = False
+    relative_pos, rel_embeddings = ours.layer_inputs(6, hidden_states.device)[1:]
+    theirs_layer, ours_layer = hf.encoder.layer[1], ours.encoder.layer[1]
+    pairs = [
+        (theirs_layer, ours_layer, (hidden_states, mask, query_states, relative_pos, rel_embeddings, True)),
+        (theirs_layer.attention, ours_layer.attention, (hidden_states, mask, True, query_states, relative_pos, rel_embeddings)),
+        (theirs_layer.attention.self, ours_layer.attention.self, (hidden_states, mask, True, query_states, relative_pos, rel_embeddings)),
+    ]  # fmt: skip
+    with torch.no_grad():
+        for theirs_module, ours_module, arguments in pairs:
+            expected, actual = theirs_module(*arguments), ours_module(*arguments)
+            torch.testing.assert_close(actual[0], expected[0], atol=ATOL, rtol=0)
+            torch.testing.assert_close(actual[1], expected[1], atol=ATOL, rtol=0)
+
+
 def test_log_buckets_and_relative_positions_equal_hfs():
     from transformers.models.deberta_v2 import modeling_deberta_v2 as hf_deberta
 

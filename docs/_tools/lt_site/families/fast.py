@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from literate_transformer.core.config import TransformerConfig
 from literate_transformer.core.masks import build_attention_mask
-from literate_transformer.fast.bert import FastBertModel
+from literate_transformer.fast.bert import FastBertModel, PackedBatch, Workspace
 from literate_transformer.fast.flash import flash_attention
 from literate_transformer.fast.parallel import split_bert_layer
 from literate_transformer.models.bert import BertModel
@@ -54,7 +54,12 @@ def _attention_inputs() -> tuple[torch.Tensor, ...]:
 def _fast_on_two_sentences() -> None:
     bert = _bert()
     input_ids, _ = _inputs(bert)
-    FastBertModel.from_bert(bert)(input_ids, lengths=list(LENGTHS))
+    fast = FastBertModel.from_bert(bert)
+    fast(input_ids, lengths=list(LENGTHS))
+    # The first layer again with its addmm steps over a workspace (what runs where oneDNN does not).
+    layer, batch = fast.layer[0], PackedBatch(LENGTHS)
+    packed = torch.randn(batch.num_tokens, bert.config.hidden_size, generator=torch.Generator().manual_seed(1))
+    layer(packed, batch.index, batch.key_mask, (batch.batch_size, batch.max_length), Workspace.for_layer(packed, layer))
     # Tiles of 3 keys over the book example's 7, the second sequence's last 2 keys masked.
     flash_attention(*_attention_inputs(), block_size=3)
     # The split layers, in a process group of one (chapter 16 runs two processes).
@@ -69,8 +74,9 @@ def _fast_on_two_sentences() -> None:
 EXAMPLES = (
     RunningExample(
         "fast",
-        "a small random BERT with the book example's sizes: 2 sentences of 5 and 3 real tokens (U = 8), "
-        "FlashAttention's tiles of 3 over 7 keys, and a layer split in a process group of one",
+        "a small random BERT with the book example's sizes: 2 sentences of 5 and 3 real tokens (U = 8), its "
+        "first layer again over a workspace, FlashAttention's tiles of 3 over 7 keys, and a layer split in a "
+        "process group of one",
         dict(BOOK_DIMS, U=sum(LENGTHS)),
         _fast_on_two_sentences,
     ),

@@ -155,3 +155,37 @@ def test_interop_names_no_model_family_but_bert_and_from_hf_has_no_if_chain():
     from_hf = next(node for node in registry.body if isinstance(node, ast.FunctionDef) and node.name == "from_hf")
     names = {node.value for node in ast.walk(from_hf) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
     assert not any(name.startswith(("Bert", "GPT", "Bart")) for name in names)
+
+
+def _norm_constructions(path: Path) -> list[int]:
+    """The lines of ``path`` that build a norm class directly: ``nn.LayerNorm(...)``, ``RMSNorm(...)``, ...
+
+    (Calling a norm a module holds, ``self.LayerNorm(x)``, is applying it, not building one.)
+    """
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        if isinstance(function, ast.Name):
+            built = function.id in ("LayerNorm", "RMSNorm")
+        else:
+            built = (
+                isinstance(function, ast.Attribute)
+                and function.attr in ("LayerNorm", "RMSNorm")
+                and ast.unparse(function.value) in ("nn", "torch.nn")
+            )
+        if built:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_every_model_builds_its_norms_with_make_norm():
+    # The factory is the one place a norm is built; interop builds torch's own modules on purpose.
+    exempt = {"parts/norms.py", "interop.py"}
+    built = {
+        relative: lines
+        for path in MODULES.values()
+        if (relative := path.relative_to(PACKAGE).as_posix()) not in exempt and (lines := _norm_constructions(path))
+    }
+    assert not built, f"norms built without parts.norms.make_norm: {built}"

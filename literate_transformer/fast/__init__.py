@@ -5,7 +5,8 @@ package has already proved equal to HuggingFace's, and computes the same
 function faster or spread over processes.
 
 * :mod:`~literate_transformer.fast.bert`: BERT with one fused projection for
-  queries, keys and values, no work on padding, and a compiled path;
+  queries, keys and values, no work on padding, matrix multiplies that add
+  their own bias, GELU and residual (oneDNN, on the CPU), and a compiled path;
 * :mod:`~literate_transformer.fast.encode`: the checkpoint's sentence
   embeddings (sentence-transformers' ``encode``) on that fast path;
 * :mod:`~literate_transformer.fast.flash`: FlashAttention's online softmax,

@@ -73,6 +73,7 @@ from ..core.activations import ACTIVATIONS
 from ..core.masks import masked_fill_scores
 from ..core.outputs import LayerOutput
 from ..parts.heads import merge_heads, split_heads
+from ..parts.norms import make_norm
 from .bert import BertAttention, BertLayer, EncoderModel
 from .registry import map_state_dict, register
 
@@ -223,7 +224,7 @@ class DebertaV2Embeddings(nn.Module):
         self.embed_proj = (
             nn.Linear(embedding_size, config.hidden_size, bias=False) if embedding_size != config.hidden_size else None
         )
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = make_norm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(
@@ -469,7 +470,7 @@ class DebertaV2Encoder(nn.Module):
             self.rel_embeddings = nn.Embedding(2 * span, config.hidden_size)
         self.norm_rel_ebd = [name.strip() for name in getattr(config, "norm_rel_ebd", "none").lower().split("|")]
         if "layer_norm" in self.norm_rel_ebd:
-            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+            self.LayerNorm = make_norm(config.hidden_size, eps=config.layer_norm_eps)
 
     def get_rel_embedding(self) -> Tensor | None:
         """The position table every layer reads, layer-normed if the config says so; ``None`` without one."""

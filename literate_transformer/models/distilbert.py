@@ -57,6 +57,7 @@ from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_token_inputs, validate_with
 from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
+from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import run_layers
 from .registry import load_by_name, register
@@ -115,7 +116,7 @@ class DistilBertEmbeddings(nn.Module):
         if config.sinusoidal_pos_embds:
             # The 2017 sinusoids, frozen: still a weight of the checkpoint, never trained.
             self.position_embeddings.freeze_to_sinusoids()
-        self.LayerNorm = nn.LayerNorm(config.dim, eps=LAYER_NORM_EPS)
+        self.LayerNorm = make_norm(config.dim, eps=LAYER_NORM_EPS)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
@@ -171,9 +172,9 @@ class DistilBertTransformerBlock(nn.Module):
     def __init__(self, config: Any) -> None:
         super().__init__()
         self.attention = DistilBertSelfAttention(config)
-        self.sa_layer_norm = nn.LayerNorm(config.dim, eps=LAYER_NORM_EPS)
+        self.sa_layer_norm = make_norm(config.dim, eps=LAYER_NORM_EPS)
         self.ffn = DistilBertFFN(config)
-        self.output_layer_norm = nn.LayerNorm(config.dim, eps=LAYER_NORM_EPS)
+        self.output_layer_norm = make_norm(config.dim, eps=LAYER_NORM_EPS)
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, output_attentions: bool) -> LayerOutput:
         """``(B, T, E)`` and the additive mask to the layer's output; with the probabilities if asked."""

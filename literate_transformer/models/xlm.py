@@ -51,6 +51,7 @@ from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_tensor, check_token_inputs, validate_with
 from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
+from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from .registry import load_by_name, register
 
@@ -153,13 +154,13 @@ class XLMModel(nn.Module):
             #: One learned vector per language (``n_langs x E``).
             self.lang_embeddings = nn.Embedding(config.n_langs, dim)
         self.embeddings = nn.Embedding(config.vocab_size, dim, padding_idx=config.pad_index)
-        self.layer_norm_emb = nn.LayerNorm(dim, eps=config.layer_norm_eps)
+        self.layer_norm_emb = make_norm(dim, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
         # The layers' modules, one list per kind (the original release's layout).
         self.attentions = nn.ModuleList(XLMMultiHeadAttention(config) for _ in range(config.n_layers))
-        self.layer_norm1 = nn.ModuleList(nn.LayerNorm(dim, eps=config.layer_norm_eps) for _ in range(config.n_layers))
+        self.layer_norm1 = nn.ModuleList(make_norm(dim, eps=config.layer_norm_eps) for _ in range(config.n_layers))
         self.ffns = nn.ModuleList(XLMTransformerFFN(config) for _ in range(config.n_layers))
-        self.layer_norm2 = nn.ModuleList(nn.LayerNorm(dim, eps=config.layer_norm_eps) for _ in range(config.n_layers))
+        self.layer_norm2 = nn.ModuleList(make_norm(dim, eps=config.layer_norm_eps) for _ in range(config.n_layers))
 
     @validate_with(_check_model_inputs)
     def forward(

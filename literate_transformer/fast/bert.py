@@ -482,7 +482,7 @@ class FastBertModel(nn.Module):
         """The fast model of a checkpoint (by default the offline one)."""
         return cls.from_bert(BertModel.from_pretrained(path_or_name))
 
-    def compile(self, dynamic: bool = True) -> FastBertModel:
+    def compile(self, dynamic: bool = True, backend: str = "inductor") -> FastBertModel:
         """Run the packed forward through :func:`torch.compile` (inference only; the first calls compile).
 
         Inductor's "freezing" treats the weights as constants (inference
@@ -496,12 +496,23 @@ class FastBertModel(nn.Module):
         Args:
             dynamic: One compilation for every batch size and length (what a corpus of sentences needs);
                 ``False`` compiles each new shape anew, the best code a fixed shape can get.
+            backend: :func:`torch.compile`'s backend.  The options above are Inductor's; another backend
+                (``"aot_eager"``: the same tracing, no generated kernels) gets none.
 
         Returns:
             The model itself.
+
+        Raises:
+            TypeError: if ``backend`` is not a string.
+            ValueError: for a backend :func:`torch.compiler.list_backends` does not know.
         """
-        options = {"freezing": True, "cpp.weight_prepack": False}
-        self._encode_packed = torch.compile(self.encode_packed, dynamic=dynamic, options=options)
+        if not isinstance(backend, str):
+            raise TypeError(f"backend must be a string such as 'inductor', got {type(backend).__name__}")
+        known = torch.compiler.list_backends(exclude_tags=())
+        if backend not in known:
+            raise ValueError(f"backend must be one of {known}, got {backend!r}")
+        options = {"freezing": True, "cpp.weight_prepack": False} if backend == "inductor" else None
+        self._encode_packed = torch.compile(self.encode_packed, dynamic=dynamic, backend=backend, options=options)
         return self
 
     def encode_packed(

@@ -160,13 +160,23 @@ def test_the_fused_layer_computes_what_the_addmm_layer_computes(tiny_config, len
 
 
 def test_the_compiled_fast_path_computes_what_the_eager_one_computes(tiny_config):
-    # Compiled, the oneDNN operators are called as they are, their fake kernels giving the shapes.
+    # Traced as torch.compile traces it, the oneDNN operators called as they are, their fake kernels giving
+    # the shapes (the AOT tracing without Inductor's generated kernels, whose C++ build would take the
+    # suite's time; the benchmark runs Inductor).
     bert = BertModel(tiny_config()).eval()
     input_ids = torch.randint(0, bert.config.vocab_size, (3, 6))
     with torch.inference_mode():
         eager = FastBertModel.from_bert(bert)(input_ids, lengths=[6, 2, 4])
-        compiled = FastBertModel.from_bert(bert).compile()(input_ids, lengths=[6, 2, 4])
+        compiled = FastBertModel.from_bert(bert).compile(backend="aot_eager")(input_ids, lengths=[6, 2, 4])
     torch.testing.assert_close(compiled, eager, atol=ATOL, rtol=0)
+
+
+def test_compile_refuses_a_backend_torch_does_not_know(tiny_config):
+    fast = FastBertModel.from_bert(BertModel(tiny_config()).eval())
+    with pytest.raises(ValueError, match=r"backend must be one of \[.*'inductor'.*\], got 'nope'"):
+        fast.compile(backend="nope")
+    with pytest.raises(TypeError, match="backend must be a string such as 'inductor', got int"):
+        fast.compile(backend=3)
 
 
 def test_linear_activation_refuses_what_is_not_a_module():

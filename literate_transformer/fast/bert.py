@@ -283,8 +283,33 @@ def onednn_applies(hidden_states: Tensor) -> bool:
     )
 
 
+def _check_linear_inputs(hidden: Tensor, layer: nn.Linear) -> None:
+    """Refuse what oneDNN's linear cannot read, by name, before it runs.
+
+    Raises:
+        TypeError: if ``hidden`` is not a tensor or ``layer`` not a ``torch.nn.Linear``.
+        ValueError: for a layer without a bias, or ``hidden`` whose last size is not the layer's input width.
+    """
+    if not isinstance(hidden, Tensor):
+        raise TypeError(f"hidden must be a torch.Tensor, got {type(hidden).__name__}")
+    if not isinstance(layer, nn.Linear):
+        raise TypeError(f"layer must be a torch.nn.Linear, got {type(layer).__name__}")
+    if layer.bias is None:
+        raise ValueError("layer must have a bias (the fused steps add it to each tile)")
+    if hidden.ndim < 1 or hidden.shape[-1] != layer.in_features:
+        raise ValueError(
+            f"hidden must end in the layer's input width {layer.in_features}, got shape {tuple(hidden.shape)}"
+        )
+
+
 def linear(hidden: Tensor, layer: nn.Linear) -> Tensor:
-    """``hidden W^T + b`` in oneDNN, the bias added to each output tile as it is written."""
+    """``hidden W^T + b`` in oneDNN, the bias added to each output tile as it is written.
+
+    Raises:
+        TypeError: if ``hidden`` is not a tensor or ``layer`` not a ``torch.nn.Linear``.
+        ValueError: for a layer without a bias, or ``hidden`` whose last size is not the layer's input width.
+    """
+    _check_linear_inputs(hidden, layer)
     return onednn_linear(hidden, layer.weight, layer.bias, "none", "")
 
 
@@ -292,16 +317,33 @@ def linear_activation(hidden: Tensor, layer: nn.Linear, activation: nn.Module) -
     """``activation(hidden W^T + b)``, the activation applied by oneDNN to each tile where it has the form.
 
     Raises:
-        TypeError: if ``activation`` is not a ``torch.nn.Module`` (from :func:`activate_in_place`).
+        TypeError: if ``activation`` is not a ``torch.nn.Module`` (from :func:`activate_in_place`); and as
+            :func:`linear_add` for ``hidden`` and ``layer``.
+        ValueError: as :func:`linear_add`.
     """
     if isinstance(activation, nn.GELU):
+        _check_linear_inputs(hidden, layer)
         name, algorithm = ONEDNN_ACTIVATIONS[activation.approximate]
         return onednn_linear(hidden, layer.weight, layer.bias, name, algorithm)
     return activate_in_place(activation, linear(hidden, layer))
 
 
 def linear_add(hidden: Tensor, layer: nn.Linear, residual: Tensor) -> Tensor:
-    """``residual + hidden W^T + b``, the residual added by oneDNN to each tile."""
+    """``residual + hidden W^T + b``, the residual added by oneDNN to each tile.
+
+    Raises:
+        TypeError: if ``hidden`` or ``residual`` is not a tensor, or ``layer`` not a ``torch.nn.Linear``.
+        ValueError: for a layer without a bias, ``hidden`` whose last size is not the layer's input width, or a
+            ``residual`` not of the output's shape.
+    """
+    _check_linear_inputs(hidden, layer)
+    if not isinstance(residual, Tensor):
+        raise TypeError(f"residual must be a torch.Tensor, got {type(residual).__name__}")
+    if tuple(residual.shape) != (*hidden.shape[:-1], layer.out_features):
+        raise ValueError(
+            f"residual must have the output's shape {(*hidden.shape[:-1], layer.out_features)}, "
+            f"got {tuple(residual.shape)}"
+        )
     return onednn_linear_add(hidden, layer.weight, layer.bias, residual)
 
 

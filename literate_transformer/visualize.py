@@ -42,6 +42,10 @@ plain pictures:
 * :func:`plot_what_if` draws one matrix computed two ways (a mask on and
   off, the layer norm before or after) on one colour scale, and what
   separates them: the chapters' "what if" panels.
+* :func:`plot_next_tokens` draws a language model's next-token
+  distribution, as bars of its most likely tokens, once for each setting
+  of sampling's filters (temperature, top-k, top-p), the tokens a filter
+  removes greyed out.
 
 Small pages
 -----------
@@ -106,6 +110,7 @@ __all__ = [
     "plot_attention",
     "plot_attention_heads",
     "plot_what_if",
+    "plot_next_tokens",
 ]
 
 #: Decimals kept in the weights written into a page (see "Small pages").
@@ -852,3 +857,90 @@ def plot_what_if(
         ax = figures[name].add_subplot()
         heatmap(matrix, ax=ax, title=f"{title}: {name}", cmap=cmap, vmin=vmin, vmax=vmax, colorbar_label=label)
     return figures
+
+
+def plot_next_tokens(
+    scores: object,
+    label: Any,
+    settings: dict[str, dict[str, float]] | None = None,
+    *,
+    top: int = 10,
+    title: str = "",
+    figure: Any = None,
+) -> Any:
+    """A next-token distribution as bars of its ``top`` most likely tokens, once per setting of sampling's filters.
+
+    Each panel applies one setting's filters in ``transformers``' order
+    (:func:`~literate_transformer.book.decoding.filter_scores`: temperature,
+    then top-k, then top-p) and draws the probability each token then has.
+    A token a filter removed is drawn grey and hatched, at the probability it
+    had before the filters.  The tokens and their order are those of the
+    unfiltered distribution in every panel (a temperature keeps the order;
+    top-k and top-p keep the most likely tokens).
+
+    Args:
+        scores: ``(V,)`` next-token scores (logits) of one position.
+        label: The text of a token id (``tokenizer.decode``-like: ``label([id])``), or a list of ``V`` strings.
+        settings: Panel title to the filters it applies (``{"temperature": 0.7}``, ``{"top_k": 5}``,
+            ``{"top_p": 0.9}``); a filter a setting does not name is off (top-k too, which ``generate()`` applies
+            by default).  ``None``: one panel, the distribution itself.
+        top: How many of the most likely tokens to draw.
+        title: The figure's title.
+        figure: An empty matplotlib figure to draw into (``plt.figure()``, for a script that shows its figures
+            with ``plt.show()``); ``None``: a new one, not registered with ``pyplot``, which a notebook shows where
+            it is displayed.
+
+    Returns:
+        The figure.
+
+    Raises:
+        TypeError: for scores that are not a 1-d tensor of floats, or a ``label`` that is neither callable nor a list.
+        ValueError: for an empty ``settings``, a filter it does not know, or ``top`` outside ``[1, V]``.
+    """
+    from matplotlib.figure import Figure
+
+    from .book.decoding import filter_scores
+
+    if not isinstance(scores, Tensor) or scores.dim() != 1 or not scores.is_floating_point():
+        raise TypeError(f"scores must be a 1-d tensor of floats (one position's logits), got {scores!r:.80}")
+    vocab_size = scores.shape[0]
+    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= vocab_size:
+        raise ValueError(f"top must be an int in [1, {vocab_size}], got {top!r}")
+    settings = {"distribution": {}} if settings is None else settings
+    if not isinstance(settings, dict) or not settings:
+        raise ValueError(f"settings must be a non-empty dict of panel title to filters, got {settings!r}")
+    for name, filters in settings.items():
+        unknown = set(filters) - {"temperature", "top_k", "top_p"}
+        if unknown:
+            raise ValueError(f"settings[{name!r}] names filters {sorted(unknown)}; known: temperature, top_k, top_p")
+    if isinstance(label, (list, tuple)):
+        words = label
+        label = lambda ids: words[ids[0]]  # noqa: E731 (a list is read as a function of [id])
+    if not callable(label):
+        raise TypeError(f"label must be a function of a list of ids, or a list of strings, got {label!r:.80}")
+
+    scores = scores.detach().float().cpu()
+    before = scores.softmax(-1)
+    shown = before.topk(top).indices.tolist()
+    names = [repr(label([index]))[1:-1] for index in shown]
+    if figure is None:
+        figure = Figure(figsize=(max(4.0, 2.6 * len(settings) + 1.2), 3.4), layout="constrained")
+    elif not isinstance(figure, Figure) or figure.axes:
+        raise ValueError(f"figure must be an empty matplotlib Figure, got {figure!r:.80}")
+    axes = figure.subplots(1, len(settings), sharey=True, squeeze=False)[0]
+    for ax, (name, filters) in zip(axes, settings.items(), strict=True):
+        filtered = filter_scores(scores[None], **{"top_k": 0, **filters})[0]
+        after = filtered.softmax(-1)
+        kept = [bool(filtered[index] > -torch.inf) for index in shown]
+        heights = [float(after[i]) if keep else float(before[i]) for i, keep in zip(shown, kept, strict=True)]
+        bars = ax.bar(range(top), heights, color=["C0" if keep else "0.85" for keep in kept])
+        for bar, keep in zip(bars, kept, strict=True):
+            if not keep:
+                bar.set_hatch("//")
+                bar.set_edgecolor("0.55")
+        ax.set_xticks(range(top), names, rotation=60, ha="right", fontsize="small")
+        ax.set_title(name, fontsize="medium")
+    axes[0].set_ylabel("probability")
+    if title:
+        figure.suptitle(title)
+    return figure

@@ -471,3 +471,67 @@ def test_plot_what_if_rejects_bad_input(kwargs, error, words):
     arguments.update(kwargs)
     with pytest.raises(error, match=words):
         visualize.plot_what_if(title="t", value_label="v", **arguments)
+
+
+def _bar_heights_and_grey(axes):
+    bars = axes.patches
+    return [bar.get_height() for bar in bars], [bar.get_hatch() == "//" for bar in bars]
+
+
+def test_plot_next_tokens_draws_the_filtered_probabilities_and_greys_what_a_filter_removes():
+    scores = torch.tensor([2.0, 4.0, 1.0, 3.0, 0.0, -1.0])
+    words = ["a", "b", "c", "d", "e", "f"]
+    settings = {"as is": {}, "cold": {"temperature": 0.5}, "top-k 2": {"top_k": 2}, "top-p": {"top_p": 0.5}}
+    figure = visualize.plot_next_tokens(scores, words, settings, top=4, title="next")
+    axes = figure.axes
+    assert [ax.get_title() for ax in axes] == list(settings)
+    # The most likely tokens first, in every panel.
+    assert [tick.get_text() for tick in axes[0].get_xticklabels()] == ["b", "d", "a", "c"]
+    order = [1, 3, 0, 2]
+    heights, grey = _bar_heights_and_grey(axes[0])
+    torch.testing.assert_close(torch.tensor(heights, dtype=torch.float32), scores.softmax(-1)[order])
+    assert not any(grey)
+    heights, _ = _bar_heights_and_grey(axes[1])
+    torch.testing.assert_close(torch.tensor(heights, dtype=torch.float32), (scores / 0.5).softmax(-1)[order])
+    # top-k 2 keeps b and d, renormalised; a and c are grey at their unfiltered probability.
+    heights, grey = _bar_heights_and_grey(axes[2])
+    assert grey == [False, False, True, True]
+    kept = scores[[1, 3]].softmax(-1)
+    torch.testing.assert_close(
+        torch.tensor(heights, dtype=torch.float32), torch.cat([kept, scores.softmax(-1)[[0, 2]]])
+    )
+    # top-p 0.5: b alone holds more than half.
+    assert _bar_heights_and_grey(axes[3])[1] == [False, True, True, True]
+    assert figure._suptitle.get_text() == "next"
+
+
+def test_plot_next_tokens_draws_into_a_figure_it_is_given():
+    figure = plt.figure()
+    assert visualize.plot_next_tokens(torch.tensor([0.0, 1.0, 2.0]), ["a", "b", "c"], top=2, figure=figure) is figure
+    assert len(figure.axes) == 1 and len(figure.axes[0].patches) == 2
+    with pytest.raises(ValueError, match="figure must be an empty matplotlib Figure"):
+        visualize.plot_next_tokens(torch.tensor([0.0, 1.0, 2.0]), ["a", "b", "c"], top=2, figure=figure)
+    plt.close(figure)
+
+
+def test_plot_next_tokens_takes_a_decoding_function_for_the_labels():
+    figure = visualize.plot_next_tokens(torch.tensor([0.0, 1.0, 2.0]), lambda ids: f"<{ids[0]}>", top=2)
+    assert [tick.get_text() for tick in figure.axes[0].get_xticklabels()] == ["<2>", "<1>"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"scores": torch.zeros(2, 3)}, TypeError, "scores must be a 1-d tensor of floats"),
+        ({"scores": torch.tensor([1, 2])}, TypeError, "scores must be a 1-d tensor of floats"),
+        ({"top": 0}, ValueError, r"top must be an int in \[1, 3\]"),
+        ({"top": 4}, ValueError, r"top must be an int in \[1, 3\]"),
+        ({"settings": {}}, ValueError, "settings must be a non-empty dict"),
+        ({"settings": {"x": {"min_p": 0.1}}}, ValueError, r"settings\['x'\] names filters \['min_p'\]"),
+        ({"label": 3}, TypeError, "label must be a function of a list of ids"),
+    ],
+)
+def test_plot_next_tokens_rejects_bad_input(kwargs, error, words):
+    arguments = {"scores": torch.tensor([0.0, 1.0, 2.0]), "label": ["a", "b", "c"], "top": 2, **kwargs}
+    with pytest.raises(error, match=words):
+        visualize.plot_next_tokens(**arguments)

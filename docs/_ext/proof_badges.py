@@ -29,9 +29,12 @@ source).
 from __future__ import annotations
 
 import dataclasses
+import json
+import multiprocessing
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -113,20 +116,59 @@ def subjects_of(module: str, measurements: Iterable[Mapping[str, Any]]) -> list[
     return [(i, m) for i, m in enumerate(measurements) if m["subject"].rpartition(".")[0] == module]
 
 
+def measure(provider: str) -> list[dict[str, Any]]:
+    """Run the provider ``"module:function"`` and return its measurements as dictionaries (in any process)."""
+    return [dataclasses.asdict(m) for m in load_provider(provider)()]
+
+
+def _cached(cache: Path, digest: str) -> bool:
+    try:
+        return json.loads(cache.read_text(encoding="utf-8")).get("digest") == digest
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
 # ---------------------------------------------------------------------------
 # The Sphinx glue
 # ---------------------------------------------------------------------------
+def _digest(config: Any) -> str:
+    return source_digest(config.proof_badges_sources, salt=config.proof_badges_provider)
+
+
+def start_proofs(app: Sphinx) -> None:
+    """``builder-inited``, first: start measuring in a process of its own when the cache is out of date.
+
+    The other handlers of ``builder-inited`` (the gallery, the runtime values) run meanwhile, and
+    :func:`run_proofs` collects the result: a build spends the time of the longer, not of both.
+    """
+    config = app.config
+    app.proof_badges_pending = None  # type: ignore[attr-defined]
+    if not config.proof_badges_provider or _cached(Path(config.proof_badges_cache), _digest(config)):
+        return
+    logger.info("proof badges: running %s in a process of its own", config.proof_badges_provider)
+    # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the provider's business.
+    executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    app.proof_badges_pending = (executor, executor.submit(measure, config.proof_badges_provider))  # type: ignore[attr-defined]
+
+
 def run_proofs(app: Sphinx) -> None:
     """``builder-inited``: measure (or read the cache), fail on a measurement over tolerance, write the page."""
     config = app.config
     app.proof_badges = []  # type: ignore[attr-defined]
     if not config.proof_badges_provider:
         return
-    digest = source_digest(config.proof_badges_sources, salt=config.proof_badges_provider)
+    digest = _digest(config)
+    pending = getattr(app, "proof_badges_pending", None)
 
     def compute() -> Any:
-        logger.info("proof badges: running %s", config.proof_badges_provider)
-        return [dataclasses.asdict(m) for m in load_provider(config.proof_badges_provider)()]
+        if pending is None:
+            logger.info("proof badges: running %s", config.proof_badges_provider)
+            return measure(config.proof_badges_provider)
+        executor, future = pending
+        try:
+            return future.result()
+        finally:
+            executor.shutdown()
 
     measurements, _ = load_or_compute(Path(config.proof_badges_cache), digest, compute)
     problems = failures(measurements)
@@ -255,7 +297,9 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("proof_badges_tests_root", "", "env", types=frozenset({str}))
     app.add_config_value("proof_badges_chapters", {}, "env", types=frozenset({dict}))
     app.add_config_value("proof_badges_source_pages", "source", "env", types=frozenset({str}))
-    # After sidebyside writes its stub pages (priority 500), before any page is read.
+    # Started before the gallery and the runtime values are computed (priority 500), collected after
+    # sidebyside writes its stub pages (priority 500), before any page is read.
+    app.connect("builder-inited", start_proofs, priority=100)
     app.connect("builder-inited", run_proofs, priority=600)
     app.connect("doctree-read", add_badges)
     app.add_css_file("proof-badges.css")

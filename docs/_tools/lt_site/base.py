@@ -53,6 +53,7 @@ class Proof:
         run: Runs both sides and returns the largest absolute difference.
         tolerance: The largest difference allowed.
         example: The running example it ran on (a name of :func:`lt_site.examples.running_examples`).
+        dtype: What was compared: ``"float32"`` numbers, or ``"int64"`` token ids (then 0 means identical).
     """
 
     subject: str
@@ -61,6 +62,7 @@ class Proof:
     run: Callable[[], float] = field(repr=False)
     tolerance: float = ATOL
     example: str = "bert"
+    dtype: str = "float32"
 
 
 @dataclass

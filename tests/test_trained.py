@@ -147,6 +147,8 @@ def test_the_tiny_files_tokenizer_writes_transformers_ids(tiny):
         "<|im_end|>",
     )
     assert tokenizer.padding_side == "left"
+    # What a decoder's forward takes, and nothing else (transformers 4.x adds token_type_ids by default).
+    assert set(tokenizer("the cat")) == {"input_ids", "attention_mask"}
 
 
 def test_the_tiny_files_logits_and_generated_ids_are_transformers(tiny):

@@ -525,4 +525,6 @@ def gguf_tokenizer(gguf: GGUFFile, padding_side: str = "left") -> Any:
         chat_template=metadata.get("tokenizer.chat_template"),
         padding_side=padding_side,
         clean_up_tokenization_spaces=False,
+        # What a decoder's forward takes (transformers 4.x would add token_type_ids, which no decoder reads).
+        model_input_names=["input_ids", "attention_mask"],
     )

@@ -27,6 +27,14 @@ Three small additions to myst-nb and sphinx-book-theme:
   ``executed_pages_environment`` names (``module:function``, returning the
   sentence).  The same text is part of the execution cache's key, so a page
   never shows outputs of other versions under this line.
+* **Each executed page read on its own.**  Sphinx's parallel read (``-j``)
+  cuts the sorted documents into consecutive chunks of about twenty, and a
+  process reads one chunk at a time; a chunk that holds most of the chapters
+  keeps one process busy long after the other has finished.  With
+  ``executed_pages_read_alone`` (patterns of document names), every matching
+  page is a chunk of its own, the largest source first, then the other
+  documents in Sphinx's chunks: the processes take the chunks as they free
+  up, so the pages that take longest to execute are spread between them.
 * **Execution times.**  At ``build-finished`` the build log gets one table
   with the execution time of every chapter (from myst-nb's execution
   metadata, saying whether it ran in this build or came from the cache) and
@@ -36,14 +44,20 @@ Three small additions to myst-nb and sphinx-book-theme:
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import re
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import sphinx.builders
 from lt_site.digest import source_digest
 from sphinx.application import Sphinx
+from sphinx.config import Config
 from sphinx.util import logging
+from sphinx.util.parallel import make_chunks as sphinx_make_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -192,13 +206,57 @@ def report_execution_times(app: Sphinx, exception: Exception | None) -> None:
     logger.info("\nexecution times (chapters by myst-nb, examples by sphinx-gallery)\n" + "\n".join(lines))
 
 
+def balanced_chunks(
+    docnames: Sequence[str], nproc: int, alone: Callable[[str], float | None], maxbatch: int = 10
+) -> list[list[str]]:
+    """The chunks of a parallel read: each document ``alone`` weighs in a chunk of its own, heaviest first.
+
+    Args:
+        docnames: The documents to read, sorted.
+        nproc: The processes reading them.
+        alone: A document's weight (its source's size, say) if it is read on its own, else ``None``.
+        maxbatch: As in ``sphinx.util.parallel.make_chunks``, which chunks the other documents.
+
+    Returns:
+        The chunks, in the order they are handed out: every document exactly once.
+    """
+    weights = {docname: alone(docname) for docname in docnames}
+    heavy = sorted((name for name in docnames if weights[name] is not None), key=lambda name: -weights[name])
+    light = [name for name in docnames if weights[name] is None]
+    return [[name] for name in heavy] + (sphinx_make_chunks(light, nproc, maxbatch) if light else [])
+
+
+def read_executed_pages_alone(app: Sphinx, config: Config) -> None:
+    """``config-inited``: the parallel read hands each page ``executed_pages_read_alone`` names out on its own."""
+    patterns = list(config.executed_pages_read_alone)
+    if not patterns:
+        return
+
+    def alone(docname: str) -> float | None:
+        if not any(fnmatch.fnmatch(docname, pattern) for pattern in patterns):
+            return None
+        source = app.env.doc2path(docname) if app.env is not None else None
+        return float(Path(source).stat().st_size) if source and Path(source).is_file() else 0.0
+
+    # The builders' module imported make_chunks by name: it is the one to replace (until the build ends).
+    sphinx.builders.make_chunks = functools.partial(balanced_chunks, alone=alone)
+
+
+def restore_chunks(app: Sphinx, exception: BaseException | None) -> None:
+    """``build-finished``: Sphinx's own chunks again, for whatever else runs in this process."""
+    sphinx.builders.make_chunks = sphinx_make_chunks
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("executed_pages_cache_root", "", "env", types=frozenset({str}))
+    app.add_config_value("executed_pages_read_alone", [], "env", types=frozenset({list, tuple}))
     app.add_config_value("executed_pages_cache_sources", [], "env", types=frozenset({list, tuple}))
     app.add_config_value("executed_pages_environment", "", "env", types=frozenset({str}))
     app.connect("config-inited", _note_start)
     # myst-nb reads nb_execution_cache_path at builder-inited, after this.
     app.connect("config-inited", key_execution_cache)
+    app.connect("config-inited", read_executed_pages_alone)
+    app.connect("build-finished", restore_chunks)
     # Before sphinx-book-theme's header buttons (priority 501), which read "ipynb_source".
     app.connect("html-page-context", offer_executed_notebook, priority=450)
     app.connect("doctree-read", add_executed_with)

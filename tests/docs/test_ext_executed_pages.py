@@ -201,3 +201,34 @@ def test_a_page_runs_once_per_version_of_the_code_and_offers_its_notebook(tiny_s
     assert again.warnings == ""
     assert again.config.nb_execution_cache_path != first
     assert os.listdir(tiny_site.src / "_cache") == [os.path.basename(again.config.nb_execution_cache_path)]
+
+
+# ---------------------------------------------------------------------------
+# Each executed page read on its own
+# ---------------------------------------------------------------------------
+def test_each_page_read_alone_is_a_chunk_of_its_own_heaviest_first_and_the_rest_as_sphinx_chunks_them():
+    from sphinx.util.parallel import make_chunks
+
+    docnames = ["api", *(f"chapters/{i:02}" for i in range(1, 9)), *(f"source/m{i:02}" for i in range(40))]
+    sizes = {f"chapters/{i:02}": float(size) for i, size in enumerate([5, 30, 10, 20, 5, 1, 8, 12], start=1)}
+    chunks = executed_pages.balanced_chunks(docnames, 2, sizes.get)
+    heavy = [chunk[0] for chunk in chunks[: len(sizes)]]
+    assert all(len(chunk) == 1 for chunk in chunks[: len(sizes)])
+    assert [sizes[name] for name in heavy] == sorted(sizes.values(), reverse=True)
+    light = [name for name in docnames if name not in sizes]
+    assert chunks[len(sizes) :] == make_chunks(light, 2)
+    assert sorted(name for chunk in chunks for name in chunk) == sorted(docnames)
+
+
+def test_the_chunks_are_sphinxs_own_when_nothing_is_read_alone_and_again_after_the_build():
+    import sphinx.builders
+    from sphinx.util.parallel import make_chunks
+
+    docnames = [f"d{i:02}" for i in range(50)]
+    assert executed_pages.balanced_chunks(docnames, 2, lambda name: None) == make_chunks(docnames, 2)
+    app = SimpleNamespace(env=None)
+    executed_pages.read_executed_pages_alone(app, SimpleNamespace(executed_pages_read_alone=["d0*"]))
+    assert sphinx.builders.make_chunks is not make_chunks
+    assert sphinx.builders.make_chunks(docnames, 2)[0] == ["d00"]
+    executed_pages.restore_chunks(app, None)
+    assert sphinx.builders.make_chunks is make_chunks

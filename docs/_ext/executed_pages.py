@@ -85,6 +85,11 @@ def key_execution_cache(app: Sphinx, config: object) -> None:
         for old in root.iterdir():
             if old.is_dir() and _CACHE_KEY.match(old.name) and old != current:
                 shutil.rmtree(old, ignore_errors=True)
+    # The cache's database, made here, once: two reading processes that executed their first pages at once
+    # would both try to create its tables.
+    from jupyter_cache import get_cache
+
+    get_cache(str(current)).db  # noqa: B018 (the property creates the folder and the database)
 
 
 def executed_with(config: object) -> str:

@@ -39,6 +39,8 @@ def test_the_cache_folder_is_named_after_the_package_source(tmp_path):
     executed_pages.key_execution_cache(app, config)
     first = config.nb_execution_cache_path
     assert first.startswith(str(tmp_path / "cache")) and len(os.path.basename(first)) == 16
+    # Its database exists before any page is read: the parallel readers do not race to create it.
+    assert os.path.isfile(os.path.join(first, "global.db"))
     executed_pages.key_execution_cache(app, config)
     assert config.nb_execution_cache_path == first  # unchanged source, same cache
     (package / "mod.py").write_text("x = 2\n")

@@ -32,9 +32,10 @@ Three small additions to myst-nb and sphinx-book-theme:
   process reads one chunk at a time; a chunk that holds most of the chapters
   keeps one process busy long after the other has finished.  With
   ``executed_pages_read_alone`` (patterns of document names), every matching
-  page is a chunk of its own, the largest source first, then the other
-  documents in Sphinx's chunks: the processes take the chunks as they free
-  up, so the pages that take longest to execute are spread between them.
+  page is read as a chunk of its own, the largest source first, then the
+  other documents in Sphinx's chunks: the processes take the chunks as they
+  free up, so the pages that take longest to execute are spread between
+  them.  Writing keeps Sphinx's chunks.
 * **Execution times.**  At ``build-finished`` the build log gets one table
   with the execution time of every chapter (from myst-nb's execution
   metadata, saying whether it ran in this build or came from the cache) and
@@ -55,7 +56,6 @@ from pathlib import Path
 import sphinx.builders
 from lt_site.digest import source_digest
 from sphinx.application import Sphinx
-from sphinx.config import Config
 from sphinx.util import logging
 from sphinx.util.parallel import make_chunks as sphinx_make_chunks
 
@@ -231,9 +231,12 @@ def balanced_chunks(
     return [[name] for name in heavy] + (sphinx_make_chunks(light, nproc, maxbatch) if light else [])
 
 
-def read_executed_pages_alone(app: Sphinx, config: Config) -> None:
-    """``config-inited``: the parallel read hands each page ``executed_pages_read_alone`` names out on its own."""
-    patterns = list(config.executed_pages_read_alone)
+def read_executed_pages_alone(app: Sphinx, env: object = None, docnames: object = None) -> None:
+    """``env-before-read-docs``: the parallel read hands each page ``executed_pages_read_alone`` names out alone.
+
+    Only the read: writing a page is quick, and a chunk of its own per page would only cost a process each.
+    """
+    patterns = list(app.config.executed_pages_read_alone)
     if not patterns:
         return
 
@@ -243,12 +246,12 @@ def read_executed_pages_alone(app: Sphinx, config: Config) -> None:
         source = app.env.doc2path(docname) if app.env is not None else None
         return float(Path(source).stat().st_size) if source and Path(source).is_file() else 0.0
 
-    # The builders' module imported make_chunks by name: it is the one to replace (until the build ends).
+    # The builders' module imported make_chunks by name: it is the one to replace (until the read ends).
     sphinx.builders.make_chunks = functools.partial(balanced_chunks, alone=alone)
 
 
-def restore_chunks(app: Sphinx, exception: BaseException | None) -> None:
-    """``build-finished``: Sphinx's own chunks again, for whatever else runs in this process."""
+def restore_chunks(app: Sphinx, *args: object) -> None:
+    """``env-updated`` (the read is over) and ``build-finished``: Sphinx's own chunks again."""
     sphinx.builders.make_chunks = sphinx_make_chunks
 
 
@@ -260,7 +263,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("config-inited", _note_start)
     # myst-nb reads nb_execution_cache_path at builder-inited, after this.
     app.connect("config-inited", key_execution_cache)
-    app.connect("config-inited", read_executed_pages_alone)
+    app.connect("env-before-read-docs", read_executed_pages_alone)
+    app.connect("env-updated", restore_chunks)
     app.connect("build-finished", restore_chunks)
     # Before sphinx-book-theme's header buttons (priority 501), which read "ipynb_source".
     app.connect("html-page-context", offer_executed_notebook, priority=450)

@@ -222,14 +222,14 @@ def test_each_page_read_alone_is_a_chunk_of_its_own_heaviest_first_and_the_rest_
     assert sorted(name for chunk in chunks for name in chunk) == sorted(docnames)
 
 
-def test_the_chunks_are_sphinxs_own_when_nothing_is_read_alone_and_again_after_the_build():
+def test_the_chunks_are_sphinxs_own_when_nothing_is_read_alone_and_again_after_the_read():
     import sphinx.builders
     from sphinx.util.parallel import make_chunks
 
     docnames = [f"d{i:02}" for i in range(50)]
     assert executed_pages.balanced_chunks(docnames, 2, lambda name: None) == make_chunks(docnames, 2)
-    app = SimpleNamespace(env=None)
-    executed_pages.read_executed_pages_alone(app, SimpleNamespace(executed_pages_read_alone=["d0*"]))
+    app = SimpleNamespace(env=None, config=SimpleNamespace(executed_pages_read_alone=["d0*"]))
+    executed_pages.read_executed_pages_alone(app)
     assert sphinx.builders.make_chunks is not make_chunks
     assert sphinx.builders.make_chunks(docnames, 2)[0] == ["d00"]
     executed_pages.restore_chunks(app, None)

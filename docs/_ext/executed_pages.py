@@ -32,10 +32,11 @@ Three small additions to myst-nb and sphinx-book-theme:
   process reads one chunk at a time; a chunk that holds most of the chapters
   keeps one process busy long after the other has finished.  With
   ``executed_pages_read_alone`` (patterns of document names), every matching
-  page is read as a chunk of its own, the largest source first, then the
-  other documents in Sphinx's chunks: the processes take the chunks as they
-  free up, so the pages that take longest to execute are spread between
-  them.  Writing keeps Sphinx's chunks.
+  page is read as a chunk of its own, in the order of the first pattern it
+  matches (list the pages that take longest first), then the other
+  documents in Sphinx's chunks: the processes take the chunks as they free
+  up, so the pages that take longest to execute are spread between them.
+  Writing keeps Sphinx's chunks.
 * **Execution times.**  At ``build-finished`` the build log gets one table
   with the execution time of every chapter (from myst-nb's execution
   metadata, saying whether it ran in this build or came from the cache) and
@@ -214,20 +215,20 @@ def report_execution_times(app: Sphinx, exception: Exception | None) -> None:
 def balanced_chunks(
     docnames: Sequence[str], nproc: int, alone: Callable[[str], float | None], maxbatch: int = 10
 ) -> list[list[str]]:
-    """The chunks of a parallel read: each document ``alone`` weighs in a chunk of its own, heaviest first.
+    """The chunks of a parallel read: each document with a rank in a chunk of its own, the lowest rank first.
 
     Args:
         docnames: The documents to read, sorted.
         nproc: The processes reading them.
-        alone: A document's weight (its source's size, say) if it is read on its own, else ``None``.
+        alone: A document's rank if it is read on its own (0 first), else ``None``.
         maxbatch: As in ``sphinx.util.parallel.make_chunks``, which chunks the other documents.
 
     Returns:
         The chunks, in the order they are handed out: every document exactly once.
     """
-    weights = {docname: alone(docname) for docname in docnames}
-    heavy = sorted((name for name in docnames if weights[name] is not None), key=lambda name: -weights[name])
-    light = [name for name in docnames if weights[name] is None]
+    ranks = {docname: alone(docname) for docname in docnames}
+    heavy = sorted((name for name in docnames if ranks[name] is not None), key=lambda name: ranks[name])
+    light = [name for name in docnames if ranks[name] is None]
     return [[name] for name in heavy] + (sphinx_make_chunks(light, nproc, maxbatch) if light else [])
 
 
@@ -241,10 +242,8 @@ def read_executed_pages_alone(app: Sphinx, env: object = None, docnames: object 
         return
 
     def alone(docname: str) -> float | None:
-        if not any(fnmatch.fnmatch(docname, pattern) for pattern in patterns):
-            return None
-        source = app.env.doc2path(docname) if app.env is not None else None
-        return float(Path(source).stat().st_size) if source and Path(source).is_file() else 0.0
+        # The first pattern a page matches is its rank (a stable sort keeps the names' order within it).
+        return next((float(rank) for rank, pattern in enumerate(patterns) if fnmatch.fnmatch(docname, pattern)), None)
 
     # The builders' module imported make_chunks by name: it is the one to replace (until the read ends).
     sphinx.builders.make_chunks = functools.partial(balanced_chunks, alone=alone)

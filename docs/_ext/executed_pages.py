@@ -217,6 +217,11 @@ def balanced_chunks(
 ) -> list[list[str]]:
     """The chunks of a parallel read: each document with a rank in a chunk of its own, the lowest rank first.
 
+    Sphinx's ``ParallelTasks`` starts the first ``nproc`` chunks it is given at once, and then, as processes
+    free up, the waiting chunk it was given *last* (``dict.popitem``).  So the list returned is: the first
+    ``nproc`` chunks in order, then the others reversed, which makes the chunks *start* in the order
+    wanted: the documents with a rank, lowest first, then the others in Sphinx's chunks.
+
     Args:
         docnames: The documents to read, sorted.
         nproc: The processes reading them.
@@ -224,12 +229,13 @@ def balanced_chunks(
         maxbatch: As in ``sphinx.util.parallel.make_chunks``, which chunks the other documents.
 
     Returns:
-        The chunks, in the order they are handed out: every document exactly once.
+        The chunks, in the order they are to be given to ``ParallelTasks``: every document exactly once.
     """
     ranks = {docname: alone(docname) for docname in docnames}
     heavy = sorted((name for name in docnames if ranks[name] is not None), key=lambda name: ranks[name])
     light = [name for name in docnames if ranks[name] is None]
-    return [[name] for name in heavy] + (sphinx_make_chunks(light, nproc, maxbatch) if light else [])
+    starting = [[name] for name in heavy] + (sphinx_make_chunks(light, nproc, maxbatch) if light else [])
+    return starting[:nproc] + starting[nproc:][::-1]
 
 
 def read_executed_pages_alone(app: Sphinx, env: object = None, docnames: object = None) -> None:

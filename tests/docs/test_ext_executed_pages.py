@@ -208,18 +208,39 @@ def test_a_page_runs_once_per_version_of_the_code_and_offers_its_notebook(tiny_s
 # ---------------------------------------------------------------------------
 # Each executed page read on its own
 # ---------------------------------------------------------------------------
-def test_each_page_read_alone_is_a_chunk_of_its_own_lowest_rank_first_and_the_rest_as_sphinx_chunks_them():
+def _start_order(chunks, nproc):
+    """The order in which Sphinx's ParallelTasks starts the chunks, observed: each records itself on starting."""
+    import tempfile
+
+    from sphinx.util.parallel import ParallelTasks
+
+    with tempfile.TemporaryDirectory() as folder:
+        log = os.path.join(folder, "started")
+
+        def start(chunk):
+            with open(log, "a") as handle:
+                handle.write(",".join(chunk) + "\n")
+            time.sleep(0.05)
+
+        tasks = ParallelTasks(nproc)
+        for chunk in chunks:
+            tasks.add_task(start, chunk)
+        tasks.join()
+        with open(log) as handle:
+            return [line.strip().split(",") for line in handle]
+
+
+def test_the_pages_read_alone_start_first_lowest_rank_first_then_the_rest_in_sphinxs_chunks():
     from sphinx.util.parallel import make_chunks
 
     docnames = ["api", *(f"chapters/{i:02}" for i in range(1, 9)), *(f"source/m{i:02}" for i in range(40))]
     ranks = {f"chapters/{i:02}": float(rank) for i, rank in enumerate([2, 0, 2, 1, 2, 2, 2, 0], start=1)}
-    chunks = executed_pages.balanced_chunks(docnames, 2, ranks.get)
-    assert all(len(chunk) == 1 for chunk in chunks[: len(ranks)])
-    heavy = [chunk[0] for chunk in chunks[: len(ranks)]]
-    assert heavy == ["chapters/02", "chapters/08", "chapters/04", "chapters/01", "chapters/03", "chapters/05",
-                     "chapters/06", "chapters/07"]  # fmt: skip
+    chunks = executed_pages.balanced_chunks(docnames, 1, ranks.get)
+    wanted = [["chapters/02"], ["chapters/08"], ["chapters/04"], ["chapters/01"], ["chapters/03"],
+              ["chapters/05"], ["chapters/06"], ["chapters/07"]]  # fmt: skip
     light = [name for name in docnames if name not in ranks]
-    assert chunks[len(ranks) :] == make_chunks(light, 2)
+    # One process: the chunks start one after another, in the order wanted.
+    assert _start_order(chunks, 1) == wanted + make_chunks(light, 1)
     assert sorted(name for chunk in chunks for name in chunk) == sorted(docnames)
 
 
@@ -228,10 +249,11 @@ def test_the_chunks_are_sphinxs_own_when_nothing_is_read_alone_and_again_after_t
     from sphinx.util.parallel import make_chunks
 
     docnames = [f"d{i:02}" for i in range(50)]
-    assert executed_pages.balanced_chunks(docnames, 2, lambda name: None) == make_chunks(docnames, 2)
+    chunks = make_chunks(docnames, 2)
+    assert executed_pages.balanced_chunks(docnames, 2, lambda name: None) == chunks[:2] + chunks[2:][::-1]
     app = SimpleNamespace(env=None, config=SimpleNamespace(executed_pages_read_alone=["d07", "d0*"]))
     executed_pages.read_executed_pages_alone(app)
     assert sphinx.builders.make_chunks is not make_chunks
-    assert sphinx.builders.make_chunks(docnames, 2)[:3] == [["d07"], ["d00"], ["d01"]]
+    assert sphinx.builders.make_chunks(docnames, 2)[:2] == [["d07"], ["d00"]]
     executed_pages.restore_chunks(app, None)
     assert sphinx.builders.make_chunks is make_chunks

@@ -183,7 +183,7 @@ from .attention import MultiHeadAttention
 from .embeddings import Embeddings
 from .encoder import TransformerEncoder, final_norm
 from .feed_forward import FeedForward
-from .generation import greedy_generate
+from .generation import greedy_generate, new_tokens_for
 
 __all__ = [
     "TransformerDecoderLayer",
@@ -777,15 +777,20 @@ class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
-        max_new_tokens: int = 20,
+        max_new_tokens: int | None = None,
         use_cache: bool = True,
         forced_bos_token_id: int | None = None,
+        *,
+        max_length: int | None = None,
     ) -> Tensor:
         """Greedy decoding, as ``generate(do_sample=False, num_beams=1)``: the ids of
         :func:`~literate_transformer.book.generation.greedy_generate`, whose arguments these are.
 
         A target stops at ``config.eos_token_id`` (and is padded after it); ``forced_bos_token_id`` is a
-        multilingual model's target language, as ``generate(forced_bos_token_id=...)``.
+        multilingual model's target language, as ``generate(forced_bos_token_id=...)``.  ``max_length`` counts
+        the start token and the new tokens, as in ``transformers``
+        (:func:`~literate_transformer.book.generation.new_tokens_for`); ``max_new_tokens`` wins when both are
+        given, and with neither 20 tokens are written.
 
         Returns:
             ``(B, 1 + N)``: the start token (:attr:`decoder_start_token_id`), then the new token ids.
@@ -793,7 +798,7 @@ class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
         return greedy_generate(
             self,
             input_ids,
-            max_new_tokens,
+            new_tokens_for(self, input_ids, max_new_tokens, max_length),
             bos_token_id=self.decoder_start_token_id,
             eos_token_id=self.config.eos_token_id,
             attention_mask=attention_mask,

@@ -80,6 +80,7 @@ from .generation import (
     generate_step_by_step,
     greedy_generate,
     is_encoder_decoder,
+    new_tokens_for,
     next_token_logits,
 )
 
@@ -464,6 +465,8 @@ def beam_search(
 def _check_generate_options(args: Arguments) -> None:
     if not isinstance(args.do_sample, bool):
         raise TypeError(f"do_sample must be a bool, got {args.do_sample!r}")
+    # The decodings check the number of new tokens, whichever way it was given.
+    args.max_new_tokens = new_tokens_for(args.model, args.input_ids, args.max_new_tokens, args.max_length)
     check_generate_inputs(args)
     _check_sampling_options(args.temperature, args.top_k, args.top_p)
     _check_beam_options(args.num_beams, args.length_penalty, args.early_stopping)
@@ -474,8 +477,9 @@ def generate(
     model: torch.nn.Module,
     input_ids: Tensor,
     attention_mask: Tensor | None = None,
-    max_new_tokens: int = 20,
+    max_new_tokens: int | None = None,
     *,
+    max_length: int | None = None,
     do_sample: bool = False,
     temperature: float = 1.0,
     top_k: int = 50,
@@ -497,7 +501,9 @@ def generate(
         model: An encoder-decoder or a decoder-only model.
         input_ids: The source ``(B, S)`` or the left-padded prompt ``(B, P)``.
         attention_mask: The padding mask of ``input_ids``.
-        max_new_tokens: How many tokens to write at most.
+        max_new_tokens: How many tokens to write at most (20 when neither this nor ``max_length`` is given).
+        max_length: The longest sequence to return, as ``transformers`` counts it: the prompt (or the start
+            token) and the new tokens; ``max_new_tokens`` wins when both are given.
         do_sample: Draw the tokens at random.
         temperature: Divide the scores by it before drawing (> 0).
         top_k: Draw among the ``k`` most likely tokens only (0: all).
@@ -514,9 +520,10 @@ def generate(
 
     Raises:
         ValueError: for ``temperature <= 0``, ``top_p`` outside ``(0, 1]``, ``num_beams < 1``, negative
-            ``top_k``, and whatever the decoding refuses (ids outside the vocabulary, masks of the wrong shape,
-            more positions than the model has).
+            ``top_k``, a ``max_length`` that leaves no room for a new token, and whatever the decoding refuses
+            (ids outside the vocabulary, masks of the wrong shape, more positions than the model has).
     """
+    max_new_tokens = new_tokens_for(model, input_ids, max_new_tokens, max_length)
     special = dict(bos_token_id=bos_token_id, eos_token_id=eos_token_id, attention_mask=attention_mask)
     if num_beams > 1:
         sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
@@ -564,16 +571,17 @@ class GenerationMixin:
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
-        max_new_tokens: int = 20,
+        max_new_tokens: int | None = None,
         **options: Any,
     ) -> Tensor:
-        """Continue the prompts: greedy by default; ``do_sample``, ``temperature``, ``top_k``, ``top_p``,
-        ``num_beams``, ``length_penalty``, ``early_stopping`` and ``use_cache`` as in :func:`generate`.
+        """Continue the prompts: greedy by default; ``max_length``, ``do_sample``, ``temperature``, ``top_k``,
+        ``top_p``, ``num_beams``, ``length_penalty``, ``early_stopping`` and ``use_cache`` as in :func:`generate`.
 
         Args:
             input_ids: The prompts ``(B, P)``, padded on the left.
             attention_mask: ``(B, P)``, 0 on the padding.
-            max_new_tokens: How many tokens to write at most; a sequence stops at ``config.eos_token_id``.
+            max_new_tokens: How many tokens to write at most (or ``max_length=``, the prompt's and the new tokens'
+                together); a sequence stops at ``config.eos_token_id``.
             **options: The decoding options of :func:`generate` (``transformers``' names).
 
         Returns:

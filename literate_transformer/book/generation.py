@@ -117,7 +117,12 @@ __all__ = [
     "check_generate_inputs",
     "is_encoder_decoder",
     "is_decoder_only",
+    "DEFAULT_MAX_NEW_TOKENS",
+    "new_tokens_for",
 ]
+
+#: How many tokens ``generate()`` writes when neither ``max_new_tokens`` nor ``max_length`` is given.
+DEFAULT_MAX_NEW_TOKENS = 20
 
 
 class GenerationOutput(NamedTuple):
@@ -197,6 +202,33 @@ def check_generate_inputs(args: Arguments) -> None:
         raise TypeError(
             f"choose_next_token must be a function of the (B, V) scores, got {type(args.choose_next_token).__name__}"
         )
+
+
+def new_tokens_for(model: torch.nn.Module, input_ids: Tensor, max_new_tokens: object, max_length: object) -> object:
+    """How many tokens to write: ``max_new_tokens``, or what ``transformers``' ``max_length`` leaves of the sequence.
+
+    ``max_length`` is the length of the whole sequence ``generate()`` returns:
+    the prompt and the new tokens for a decoder-only model, the start token
+    and the new tokens for an encoder-decoder model.  As in ``transformers``,
+    ``max_new_tokens`` wins when both are given; with neither,
+    :data:`DEFAULT_MAX_NEW_TOKENS` are written.
+
+    Raises:
+        TypeError: for a ``max_length`` that is not an int.
+        ValueError: for a ``max_length`` that leaves no room for a new token.
+    """
+    if max_new_tokens is not None or max_length is None:
+        return DEFAULT_MAX_NEW_TOKENS if max_new_tokens is None else max_new_tokens
+    if not isinstance(max_length, int) or isinstance(max_length, bool):
+        raise TypeError(f"max_length must be an int, got {type(max_length).__name__}")
+    start = 1 if is_encoder_decoder(model) else (input_ids.shape[-1] if isinstance(input_ids, Tensor) else 0)
+    if max_length <= start:
+        what = "the start token" if is_encoder_decoder(model) else f"the prompt's {start} tokens"
+        raise ValueError(
+            f"max_length={max_length} leaves no room for a new token after {what} (max_length counts the whole "
+            "sequence, as in transformers; max_new_tokens counts only the new tokens)"
+        )
+    return max_length - start
 
 
 def check_eos_token_id(eos_token_id: object, vocab_size: int) -> list[int] | None:

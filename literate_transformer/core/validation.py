@@ -122,6 +122,15 @@ def _shape_text(shape: Sequence[int | None]) -> str:
     return "(" + ", ".join("*" if dim is None else str(dim) for dim in shape) + ")"
 
 
+def a_or_an(word: str) -> str:
+    """The article a message puts before ``word``: "an int", "a float".
+
+    >>> a_or_an("int"), a_or_an("float")
+    ('an', 'a')
+    """
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def check_tensor(
     value: object,
     name: str,
@@ -145,7 +154,8 @@ def check_tensor(
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if dtypes is not None and not any(_KINDS[kind](value) for kind in dtypes):
-        raise TypeError(f"{name} must have a {' or '.join(dtypes)} dtype, got {value.dtype}")
+        kinds = " or ".join(dtypes)
+        raise TypeError(f"{name} must have {a_or_an(kinds)} {kinds} dtype, got {value.dtype}")
     if shape is not None and ndim is None:
         ndim = len(shape)
     if ndim is not None and value.dim() != ndim:

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..core.checkpoints import load_tokenizer, resolve_checkpoint
+from ..core.validation import a_or_an
 from .bert import FastBertModel, PackedBatch
 
 __all__ = ["encode", "max_seq_length", "PROGRESS_BAR_BATCHES"]
@@ -91,7 +92,8 @@ def _check_encode_inputs(sentences: object, batch_size: object) -> None:
     for position, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
             raise TypeError(
-                f"sentences must be a list of strings, but sentences[{position}] is a {type(sentence).__name__}"
+                f"sentences must be a list of strings, but sentences[{position}] is "
+                f"{a_or_an(type(sentence).__name__)} {type(sentence).__name__}"
             )
     if not isinstance(batch_size, int) or isinstance(batch_size, bool):
         raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")

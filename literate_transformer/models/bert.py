@@ -790,7 +790,7 @@ class BertModel(nn.Module):
             **config_changes: Config fields to override.
 
         Returns:
-            The model, in the same training/evaluation mode as ``hf_model``.
+            The model, in evaluation mode (as every conversion returns it; ``.train()`` to train it).
         """
         return bert_from_hf(hf_model, cls=cls, **config_changes)
 
@@ -1115,7 +1115,8 @@ def bert_from_hf(hf_model: nn.Module, cls: type[BertModel] = BertModel, **config
         **config_changes: Config fields to override.
 
     Returns:
-        The model, in the same training/evaluation mode as ``hf_model``.
+        The model, in evaluation mode, as :func:`~literate_transformer.models.registry.from_hf` returns every model
+        (``.train()`` to train it).
 
     Raises:
         ValueError: for a model that is not a ``transformers`` BERT.
@@ -1132,8 +1133,7 @@ def bert_from_hf(hf_model: nn.Module, cls: type[BertModel] = BertModel, **config
     has_pooler = any(key.removeprefix(BERT_BASE_PREFIX).startswith("pooler.") for key in state)
     model = cls(config, add_pooling_layer=has_pooler)
     model.load_state_dict(map_bert_state_dict(state, model.state_dict()), strict=True)
-    # Same mode as the source (a live model may be training).
-    return model.train(hf_model.training)
+    return model.eval()
 
 
 # ---------------------------------------------------------------------------

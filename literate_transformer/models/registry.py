@@ -25,7 +25,7 @@ True
 >>> from_hf(torch.nn.Linear(2, 2))
 Traceback (most recent call last):
     ...
-TypeError: from_hf supports the transformers models ...; got torch.nn.modules.linear.Linear
+TypeError: from_hf cannot convert a torch.nn.modules.linear.Linear: it converts the transformers models ...
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ def from_hf(model: nn.Module) -> nn.Module:
     names = supported()
     if cls.__name__ not in REGISTRY or not cls.__module__.startswith("transformers."):
         raise TypeError(
-            f"from_hf supports the transformers models {', '.join(names)}; got {cls.__module__}.{cls.__qualname__}"
+            f"from_hf cannot convert a {cls.__module__}.{cls.__qualname__}: it converts the transformers models "
+            f"{', '.join(names)}"
         )
     return REGISTRY[cls.__name__](model).eval()
 

@@ -130,7 +130,7 @@ def test_sinusoidal_encoding_is_not_trained_or_saved():
 
 
 def test_float_input_ids_are_refused(embeddings):
-    with pytest.raises(TypeError, match=r"input_ids must have a int dtype"):
+    with pytest.raises(TypeError, match=r"input_ids must have an int dtype"):
         embeddings(torch.rand(B, T))
 
 

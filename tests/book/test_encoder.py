@@ -141,7 +141,7 @@ def test_encoder_refuses_attention_mask_with_values_other_than_zero_and_one(make
 
 
 def test_encoder_refuses_float_input_ids(make_config):
-    with pytest.raises(TypeError, match=r"input_ids must have a int dtype"):
+    with pytest.raises(TypeError, match=r"input_ids must have an int dtype"):
         TransformerEncoder(make_config())(torch.rand(B, T))
 
 

@@ -52,7 +52,7 @@ def test_the_truncation_length_is_the_checkpoints_sentence_transformers_setting(
     [
         ("one sentence", 32, TypeError, "sentences must be a list of strings"),
         ([], 32, ValueError, "at least one sentence"),
-        (["a", 3], 32, TypeError, r"sentences\[1\] is a int"),
+        (["a", 3], 32, TypeError, r"sentences\[1\] is an int"),
         (["a"], 0, ValueError, "batch_size must be at least 1"),
         (["a"], "8", TypeError, "batch_size must be an int"),
     ],

@@ -319,3 +319,14 @@ def test_bert_attention_to_book_refuses_other_modules():
     with pytest.raises(TypeError, match="bert_attention"):
         bert_attention_to_book(BertSelfAttention(TransformerConfig(**TINY)))
     assert bert_attention_to_book(BertAttention(TransformerConfig(**TINY))).output_linear.weight.shape == (8, 8)
+
+
+def test_every_conversion_returns_a_model_in_evaluation_mode_even_from_a_training_one(hf_eager):
+    import literate_transformer as lt
+
+    hf_eager.train()
+    try:
+        for ours in (BertModel.from_hf(hf_eager), lt.from_hf(hf_eager), lt.BertModel.from_hf(hf_eager)):
+            assert not ours.training and not any(module.training for module in ours.modules())
+    finally:
+        hf_eager.eval()

@@ -201,7 +201,7 @@ def test_token_ids_outside_the_vocabulary_are_refused(models):
     vocab_size = ours.config.vocab_size
     with pytest.raises(ValueError, match=rf"input_ids must be token ids in \[0, vocab_size={vocab_size}\)"):
         ours(torch.tensor([[1, vocab_size]]))
-    with pytest.raises(TypeError, match="input_ids must have a int dtype"):
+    with pytest.raises(TypeError, match="input_ids must have an int dtype"):
         ours(torch.tensor([[1.0, 2.0]]))
 
 

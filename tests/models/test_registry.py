@@ -69,9 +69,11 @@ def test_from_hf_refuses_other_models_and_lists_what_it_supports():
     )
     for model in (classifier, torch.nn.Linear(2, 2)):
         with pytest.raises(
-            TypeError, match="from_hf supports the transformers models .*BertModel, .*GPT2LMHeadModel"
+            TypeError, match="it converts the transformers models .*BertModel, .*GPT2LMHeadModel"
         ) as error:
             lt.from_hf(model)
+        # The class refused comes first, before the long list.
+        assert str(error.value).startswith(f"from_hf cannot convert a {type(model).__module__}.{type(model).__name__}:")
         listed = str(error.value)
         assert all(name in listed for name in ("BartForConditionalGeneration", "GPT2LMHeadModel", type(model).__name__))
 

@@ -106,7 +106,7 @@ def test_bad_input_is_refused():
         span_corruption(torch.tensor([5]), SENTINEL)
     with pytest.raises(ValueError, match="must not hold sentinel ids"):
         span_corruption(torch.tensor([5, SENTINEL]), SENTINEL)
-    with pytest.raises(TypeError, match="input_ids must have a int dtype"):
+    with pytest.raises(TypeError, match="input_ids must have an int dtype"):
         text_infilling(torch.tensor([5.0, 6.0]), MASK)
     with pytest.raises(ValueError, match="mask_ratio must be in"):
         text_infilling(torch.tensor([5, 6]), MASK, mask_ratio=1.5)

@@ -106,7 +106,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..core.validation import Arguments, check_input_ids, validate_with
+from ..core.validation import (
+    Arguments,
+    check_attention_mask,
+    check_input_ids,
+    check_token_type_ids,
+    validate_with,
+)
 from ..models.bert import BertLayer, BertModel
 
 __all__ = [
@@ -477,6 +483,18 @@ def _check_fast_inputs(model: FastBertModel, args: Arguments) -> None:
     config = model.config
     input_ids = check_input_ids(args.input_ids, config.vocab_size, config.max_position_embeddings)
     batch_size, length = input_ids.shape
+    if args.attention_mask is not None and args.lengths is not None:
+        raise ValueError("give the real tokens either as attention_mask or as lengths, not both")
+    if args.attention_mask is not None:
+        mask = check_attention_mask(args.attention_mask, batch_size, length)
+        # The fast path packs each row's real tokens, which must come first: right padding, one real token at least.
+        if mask.device.type == "cpu" and (mask[:, :1].eq(0).any() or (mask[:, 1:] > mask[:, :-1]).any()):
+            raise ValueError(
+                "attention_mask must be right-padded (each row's real tokens first, then 0s) with one real token "
+                "at least: the fast path packs the real tokens of each row"
+            )
+    if args.token_type_ids is not None:
+        check_token_type_ids(args.token_type_ids, (batch_size, length), config.type_vocab_size)
     if args.lengths is not None:
         lengths = args.lengths
         if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
@@ -558,7 +576,13 @@ class FastBertModel(nn.Module):
         return self
 
     def encode_packed(
-        self, input_ids: Tensor, position_ids: Tensor, index: Tensor | None, key_mask: Tensor | None, shape: Tensor
+        self,
+        input_ids: Tensor,
+        position_ids: Tensor,
+        index: Tensor | None,
+        key_mask: Tensor | None,
+        shape: Tensor,
+        token_type_ids: Tensor | None = None,
     ) -> Tensor:
         """The encoder on packed tokens, tensors in and out (what :meth:`compile` compiles).
 
@@ -569,16 +593,21 @@ class FastBertModel(nn.Module):
             key_mask: ``(B, 1, 1, T)`` additive mask of the padding keys, or ``None``.
             shape: an empty ``(B, T, 0)`` tensor: the padded layout's sizes, carried as a shape so that a
                 compiled forward treats them as sizes, not as constants.
+            token_type_ids: ``(U,)`` their segments, or ``None``: every token is segment 0.
 
         Returns:
             ``(U, E)``, the last layer's hidden states of the real tokens.
         """
         embeddings = self.embeddings
-        # BERT's three lookups on the real tokens only, summed in its order: every sentence is segment 0.
+        # The segment vectors: one lookup each, or segment 0's vector for every token.
+        segments = (
+            embeddings.token_type_embeddings.weight[0]
+            if token_type_ids is None
+            else embeddings.token_type_embeddings(token_type_ids)
+        )
+        # BERT's three lookups on the real tokens only, summed in its order.
         summed = (
-            embeddings.word_embeddings(input_ids)
-            + embeddings.token_type_embeddings.weight[0]
-            + embeddings.position_embeddings(position_ids)
+            embeddings.word_embeddings(input_ids) + segments + embeddings.position_embeddings(position_ids)
         )  # (U, E)
         hidden_states = embeddings.LayerNorm(summed)  # (U, E)
         # oneDNN's fused steps where they apply (point 5); else the layers' large intermediates, allocated
@@ -589,38 +618,64 @@ class FastBertModel(nn.Module):
         return hidden_states
 
     @torch.inference_mode()
-    def forward_packed(self, input_ids: Tensor, batch: PackedBatch) -> Tensor:
+    def forward_packed(self, input_ids: Tensor, batch: PackedBatch, token_type_ids: Tensor | None = None) -> Tensor:
         """The encoder on a packed batch, compiled if :meth:`compile` was called (under inference mode).
 
         Args:
             input_ids: ``(U,)`` the real tokens' ids, sequence after sequence.
             batch: Their lengths and layout.
+            token_type_ids: ``(U,)`` their segments, or ``None`` (all 0).
 
         Returns:
             ``(U, E)``, the last layer's hidden states of the real tokens.
         """
-        return self._encode_packed(input_ids, batch.position_ids, batch.index, batch.key_mask, batch.shape)
+        return self._encode_packed(
+            input_ids, batch.position_ids, batch.index, batch.key_mask, batch.shape, token_type_ids
+        )
 
     @torch.inference_mode()
     @validate_with(_check_fast_inputs)
-    def forward(self, input_ids: Tensor, lengths: Sequence[int] | None = None) -> Tensor:
-        """Encode right-padded token ids whose real lengths the tokenizer gave (under inference mode).
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        *,
+        lengths: Sequence[int] | None = None,
+    ) -> Tensor:
+        """Encode right-padded token ids (under inference mode): what a tokenizer returns for ``BertModel``.
+
+        ``fast(**tokenizer(sentences, padding=True, return_tensors="pt"))``
+        computes the last hidden states of ``BertModel`` on the same call.
+        The real tokens' count of each row is the mask's row sum, read back
+        to the host once (a wait for the device, on a GPU); ``lengths=``, the
+        same counts as plain ints, spares that read.
 
         Args:
-            input_ids: ``(B, T)`` token ids, each row's real tokens first.
-            lengths: Each row's number of real tokens (plain ints); ``None``: every row is real.
+            input_ids: ``(B, T)`` token ids, each row's real tokens first (right padding).
+            attention_mask: ``(B, T)``, 1 on the real tokens; ``None`` (and no ``lengths``): every token is real.
+            token_type_ids: ``(B, T)`` segments, as ``BertModel`` takes them; ``None``: all segment 0.
+            lengths: Each row's number of real tokens as plain ints, instead of ``attention_mask``.
 
         Returns:
             ``(B, T, E)``: the real tokens' last hidden states, zeros at padding positions.
+
+        Raises:
+            ValueError: for both a mask and lengths, a mask that is not right-padded, segments outside the
+                config's, and ids, masks and lengths of the wrong shape or range.
         """
         size, length = input_ids.shape
+        if attention_mask is not None:
+            lengths = attention_mask.sum(dim=1).tolist()
         lengths = [length] * size if lengths is None else lengths
         batch = PackedBatch(lengths, length, input_ids.device, self.embeddings.word_embeddings.weight.dtype)
-        # The real tokens, end to end (all of them when nothing is padded).
+        # The real tokens, end to end (all of them when nothing is padded), and their segments.
         flat_ids = input_ids.reshape(-1)
+        flat_types = None if token_type_ids is None else token_type_ids.reshape(-1)
         if batch.index is not None:
             flat_ids = flat_ids.index_select(0, batch.index)
-        packed = self.forward_packed(flat_ids, batch)  # (U, E)
+            flat_types = None if flat_types is None else flat_types.index_select(0, batch.index)
+        packed = self.forward_packed(flat_ids, batch, flat_types)  # (U, E)
         if batch.index is None:
             return packed.view(size, length, -1)
         # Back to the padded layout, zeros where the padding was.

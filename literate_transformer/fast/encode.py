@@ -101,6 +101,20 @@ def _check_encode_inputs(sentences: object, batch_size: object) -> None:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
 
 
+def _check_model_and_length(model: object, truncate_at: object) -> None:
+    if not isinstance(model, FastBertModel):
+        hint = " (make one with lt.FastBertModel.from_bert(model))" if hasattr(model, "embeddings") else ""
+        raise TypeError(f"model must be a literate_transformer FastBertModel{hint}, got {type(model).__name__}")
+    if not isinstance(truncate_at, int) or isinstance(truncate_at, bool):
+        raise TypeError(f"truncate_at must be an int (tokens kept per sentence), got {type(truncate_at).__name__}")
+    longest = model.config.max_position_embeddings
+    if not 2 <= truncate_at <= longest:
+        raise ValueError(
+            f"truncate_at must be in [2, {longest}]: [CLS] and [SEP] at least, and no more tokens than the model "
+            f"has positions (max_position_embeddings={longest}); got {truncate_at}"
+        )
+
+
 @torch.inference_mode()
 def encode(
     sentences: Sequence[str],
@@ -127,13 +141,16 @@ def encode(
         ``(len(sentences), E)``, each row of Euclidean norm 1, in the order of ``sentences``.
 
     Raises:
-        TypeError: for ``sentences`` that is not a list of strings, or a ``batch_size`` that is not an int.
-        ValueError: for an empty list, or a ``batch_size`` below 1.
+        TypeError: for ``sentences`` that is not a list of strings, a ``batch_size`` or ``truncate_at`` that is
+            not an int, or a ``model`` that is not a :class:`~literate_transformer.fast.bert.FastBertModel`.
+        ValueError: for an empty list, a ``batch_size`` below 1, or a ``truncate_at`` outside
+            ``[2, max_position_embeddings]``.
     """
     _check_encode_inputs(sentences, batch_size)
     model = _default_model() if model is None else model
     tokenizer = _default_tokenizer() if tokenizer is None else tokenizer
     truncate_at = max_seq_length() if truncate_at is None else truncate_at
+    _check_model_and_length(model, truncate_at)
     device = model.embeddings.word_embeddings.weight.device
     dtype = model.embeddings.word_embeddings.weight.dtype
     # 1) Tokenize the whole corpus at once: ids as plain lists, their lengths known on the host.

@@ -68,3 +68,24 @@ def test_a_long_corpus_shows_a_progress_bar_and_a_short_one_does_not(capsys):
     assert "Batches" not in capsys.readouterr().err
     lt.encode(sentences, batch_size=1)
     assert "Batches" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"truncate_at": 1}, ValueError, r"truncate_at must be in \[2, 512\]"),
+        ({"truncate_at": 0}, ValueError, r"truncate_at must be in \[2, 512\]"),
+        ({"truncate_at": -3}, ValueError, r"truncate_at must be in \[2, 512\]"),
+        ({"truncate_at": 513}, ValueError, r"truncate_at must be in \[2, 512\]"),
+        ({"truncate_at": 8.0}, TypeError, "truncate_at must be an int"),
+        ({"model": "bert"}, TypeError, "model must be a literate_transformer FastBertModel, got str"),
+    ],
+)
+def test_a_bad_truncation_or_model_is_refused_by_name(options, error, match):
+    with pytest.raises(error, match=match):
+        lt.encode(["time flies like an arrow"], **options)
+
+
+def test_a_bert_model_given_as_the_model_is_refused_with_what_to_do():
+    with pytest.raises(TypeError, match=r"make one with lt.FastBertModel.from_bert\(model\).*got BertModel"):
+        lt.encode(["time flies like an arrow"], model=lt.BertModel.from_pretrained())

@@ -237,3 +237,33 @@ def test_only_a_bert_encoder_can_be_made_fast(tiny_config):
         FastBertModel.from_bert(torch.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="is_decoder"):
         FastBertModel.from_bert(BertModel(tiny_config(is_decoder=True)))
+
+
+@torch.no_grad()
+def test_the_fast_model_takes_what_a_tokenizer_gives_bert_and_computes_its_numbers(tokenizer):
+    bert = BertModel.from_pretrained()
+    fast = FastBertModel.from_bert(bert)
+    batch = tokenizer(["time flies like an arrow", "a pair", "of sentences"], padding=True, return_tensors="pt")
+    batch["token_type_ids"][1, 2:4] = 1  # a second segment in one row, so that the segments matter
+    expected = bert(**batch).last_hidden_state
+    real = batch["attention_mask"].bool()
+    actual = fast(**batch)
+    torch.testing.assert_close(actual[real], expected[real], atol=ATOL, rtol=0)
+    # The same as the lengths given as plain ints; the segments are read, not assumed to be 0.
+    lengths = batch["attention_mask"].sum(dim=1).tolist()
+    by_lengths = fast(batch["input_ids"], token_type_ids=batch["token_type_ids"], lengths=lengths)
+    torch.testing.assert_close(by_lengths, actual, atol=0, rtol=0)
+    assert (fast(batch["input_ids"], lengths=lengths)[1] - actual[1]).abs().max() > 1e-3
+
+
+def test_the_fast_model_refuses_a_left_padded_mask_both_mask_and_lengths_and_foreign_segments(tiny_config):
+    fast = FastBertModel.from_bert(BertModel(tiny_config()).eval())
+    ids = torch.ones(2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match="attention_mask must be right-padded"):
+        fast(ids, torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
+    with pytest.raises(ValueError, match="attention_mask must be right-padded"):
+        fast(ids, torch.tensor([[1, 0, 1, 1], [1, 1, 1, 1]]))
+    with pytest.raises(ValueError, match="either as attention_mask or as lengths, not both"):
+        fast(ids, torch.ones(2, 4, dtype=torch.long), lengths=[4, 4])
+    with pytest.raises(ValueError, match="token_type_ids must be in"):
+        fast(ids, token_type_ids=torch.full((2, 4), 7))

@@ -143,3 +143,18 @@ def test_cached_hub_name_resolves_to_its_snapshot_folder(monkeypatch, tmp_path, 
     checkpoint = resolve_checkpoint("someone/tiny-bert")
     assert checkpoint.folder == snapshot and checkpoint.weights_file == snapshot / "model.safetensors"
     assert checkpoint.sha256 is None  # a hub checkpoint is not pinned unless asked
+
+
+def test_the_loaders_leave_the_environment_as_they_found_it(monkeypatch):
+    import os
+
+    from literate_transformer.core.checkpoints import OFFLINE_ENVIRONMENT, load_hf_config, load_tokenizer
+    from literate_transformer.trained import load_decoder
+
+    for name in OFFLINE_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    before = dict(os.environ)
+    load_tokenizer()
+    load_hf_config()
+    load_decoder()
+    assert dict(os.environ) == before

@@ -50,8 +50,10 @@ Quiet, offline, inspectable
 :data:`OFFLINE_ENVIRONMENT` is the environment that the site's build, the
 test suite and every nox session run in (the one definition they all read):
 no hub requests, no progress bars in executed pages, no tokenizer thread
-warnings.  The loaders also silence HuggingFace's advisory logging
-(:func:`quiet_transformers`) and load models with
+warnings.  A program of its own sets it with :func:`use_offline_environment`;
+the loaders set no environment variable.  They do silence ``transformers``'
+advisory logging and progress bars, through its own settings
+(:func:`quiet_transformers`), and load models with
 ``attn_implementation="eager"``, so that ``output_attentions=True`` really
 returns the attention probabilities (the fused SDPA path returns none).
 
@@ -351,11 +353,14 @@ def read_state_dict(weights_file: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def quiet_transformers() -> None:
-    """Silence the progress bars and advisory warnings of ``transformers``.
+    """Silence the progress bars and advisory warnings of ``transformers``, through its own settings.
 
     They are useful at a terminal but end up as noise in executed pages.
+    This sets ``transformers``' logging to errors only and turns off its
+    progress bars for the whole process, and ignores tqdm's warnings; it sets
+    no environment variable (:func:`use_offline_environment` does, when
+    asked).
     """
-    use_offline_environment()
     import transformers
 
     transformers.utils.logging.set_verbosity_error()

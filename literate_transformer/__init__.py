@@ -38,8 +38,11 @@ models are here under their HuggingFace names (``lt.BertModel``,
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import ast as _ast
+import functools as _functools
+import importlib as _importlib
+from pathlib import Path as _Path
+from typing import Any as _Any
 
 from . import manifest
 
@@ -103,15 +106,15 @@ _EXPORTS: dict[str, str] = {
 _MODULES = ("core", "parts", "book", "models", "fast", "interop", "trained", "manifest", "visualize", "diagrams")
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """A public name, imported when it is first used (PEP 562); every family's models by their own names."""
     if name in _MODULES:
-        module = importlib.import_module(f".{name}", __name__)
+        module = _importlib.import_module(f".{name}", __name__)
     elif name in _EXPORTS:
-        module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
+        module = _importlib.import_module(f".{_EXPORTS[name]}", __name__)
     else:
         # A model family's model, under HuggingFace's class name: the family registered it with from_hf.
-        registry = importlib.import_module(".models.registry", __name__)
+        registry = _importlib.import_module(".models.registry", __name__)
         found = registry.model_class(name)
         if found is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -122,8 +125,32 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+@_functools.lru_cache(maxsize=1)
+def _model_names() -> frozenset[str]:
+    """The models the families register under HuggingFace's class names, read from their source (nothing imported).
+
+    A name counts where its family's file registers it (``@register("GPT2Model", ...)``) and defines it.
+    """
+    names: set[str] = set()
+    for path in (_Path(__file__).parent / "models").glob("*.py"):
+        tree = _ast.parse(path.read_text(encoding="utf-8"))
+        defined = {node.name for node in tree.body if isinstance(node, _ast.ClassDef)}
+        defined |= {
+            target.id
+            for node in tree.body
+            if isinstance(node, _ast.Assign)
+            for target in node.targets
+            if isinstance(target, _ast.Name)
+        }
+        for node in _ast.walk(tree):
+            if isinstance(node, _ast.Call) and getattr(node.func, "id", None) == "register":
+                names |= {arg.value for arg in node.args if isinstance(arg, _ast.Constant)} & defined
+    return frozenset(names)
+
+
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS) | set(_MODULES))
+    """What ``lt.`` offers: the exported names, the sub-packages and every family's models (tab completion)."""
+    return sorted({"__version__", *_EXPORTS, *_MODULES, *_model_names()})
 
 
 __all__ = sorted(_EXPORTS)

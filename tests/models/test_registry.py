@@ -97,3 +97,15 @@ def test_importing_the_package_loads_no_family():
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "['literate_transformer.manifest'] False"
+
+
+def test_dir_lists_what_lt_offers_every_model_included_and_each_name_resolves():
+    import literate_transformer as lt
+    from literate_transformer.models import registry
+
+    listed = set(dir(lt))
+    assert {"BertModel", "LlamaForCausalLM", "GPT2LMHeadModel", "load_decoder", "encode", "from_hf"} <= listed
+    assert not {"Any", "annotations", "importlib"} & listed
+    assert all(getattr(lt, name) is not None for name in listed)
+    models = {name for name in registry.supported() if registry.model_class(name) is not None}
+    assert models <= listed

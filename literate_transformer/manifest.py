@@ -122,7 +122,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(
         17, "chapters/17_a_trained_decoder", "A trained decoder, read from its 4-bit file", ("core.gguf", "trained")
     ),
-    Chapter(18, "chapters/18_errata", "Errata", ()),
+    Chapter(18, "chapters/18_errata", "What other tutorials get wrong", ()),
 )
 
 #: The modules every chapter leans on and none is about.

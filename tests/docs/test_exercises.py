@@ -173,3 +173,25 @@ def test_every_solution_ran_without_error_in_the_built_site(path):
         assert not any(output.get("output_type") == "error" for output in outputs), (
             f"{notebook_path.name}: a solution raised: {code[:80]!r}"
         )
+
+
+def test_a_chapter_that_cites_the_source_notebooks_links_to_where_they_are_named(chapter):
+    path, notebook = chapter
+    text = "\n".join(source(cell) for cell in notebook.cells if cell.cell_type == "markdown")
+    cites = re.search(r"source notebooks?|notebooks this material grew from", text)
+    if cites and path.name != CHAPTERS[-1].name:
+        assert "<source-notebooks>`" in text, f"{path.name} cites the source notebooks without linking to them"
+
+
+def test_the_errata_say_whose_they_are_and_name_the_source_notebooks():
+    title = manifest.CHAPTERS[-1].title
+    assert "other" in title.lower(), title
+    text = CHAPTERS[-1].read_text()
+    assert "(source-notebooks)=" in text and all(f"| 00{n} |" in text for n in range(5))
+
+
+def test_llamas_layer_is_set_beside_gpt_2s_pre_ln_block():
+    # GPT-2 made the norms come first, not Llama: its block is the one to compare Llama's with.
+    text = (ROOT / "docs" / "chapters" / "14_decoder_branch.md").read_text()
+    assert "beside(gpt2.GPT2Block, llama.LlamaDecoderLayer)" in text
+    assert "beside(openai_gpt.OpenAIGPTBlock, llama.LlamaDecoderLayer)" not in text

@@ -34,9 +34,13 @@ import matplotlib.pyplot as plt
 import torch
 
 import literate_transformer as lt
+from literate_transformer.visualize import show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    # One CPU thread, as the site's build runs the examples: small models run no slower, and timings are steady.
+    torch.set_num_threads(1)
 large = os.environ.get("LT_GALLERY_SCALE", "cpu") in ("gpu", "large")
 
 tokenizer = lt.load_tokenizer()
@@ -82,7 +86,7 @@ for head, ax in enumerate(axes.flat):
 fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
 # Layers are numbered from 0, as in the chapters: layer 3 is the fourth.
 fig.suptitle(f"Layer {layer} (of layers 0 to {config.num_hidden_layers - 1}): the weights of all {heads} heads")
-plt.show()
+show(__file__)
 
 # %%
 # Where does the attention go?

@@ -49,9 +49,13 @@ import matplotlib.pyplot as plt
 import torch
 
 import literate_transformer as lt
+from literate_transformer.visualize import show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    # One CPU thread, as the site's build runs the examples: small models run no slower, and timings are steady.
+    torch.set_num_threads(1)
 large = os.environ.get("LT_GALLERY_SCALE", "cpu") in ("gpu", "large")
 on_gpu = large and device == "cuda"
 dtype = torch.bfloat16 if on_gpu else torch.float32
@@ -114,6 +118,8 @@ def synchronize() -> None:
 names = list(implementations)
 medians = {name: [] for name in names}
 spreads = {name: [] for name in names}  # (fastest, slowest) repetition
+print("median time of a call [fastest-slowest of the repetitions], for each implementation:")
+print("T        " + ", ".join(names))
 with torch.inference_mode():
     for length in lengths:
         x = torch.randn(batch_size, length, config.hidden_size, device=device, dtype=dtype)  # (B, T, E)
@@ -190,7 +196,7 @@ fig.suptitle(
     f"One attention sub-layer, batch {batch_size}, hidden size {config.hidden_size}, "
     f"{config.num_attention_heads} heads, {str(dtype).removeprefix('torch.')} on {device}"
 )
-plt.show()
+show(__file__)
 
 # %%
 # Speed-ups at the longest length

@@ -23,9 +23,13 @@ import torch
 
 import literate_transformer as lt
 from literate_transformer.core.masks import causal_mask, combine_masks, masked_fill_scores, padding_mask
+from literate_transformer.visualize import show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    # One CPU thread, as the site's build runs the examples: small models run no slower, and timings are steady.
+    torch.set_num_threads(1)
 large = os.environ.get("LT_GALLERY_SCALE", "cpu") in ("gpu", "large")
 length = 24 if large else 8  # T = S: self-attention
 head_size = 16  # D
@@ -60,7 +64,7 @@ for ax, (data, title, cmap) in zip(axes, panels, strict=True):
     ax.set_xlabel("key position j")
     ax.set_ylabel("query position i")
 fig.colorbar(image, ax=axes, shrink=0.8, label="weight")
-plt.show()
+show(__file__)
 
 # %%
 # Padding, and a row with nothing to see
@@ -93,4 +97,4 @@ for ax in axes:
     ax.set_xlabel("key position j")
     ax.set_ylabel("query position i")
 fig.colorbar(image, ax=axes, shrink=0.8, label="weight")
-plt.show()
+show(__file__)

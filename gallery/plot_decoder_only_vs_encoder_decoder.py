@@ -42,6 +42,7 @@ import literate_transformer as lt
 from literate_transformer.book import training
 from literate_transformer.models.gpt2 import Conv1D
 from literate_transformer.parts.positions import position_ids
+from literate_transformer.visualize import show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -287,7 +288,7 @@ fig.suptitle(
     f"Reversing digits at equal size: {count(encoder_decoder):,} vs {count(decoder_only):,} parameters, "
     f"same batches ({device})"
 )
-plt.show()
+show(__file__)
 
 for name, history in histories.items():
     reached = [step for step, match in history["evaluations"] if match >= 0.99]

@@ -31,9 +31,13 @@ import matplotlib.pyplot as plt
 import torch
 
 import literate_transformer as lt
+from literate_transformer.visualize import show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    # One CPU thread, as the site's build runs the examples: small models run no slower, and timings are steady.
+    torch.set_num_threads(1)
 large = os.environ.get("LT_GALLERY_SCALE", "cpu") in ("gpu", "large")
 
 depth = 96 if large else 24
@@ -102,4 +106,4 @@ axes[1].set_xlabel("layers applied (0: the embeddings)")
 axes[1].set_ylabel("RMS of the hidden state")
 axes[1].set_ylim(bottom=0)
 axes[1].set_title(f"pretrained checkpoint (post-LN, {model.config.num_hidden_layers} layers)")
-plt.show()
+show(__file__)

@@ -30,9 +30,13 @@ import torch
 import torch.nn.functional as F
 
 import literate_transformer as lt
+from literate_transformer.visualize import show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    # One CPU thread, as the site's build runs the examples: small models run no slower, and timings are steady.
+    torch.set_num_threads(1)
 large = os.environ.get("LT_GALLERY_SCALE", "cpu") in ("gpu", "large")
 
 model = lt.BertModel.from_pretrained().to(device)
@@ -57,7 +61,7 @@ for ax, table, title in ((axes[0], learned, "learned (checkpoint)"), (axes[1], s
     ax.set_xlabel(f"feature (hidden size {config.hidden_size})")
     ax.set_ylabel("position p")
     fig.colorbar(image, ax=ax, shrink=0.8)
-plt.show()
+show(__file__)
 
 
 # %%
@@ -87,4 +91,4 @@ for ax, (name, similarity) in zip(axes, similarities.items(), strict=True):
     ax.set_xlabel("position q")
     ax.set_ylabel("position p")
 fig.colorbar(image, ax=axes, shrink=0.8, label="cosine similarity")
-plt.show()
+show(__file__)

@@ -16,9 +16,13 @@ import matplotlib.pyplot as plt
 import torch
 
 import literate_transformer as lt
+from literate_transformer.visualize import show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    # One CPU thread, as the site's build runs the examples: small models run no slower, and timings are steady.
+    torch.set_num_threads(1)
 
 tokenizer = lt.load_tokenizer()
 model = lt.load_hf_model().to(device)
@@ -49,4 +53,4 @@ ax.set_yticks(range(len(tokens)), tokens)
 ax.set_xlabel(f"feature (hidden size {model.config.hidden_size})")
 ax.set_title(f"Token embeddings of {text!r}")
 fig.colorbar(image, ax=ax, label="value")
-plt.show()
+show(__file__)

@@ -21,10 +21,13 @@ import matplotlib.pyplot as plt
 import torch
 
 import literate_transformer as lt
-from literate_transformer.visualize import plot_next_tokens
+from literate_transformer.visualize import plot_next_tokens, show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    # One CPU thread, as the site's build runs the examples: small models run no slower, and timings are steady.
+    torch.set_num_threads(1)
 heavy = os.environ.get("LT_GALLERY_SCALE", "") in ("gpu", "large")
 new_tokens = 64 if heavy else 20
 
@@ -49,7 +52,7 @@ plot_next_tokens(
     title=repr(prompt),
     figure=plt.figure(figsize=(9, 3.6), layout="constrained"),
 )
-plt.show()
+show(__file__)
 
 # %%
 # Greedy and sampled continuations

@@ -28,9 +28,13 @@ import matplotlib.pyplot as plt
 import torch
 
 from literate_transformer.book.training import train_reversal
+from literate_transformer.visualize import show
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    # One CPU thread, as the site's build runs the examples: small models run no slower, and timings are steady.
+    torch.set_num_threads(1)
 large = os.environ.get("LT_GALLERY_SCALE", "cpu") in ("gpu", "large")
 
 if large:
@@ -61,7 +65,7 @@ ax_accuracy.set_ylabel("held-out exact match", color="C1")
 ax_loss.set_title(
     f"Reversing digits: {result.steps} steps, {result.accuracy:.0%} exact match ({result.seconds:.0f} s on {device})"
 )
-plt.show()
+show(__file__)
 
 log_loss = torch.log(torch.tensor(result.losses))
 quarter = len(log_loss) // 4

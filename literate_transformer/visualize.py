@@ -42,6 +42,10 @@ plain pictures:
 * :func:`plot_what_if` draws one matrix computed two ways (a mask on and
   off, the layer norm before or after) on one colour scale, and what
   separates them: the chapters' "what if" panels.
+* :func:`show` shows the figures a script drew: in a window where there is
+  a screen, as images where a notebook or the site's build collects them,
+  and as PNG files beside the script where there is neither (a server, a
+  container), saying where.
 * :func:`plot_next_tokens` draws a language model's next-token
   distribution, as bars of its most likely tokens, once for each setting
   of sampling's filters (temperature, top-k, top-p), the tokens a filter
@@ -111,6 +115,7 @@ __all__ = [
     "plot_attention_heads",
     "plot_what_if",
     "plot_next_tokens",
+    "show",
 ]
 
 #: Decimals kept in the weights written into a page (see "Small pages").
@@ -944,3 +949,45 @@ def plot_next_tokens(
     if title:
         figure.suptitle(title)
     return figure
+
+
+def show(script: str | os.PathLike[str] | None = None) -> list[str]:
+    """Show the open figures: a window with a screen; otherwise PNG files beside ``script``, their paths printed.
+
+    ``plt.show()`` on a machine without a display (matplotlib's ``Agg``
+    backend, chosen where there is no screen) shows nothing and says
+    nothing.  Where the figures are collected anyway (a notebook's inline
+    backend, sphinx-gallery's build), this is ``plt.show()``.
+
+    Args:
+        script: The script that drew them (``__file__``); the files are named ``<script>_<n>.png`` beside it.
+            ``None``: the current folder, ``figure_<n>.png``.
+
+    Returns:
+        The paths of the files written (none where the figures were shown).
+    """
+    import sys
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    # matplotlib's backends that draw to files only (what it picks where there is no screen).
+    headless = matplotlib.get_backend().lower() in ("agg", "cairo", "pdf", "pgf", "ps", "svg", "template")
+    if not headless or "sphinx_gallery" in sys.modules:
+        plt.show()
+        return []
+    stem = os.path.splitext(os.fspath(script))[0] if script is not None else os.path.join(os.getcwd(), "figure")
+    written = []
+    for number in plt.get_fignums():
+        # Numbered on from the script's earlier calls, so that a second call writes no file over the first's.
+        _SAVED[stem] = _SAVED.get(stem, 0) + 1
+        path = f"{stem}_{_SAVED[stem]}.png"
+        plt.figure(number).savefig(path, dpi=100)
+        written.append(path)
+        print(f"no display: figure saved to {path}")
+    plt.close("all")
+    return written
+
+
+#: How many figures :func:`show` has saved for each script, in this process.
+_SAVED: dict[str, int] = {}

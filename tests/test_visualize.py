@@ -535,3 +535,39 @@ def test_plot_next_tokens_rejects_bad_input(kwargs, error, words):
     arguments = {"scores": torch.tensor([0.0, 1.0, 2.0]), "label": ["a", "b", "c"], "top": 2, **kwargs}
     with pytest.raises(error, match=words):
         visualize.plot_next_tokens(**arguments)
+
+
+def test_show_saves_the_figures_beside_the_script_where_there_is_no_display(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "sphinx_gallery", raising=False)
+    plt.close("all")
+    for _ in range(2):
+        plt.figure()
+        plt.plot([0, 1], [1, 0])
+    written = visualize.show(tmp_path / "plot_example.py")
+    assert written == [str(tmp_path / "plot_example_1.png"), str(tmp_path / "plot_example_2.png")]
+    assert all((tmp_path / name).stat().st_size > 0 for name in ("plot_example_1.png", "plot_example_2.png"))
+    assert f"no display: figure saved to {tmp_path / 'plot_example_1.png'}" in capsys.readouterr().out
+    assert plt.get_fignums() == []
+    # A second call goes on numbering: nothing is written over.
+    plt.figure()
+    assert visualize.show(tmp_path / "plot_example.py") == [str(tmp_path / "plot_example_3.png")]
+
+
+def test_show_leaves_the_figures_to_sphinx_gallery_when_it_runs_the_script(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sphinx_gallery", sys)  # any module: what counts is that one is loaded
+    figure = plt.figure()
+    assert visualize.show(tmp_path / "plot_example.py") == []
+    assert not list(tmp_path.iterdir())
+    plt.close(figure)
+
+
+def test_every_gallery_script_shows_through_show_and_runs_one_cpu_thread():
+    for script in sorted((ROOT / "gallery").glob("plot_*.py")):
+        text = script.read_text()
+        assert "plt.show()" not in text, f"{script.name}: plt.show() draws nothing on a machine without a display"
+        assert "show(__file__)" in text, f"{script.name}: no visualize.show(__file__)"
+        assert "torch.set_num_threads(1)" in text, f"{script.name}: the CPU's threads are not set as the build's"

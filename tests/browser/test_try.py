@@ -328,3 +328,15 @@ def test_the_themes_icons_draw_with_its_web_font(open_try_page) -> None:
         page.recorder.check()
     finally:
         page.close()
+
+
+def test_opened_as_a_file_the_page_says_it_needs_http(browser, site_dir) -> None:
+    page = browser.new_page()
+    try:
+        page.goto((Path(site_dir) / PAGE).resolve().as_uri())
+        page.wait_for_selector("#try-messages .try-message--error", timeout=RUN_TIMEOUT_MS)
+        message = page.locator("#try-messages").inner_text()
+        assert "needs the site served over HTTP" in message and "http.server" in message
+        assert page.locator("#try-run").is_disabled()
+    finally:
+        page.close()

@@ -519,6 +519,16 @@
       references: Array.from(root.querySelectorAll("#try-references li"), (li) => li.textContent.trim()),
     };
     root.querySelector("#try-form").addEventListener("submit", run);
+    if (location.protocol === "file:") {
+      // Opened as a file, the browser refuses to fetch the model: say so, and how to serve the site.
+      page.run.disabled = true;
+      say(
+        "error",
+        "This page runs the model in your browser and needs the site served over HTTP, not opened as a file. " +
+          "Serve the built site (python3 -m http.server --directory docs/_build/html --bind 127.0.0.1 8000) " +
+          "and open http://127.0.0.1:8000/try.html.",
+      );
+    }
     page.layer.addEventListener("change", drawHeatmaps);
     // Redraw the heatmaps in the theme's new colours when the reader switches light/dark.
     new MutationObserver(() => {

@@ -30,7 +30,7 @@ The corpus
 ----------
 Then the checkpoint's real job, sentence embeddings, on a real corpus: the
 first ``--corpus`` sentences of Python's documentation
-(:mod:`lt_site.corpus`), batches of ``--corpus-batch-size``:
+(:mod:`literate_transformer.fast.corpus`), batches of ``--corpus-batch-size``:
 
 * ``lt.encode`` (and ``lt.encode compiled``, its model compiled with dynamic
   shapes): tokenized once, sorted by tokens, packed;
@@ -368,10 +368,10 @@ def time_corpus(count: int, batch_size: int, repeats: int, compile_fast: bool) -
     """lt.encode, SentenceTransformer.encode and HF's BertModel in the corpus's order, round-robin (CPU)."""
     import sentence_transformers
     import torch.nn.functional as F
-    from lt_site.corpus import python_doc_sentences
 
     import literate_transformer as lt
     from literate_transformer.fast.bert import FastBertModel
+    from literate_transformer.fast.corpus import python_doc_sentences
     from literate_transformer.fast.encode import max_seq_length
 
     sentences = python_doc_sentences(count)
@@ -426,7 +426,7 @@ def time_corpus(count: int, batch_size: int, repeats: int, compile_fast: bool) -
     by_tokens = sorted(lengths, reverse=True)
     return {
         "sentences": count,
-        "source": "pydoc_data.topics (Python's documentation), lt_site.corpus.python_doc_sentences",
+        "source": "pydoc_data.topics (Python's documentation), literate_transformer.fast.corpus.python_doc_sentences",
         "batch_size": batch_size,
         "max_seq_length": truncate_at,
         "tokens": sum(lengths),

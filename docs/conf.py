@@ -297,6 +297,11 @@ sphinx_gallery_conf = {
 # ---------------------------------------------------------------------------
 # HTML output
 # ---------------------------------------------------------------------------
+# The repository the front page and chapter 1 tell readers to clone: set LT_REPOSITORY_URL when building the
+# site of a fork or a mirror.  Pages read it as the MyST substitution {{ repository }}.
+repository_url = os.environ.get("LT_REPOSITORY_URL", "https://github.com/literate-transformer/literate_transformer")
+myst_substitutions = {"repository": repository_url}
+
 html_theme = "sphinx_book_theme"
 html_title = "literate_transformer"
 html_static_path = ["_static"]

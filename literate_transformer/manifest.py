@@ -73,7 +73,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(9, "chapters/09_classification_head", "A classification head", ("book.classification",)),
     Chapter(10, "chapters/10_decoder", "The decoder", ("book.decoder", "book.generation")),
     Chapter(11, "chapters/11_training", "Training a tiny encoder-decoder", ("book.training",)),
-    Chapter(12, "chapters/12_meet_the_transformers", "Meet the transformers", ("models.registry",)),
+    Chapter(12, "chapters/12_meet_the_transformers", "Meet the transformers", ("models.registry", "family_tree")),
     Chapter(
         13,
         "chapters/13_encoder_branch",
@@ -117,7 +117,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         16,
         "chapters/16_making_attention_fast",
         "Making attention fast",
-        ("fast.bert", "fast.encode", "fast.flash", "fast.parallel"),
+        ("fast.bert", "fast.encode", "fast.corpus", "fast.flash", "fast.parallel"),
     ),
     Chapter(
         17, "chapters/17_a_trained_decoder", "A trained decoder, read from its 4-bit file", ("core.gguf", "trained")
@@ -157,7 +157,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (
         "fast",
         "the same models with less work and on more processes: fused projections and packed tokens, sentence "
-        "embeddings, FlashAttention's online softmax, tensor parallelism",
+        "embeddings (and a real corpus to embed), FlashAttention's online softmax, tensor parallelism",
     ),
     (
         "trained",
@@ -168,7 +168,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "interop",
         "the same weights in the book's modules, BERT's and PyTorch's: heads fused and split, layers converted",
     ),
-    ("visualize", "attention drawn: bertviz's views and heatmaps"),
+    ("visualize", "attention drawn: bertviz's views and heatmaps; next-token charts; figures shown or saved"),
+    (
+        "family_tree",
+        "the families drawn from their modules: the tree, a family's lines beside its parent's, the branches' table",
+    ),
     ("diagrams", "the architecture drawn from the modules themselves: layers, the head split, the cache"),
     ("manifest", "this reading order"),
 )

@@ -46,6 +46,8 @@ plain pictures:
   a screen, as images where a notebook or the site's build collects them,
   and as PNG files beside the script where there is neither (a server, a
   container), saying where.
+* :func:`plot_attention_patterns` draws masks side by side: who may attend
+  to whom, as a family's code builds it (sliding windows, BigBird's blocks).
 * :func:`plot_next_tokens` draws a language model's next-token
   distribution, as bars of its most likely tokens, once for each setting
   of sampling's filters (temperature, top-k, top-p), the tokens a filter
@@ -115,6 +117,7 @@ __all__ = [
     "plot_attention_heads",
     "plot_what_if",
     "plot_next_tokens",
+    "plot_attention_patterns",
     "show",
 ]
 
@@ -991,3 +994,31 @@ def show(script: str | os.PathLike[str] | None = None) -> list[str]:
 
 #: How many figures :func:`show` has saved for each script, in this process.
 _SAVED: dict[str, int] = {}
+
+
+def plot_attention_patterns(
+    patterns: dict[str, Tensor], title: str = "Who may attend to whom (darker: read more often)"
+) -> Any:
+    """Masks side by side, one panel each, queries down and keys across: the patterns the code builds, drawn.
+
+    Args:
+        patterns: Panel titles and ``(T, S)`` masks: boolean (``True`` = may attend), additive (0 = may
+            attend), or counts (how many times a query reads a key).
+        title: The figure's title.
+
+    Returns:
+        A matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(patterns), figsize=(3.2 * len(patterns), 3.6), layout="constrained", squeeze=False)
+    for ax, (name, pattern) in zip(axes[0], patterns.items(), strict=True):
+        if pattern.is_floating_point():
+            pattern = pattern > torch.finfo(pattern.dtype).min / 2
+        values = pattern.detach().cpu().long()
+        ax.imshow(values, cmap="Blues", vmin=0, vmax=1.3 * max(int(values.max()), 1), interpolation="nearest")
+        ax.set_title(f"{name}\n{tuple(values.shape)}", fontsize=9)
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+    fig.suptitle(title)
+    return fig

@@ -30,6 +30,7 @@ FLOORS = {
     "fast": 4,
     "interop": 4,
     "trained": 4,
+    "family_tree": 4,
     "visualize": 4,
     "diagrams": 4,
     "": 5,  # the package's own __init__: lazy exports of everything

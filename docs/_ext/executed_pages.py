@@ -144,8 +144,18 @@ def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, conte
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
+#: The tag of the cells that are the site's own (its checks, its glue): left out of a download.
+SITE_CELL_TAG = "remove-cell"
+
+
 def _with_outputs(app: Sphinx, executed: Path) -> str:
-    """The executed notebook's text, with its outputs.
+    """The executed notebook's text, with its outputs, less the site's own cells.
+
+    The cells a page removes (tagged :data:`SITE_CELL_TAG`) are the build's
+    checks and the glue that feeds the page's text: they need the site's
+    machinery, which a reader who downloads the notebook does not have, and
+    teach nothing.  The download leaves them out, so that it runs where only
+    the package is installed.
 
     When myst-nb takes a page's outputs from its execution cache, the notebook
     it writes to ``jupyter_execute`` is the one it read, without outputs (the
@@ -164,6 +174,7 @@ def _with_outputs(app: Sphinx, executed: Path) -> str:
             _, notebook = get_cache(app.config.nb_execution_cache_path).merge_match_into_notebook(notebook)
         except KeyError:
             logger.warning(f"{executed.name}: no cached outputs found; the .ipynb download has none")
+    notebook.cells = [cell for cell in notebook.cells if SITE_CELL_TAG not in cell.get("metadata", {}).get("tags", [])]
     return nbformat.writes(notebook)
 
 

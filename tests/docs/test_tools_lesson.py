@@ -1,4 +1,4 @@
-"""The chapters' helpers read what they show off the models they are given, and glue under the pages' names."""
+"""Chapter 12's table reads what it shows off the models it is given; the chapters' glue uses the pages' names."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import transformers
 from lt_site import lesson
 
 import literate_transformer as lt
+from literate_transformer import family_tree
 
 SMALL = {
     "vocab_size": 40,
@@ -40,7 +41,7 @@ def columns():
             "GPT-2": lt.GPT2LMHeadModel(transformers.GPT2Config(**SMALL)),
             "BART": lt.BartForConditionalGeneration(transformers.BartConfig(**SMALL_BART, scale_embedding=True)),
         }
-    return {name: lesson.describe_model(name, model) for name, model in models.items()}
+    return {name: family_tree.describe_model(name, model) for name, model in models.items()}
 
 
 def test_each_column_reads_the_arrangement_and_the_stacks_off_the_model(columns):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lt_site.corpus import python_doc_sentences
 
 import literate_transformer as lt
+from literate_transformer.fast.corpus import python_doc_sentences
 from literate_transformer.fast.encode import PROGRESS_BAR_BATCHES, max_seq_length
 
 ATOL = 1e-5

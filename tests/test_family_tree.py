@@ -6,9 +6,9 @@ import sys
 import types
 
 import pytest
-from lt_site.figures import family_tree
 from torch import nn
 
+from literate_transformer.family_tree import family_tree
 from literate_transformer.models import bert
 
 
@@ -58,7 +58,7 @@ def test_the_drawing_shows_every_family_and_what_it_changes(child_family):
 
 
 def test_beside_marks_the_lines_a_family_changes_and_only_those():
-    from lt_site.figures import beside
+    from literate_transformer.family_tree import beside
 
     def parent(x):
         y = x + 1

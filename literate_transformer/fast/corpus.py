@@ -1,4 +1,4 @@
-"""A real corpus for the benchmarks and chapter 16: sentences of Python's own documentation.
+"""A real corpus for chapter 16 and the benchmarks: sentences of Python's own documentation.
 
 Python ships the text of its reference documentation's topics (the pages
 ``help("if")`` shows) in :mod:`pydoc_data.topics`: English prose about code,

@@ -86,7 +86,7 @@ for head, ax in enumerate(axes.flat):
 fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
 # Layers are numbered from 0, as in the chapters: layer 3 is the fourth.
 fig.suptitle(f"Layer {layer} (of layers 0 to {config.num_hidden_layers - 1}): the weights of all {heads} heads")
-show(__file__)
+show()
 
 # %%
 # Where does the attention go?

@@ -196,7 +196,7 @@ fig.suptitle(
     f"One attention sub-layer, batch {batch_size}, hidden size {config.hidden_size}, "
     f"{config.num_attention_heads} heads, {str(dtype).removeprefix('torch.')} on {device}"
 )
-show(__file__)
+show()
 
 # %%
 # Speed-ups at the longest length

@@ -64,7 +64,7 @@ for ax, (data, title, cmap) in zip(axes, panels, strict=True):
     ax.set_xlabel("key position j")
     ax.set_ylabel("query position i")
 fig.colorbar(image, ax=axes, shrink=0.8, label="weight")
-show(__file__)
+show()
 
 # %%
 # Padding, and a row with nothing to see
@@ -97,4 +97,4 @@ for ax in axes:
     ax.set_xlabel("key position j")
     ax.set_ylabel("query position i")
 fig.colorbar(image, ax=axes, shrink=0.8, label="weight")
-show(__file__)
+show()

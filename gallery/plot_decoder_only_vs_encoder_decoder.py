@@ -288,7 +288,7 @@ fig.suptitle(
     f"Reversing digits at equal size: {count(encoder_decoder):,} vs {count(decoder_only):,} parameters, "
     f"same batches ({device})"
 )
-show(__file__)
+show()
 
 for name, history in histories.items():
     reached = [step for step, match in history["evaluations"] if match >= 0.99]

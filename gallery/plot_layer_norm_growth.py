@@ -47,12 +47,14 @@ config = lt.TransformerConfig(
     num_hidden_layers=depth,
     num_attention_heads=8 if large else 4,
     intermediate_size=1024 if large else 256,
-    # No dropout: we measure the network, not the noise.
-    hidden_dropout_prob=0.0,
+    hidden_dropout_prob=0.0,  # no dropout: we measure the network, not the noise
     attention_probs_dropout_prob=0.0,
 )
 
 
+# %%
+# The size of a vector
+# --------------------
 def rms(x: torch.Tensor) -> float:
     """Root-mean-square of all entries: the typical size of one feature."""
     return x.float().pow(2).mean().sqrt().item()
@@ -106,4 +108,4 @@ axes[1].set_xlabel("layers applied (0: the embeddings)")
 axes[1].set_ylabel("RMS of the hidden state")
 axes[1].set_ylim(bottom=0)
 axes[1].set_title(f"pretrained checkpoint (post-LN, {model.config.num_hidden_layers} layers)")
-show(__file__)
+show()

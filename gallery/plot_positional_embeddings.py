@@ -61,7 +61,7 @@ for ax, table, title in ((axes[0], learned, "learned (checkpoint)"), (axes[1], s
     ax.set_xlabel(f"feature (hidden size {config.hidden_size})")
     ax.set_ylabel("position p")
     fig.colorbar(image, ax=ax, shrink=0.8)
-show(__file__)
+show()
 
 
 # %%
@@ -91,4 +91,4 @@ for ax, (name, similarity) in zip(axes, similarities.items(), strict=True):
     ax.set_xlabel("position q")
     ax.set_ylabel("position p")
 fig.colorbar(image, ax=axes, shrink=0.8, label="cosine similarity")
-show(__file__)
+show()

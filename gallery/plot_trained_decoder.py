@@ -52,7 +52,7 @@ plot_next_tokens(
     title=repr(prompt),
     figure=plt.figure(figsize=(9, 3.6), layout="constrained"),
 )
-show(__file__)
+show()
 
 # %%
 # Greedy and sampled continuations

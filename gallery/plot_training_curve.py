@@ -65,7 +65,7 @@ ax_accuracy.set_ylabel("held-out exact match", color="C1")
 ax_loss.set_title(
     f"Reversing digits: {result.steps} steps, {result.accuracy:.0%} exact match ({result.seconds:.0f} s on {device})"
 )
-show(__file__)
+show()
 
 log_loss = torch.log(torch.tensor(result.losses))
 quarter = len(log_loss) // 4

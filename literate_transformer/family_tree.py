@@ -280,7 +280,7 @@ class HTML:
 # ---------------------------------------------------------------------------
 # Chapter 12: the family tree of the branches, and what each model chooses
 # ---------------------------------------------------------------------------
-#: (label, detail, x, y, link) of each box: the shared parts, the three branches and the models built on them.
+#: Each box of the tree (the shared parts, the three branches, the models built on them) as label, detail, x, y, link.
 TREE_NODES = {
     "parts": (
         "The shared parts",

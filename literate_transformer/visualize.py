@@ -963,8 +963,8 @@ def show(script: str | os.PathLike[str] | None = None) -> list[str]:
     backend, sphinx-gallery's build), this is ``plt.show()``.
 
     Args:
-        script: The script that drew them (``__file__``); the files are named ``<script>_<n>.png`` beside it.
-            ``None``: the current folder, ``figure_<n>.png``.
+        script: The script that drew them; the files are named ``<script>_<n>.png`` beside it.  ``None``: the
+            script Python was started with (``sys.argv[0]``), or else ``figure_<n>.png`` in the current folder.
 
     Returns:
         The paths of the files written (none where the figures were shown).
@@ -979,6 +979,8 @@ def show(script: str | os.PathLike[str] | None = None) -> list[str]:
     if not headless or "sphinx_gallery" in sys.modules:
         plt.show()
         return []
+    if script is None and sys.argv and sys.argv[0].endswith(".py"):
+        script = sys.argv[0]
     stem = os.path.splitext(os.fspath(script))[0] if script is not None else os.path.join(os.getcwd(), "figure")
     written = []
     for number in plt.get_fignums():

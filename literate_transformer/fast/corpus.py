@@ -1,7 +1,7 @@
 """A real corpus for chapter 16 and the benchmarks: sentences of Python's own documentation.
 
 Python ships the text of its reference documentation's topics (the pages
-``help("if")`` shows) in :mod:`pydoc_data.topics`: English prose about code,
+``help("if")`` shows) in ``pydoc_data.topics``: English prose about code,
 written by others, on every machine that has Python.  :func:`python_doc_sentences`
 cuts it into sentences by one rule, so that every benchmark and page reads the
 same list: the topics in the order of their names, each split at blank lines
@@ -36,7 +36,7 @@ def _all_sentences() -> tuple[str, ...]:
 
 
 def python_doc_sentences(count: int = SENTENCES) -> list[str]:
-    """The first ``count`` sentences of :mod:`pydoc_data.topics`, cut by the module's rule.
+    """The first ``count`` sentences of ``pydoc_data.topics``, cut by the module's rule.
 
     >>> sentences = python_doc_sentences(3)
     >>> len(sentences), all(isinstance(sentence, str) and sentence for sentence in sentences)

@@ -52,7 +52,7 @@ def test_a_decoders_max_length_counts_the_prompt_as_transformers_counts_it(llama
     assert torch.equal(beams, hf.generate(PROMPT, max_length=8, num_beams=2, do_sample=False))
 
 
-@pytest.mark.filterwarnings("ignore:Both `max_new_tokens`")
+@pytest.mark.filterwarnings("ignore:Both `max_new_tokens`", "ignore:Using the model-agnostic default")
 @torch.no_grad()
 def test_max_new_tokens_wins_over_max_length_as_in_transformers(llama):
     hf, ours = llama

@@ -60,3 +60,15 @@ def test_every_downloaded_chapter_runs_with_only_the_package_installed(tmp_path)
     # The site's machinery is not needed: no download imports it.
     for path in downloads:
         assert "lt_site" not in path.read_text(encoding="utf-8"), f"{path.name} still imports the site's machinery"
+
+
+def test_the_at_a_glance_page_runs_the_calls_a_reader_makes():
+    import html
+    import re
+
+    page = html.unescape(re.sub(r"<[^>]+>", "", (SITE / "at_a_glance.html").read_text(encoding="utf-8")))
+    for call in ("lt.load_tokenizer()", "lt.BertModel.from_pretrained()", "lt.encode(", "lt.FastBertModel",
+                 "lt.from_hf(", "lt.load_decoder()", "generate(", "head_view(", "dir(lt)"):  # fmt: skip
+        assert call in page, f"no {call} on the page"
+    # Executed: its outputs are on the page.
+    assert "sentence vectors: (2, 384)" in page and "The capital of France is" in page

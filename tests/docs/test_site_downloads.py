@@ -72,3 +72,11 @@ def test_the_at_a_glance_page_runs_the_calls_a_reader_makes():
         assert call in page, f"no {call} on the page"
     # Executed: its outputs are on the page.
     assert "sentence vectors: (2, 384)" in page and "The capital of France is" in page
+
+
+def test_no_page_shows_a_figure_as_its_text():
+    # A matplotlib figure shown without the inline backend becomes the line "<Figure size ... with N Axes>".
+    pages = sorted(SITE.glob("*.html")) + sorted((SITE / "chapters").glob("*.html"))
+    assert pages, f"no built site at {SITE}"
+    shown_as_text = [page.name for page in pages if "&lt;Figure size" in page.read_text(encoding="utf-8")]
+    assert not shown_as_text, f"figures shown as text, not drawn: {shown_as_text}"

@@ -29,7 +29,6 @@ source).
 from __future__ import annotations
 
 import dataclasses
-import json
 import multiprocessing
 import os
 import re
@@ -41,7 +40,7 @@ from typing import Any
 from docutils import nodes
 from extension_metadata import extension_metadata
 from lt_site.digest import source_digest
-from runtime_trace import load_or_compute, load_provider
+from runtime_trace import is_current, load_or_compute, load_provider
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
@@ -121,13 +120,6 @@ def measure(provider: str) -> list[dict[str, Any]]:
     return [dataclasses.asdict(m) for m in load_provider(provider)()]
 
 
-def _cached(cache: Path, digest: str) -> bool:
-    try:
-        return json.loads(cache.read_text(encoding="utf-8")).get("digest") == digest
-    except (OSError, json.JSONDecodeError):
-        return False
-
-
 # ---------------------------------------------------------------------------
 # The Sphinx glue
 # ---------------------------------------------------------------------------
@@ -143,7 +135,7 @@ def start_proofs(app: Sphinx) -> None:
     """
     config = app.config
     app.proof_badges_pending = None  # type: ignore[attr-defined]
-    if not config.proof_badges_provider or _cached(Path(config.proof_badges_cache), _digest(config)):
+    if not config.proof_badges_provider or is_current(Path(config.proof_badges_cache), _digest(config)):
         return
     logger.info("proof badges: running %s in a process of its own", config.proof_badges_provider)
     # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the provider's business.

@@ -50,19 +50,28 @@ SCRIPT, STYLESHEET = "runtime-trace.js", "runtime-trace.css"
 # ---------------------------------------------------------------------------
 # Pure parts: the cache key, the cache, the HTML of one line
 # ---------------------------------------------------------------------------
+def _stored(cache: Path) -> dict[str, Any]:
+    """What ``cache`` holds (``{"digest", "data"}``), or nothing when it is missing or unreadable."""
+    try:
+        return json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def is_current(cache: Path, digest: str) -> bool:
+    """Whether ``cache`` holds a result for ``digest`` (what :func:`load_or_compute` would read, not compute)."""
+    return _stored(cache).get("digest") == digest
+
+
 def load_or_compute(cache: Path, digest: str, compute: Callable[[], Any]) -> tuple[Any, bool]:
     """The cached result for ``digest``, or ``compute()``'s, written to ``cache`` (only when it changed).
 
     Returns:
         ``(data, computed)``.
     """
-    if cache.is_file():
-        try:
-            stored = json.loads(cache.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            stored = {}
-        if stored.get("digest") == digest:
-            return stored["data"], False
+    stored = _stored(cache)
+    if stored.get("digest") == digest:
+        return stored["data"], False
     data = compute()
     text = json.dumps({"digest": digest, "data": data}, sort_keys=True)
     cache.parent.mkdir(parents=True, exist_ok=True)

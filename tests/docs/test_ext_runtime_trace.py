@@ -120,3 +120,12 @@ def test_an_annotated_page_shows_the_shapes_and_where_they_come_from(tiny_site):
     assert "# (B, 3)" in line and '<span class="lt-rt-shape">(2, 3)</span>' in line
     assert 'data-dims="{&quot;B&quot;: 2}"' in html and "two rows of three" in html
     assert "runtime-trace.js" in html
+
+
+def test_a_cache_is_current_only_for_its_own_digest(tmp_path):
+    cache = tmp_path / "cache.json"
+    assert not runtime_trace.is_current(cache, "abc")  # missing
+    runtime_trace.load_or_compute(cache, "abc", lambda: [1])
+    assert runtime_trace.is_current(cache, "abc") and not runtime_trace.is_current(cache, "other")
+    cache.write_text("{not json")
+    assert not runtime_trace.is_current(cache, "abc")

@@ -216,7 +216,8 @@ def _dotted(module: str) -> str:
 
 # The chapters' table of contents in docs/index.md, numbered as the package's docstring numbers them.
 reading_order_chapters = [(chapter.docname, f"{chapter.number}. {chapter.title}") for chapter in manifest.CHAPTERS]
-# The API page (docs/api.rst): a section per part of the package (its docstring first), modules in reading order.
+# The API pages (docs/api/, generated): a page per part of the package (its docstring first), modules in reading
+# order; docs/api.rst lists them.
 reading_order_api = [
     (
         _dotted(part),
@@ -226,6 +227,8 @@ reading_order_api = [
     )
     for part, _ in manifest.LAYOUT
 ]
+# The names a reader calls as ``lt.<name>``, each linked to the entry that documents it.
+reading_order_names = [(f"lt.{name}", target) for name, target in literate_transformer._public_targets().items()]
 # The annotated source pages (docs/source/, generated): the package's own page, then every module in reading order.
 sidebyside_modules = [_PACKAGE] + [_dotted(module) for module in manifest.MODULES]
 # The pages read the modules' files from this checkout (the same source autodoc imports, see sys.path above).

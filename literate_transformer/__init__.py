@@ -126,13 +126,14 @@ def __getattr__(name: str) -> _Any:
 
 
 @_functools.lru_cache(maxsize=1)
-def _model_names() -> frozenset[str]:
-    """The models the families register under HuggingFace's class names, read from their source (nothing imported).
+def _model_modules() -> dict[str, str]:
+    """The models the families register under HuggingFace's class names, each with its family's module.
 
-    A name counts where its family's file registers it (``@register("GPT2Model", ...)``) and defines it.
+    Read from the source (nothing imported): a name counts where its family's file registers it
+    (``@register("GPT2Model", ...)``) and defines it.
     """
-    names: set[str] = set()
-    for path in (_Path(__file__).parent / "models").glob("*.py"):
+    found: dict[str, str] = {}
+    for path in sorted((_Path(__file__).parent / "models").glob("*.py")):
         tree = _ast.parse(path.read_text(encoding="utf-8"))
         defined = {node.name for node in tree.body if isinstance(node, _ast.ClassDef)}
         defined |= {
@@ -144,8 +145,20 @@ def _model_names() -> frozenset[str]:
         }
         for node in _ast.walk(tree):
             if isinstance(node, _ast.Call) and getattr(node.func, "id", None) == "register":
-                names |= {arg.value for arg in node.args if isinstance(arg, _ast.Constant)} & defined
-    return frozenset(names)
+                registered = {arg.value for arg in node.args if isinstance(arg, _ast.Constant)} & defined
+                found.update(dict.fromkeys(sorted(registered), f"models.{path.stem}"))
+    return found
+
+
+def _model_names() -> frozenset[str]:
+    """The models' HuggingFace class names (:func:`_model_modules`)."""
+    return frozenset(_model_modules())
+
+
+def _public_targets() -> dict[str, str]:
+    """Each ``lt.`` name a reader calls and the object it is, by its full dotted name (for the API reference)."""
+    modules = {**_EXPORTS, **_model_modules()}
+    return {name: f"{__name__}.{modules[name]}.{name}" for name in sorted(modules, key=str.lower)}
 
 
 def __dir__() -> list[str]:

@@ -83,35 +83,64 @@ def test_a_chapter_without_a_page_is_a_warning(site):
     assert "nonexisting document 'chapters/d'" in app.warnings
 
 
-def test_the_api_sections_follow_the_given_order_with_the_sub_package_docstring_first(site):
+def test_the_api_has_a_page_per_part_and_per_module_in_the_given_order(site):
     app = site.build()
     assert app.warnings == ""
-    api = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", site.html("api")))
+    assert app.env.toctree_includes["api"] == ["api/tinyorder.core", "api/tinyorder.tools"]
+    assert app.env.toctree_includes["api/tinyorder.core"] == ["api/tinyorder.core.masks", "api/tinyorder.core.config"]
+    index = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", site.html("api")))
+    # The index: each part, in order, with its docstring's first line, its modules under it.
     positions = [
-        api.index(text)
-        for text in (
-            "tinyorder.core",
-            "The core: what everything is built from.",
-            "Masks ",
-            "Masks: which keys a query may see.",
-            "Configuration ",
-            "tinyorder.tools",
-            "Tools: odds and ends.",
-        )
+        index.index(text)
+        for text in ("The core: what everything is built from.", "Masks ", "Configuration ", "Tools: odds and ends.")
     ]
     assert positions == sorted(positions)
-    html = site.html("api")
-    for module in ("tinyorder.core", "tinyorder.core.masks", "tinyorder.core.config", "tinyorder.tools"):
-        assert f'id="module-{module}"' in html
-    assert 'id="tinyorder.core.masks.causal"' in html  # autodoc documented the members
+    core = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", site.html("api/tinyorder.core")))
+    assert core.index("The core: what everything is built from.") < core.index("Masks: which keys a query may see.")
+    assert 'id="module-tinyorder.core"' in site.html("api/tinyorder.core")
+    masks = site.html("api/tinyorder.core.masks")
+    assert 'id="module-tinyorder.core.masks"' in masks and 'id="tinyorder.core.masks.causal"' in masks
+    assert "Configuration: the numbers." not in masks  # one module a page
+    assert 'id="module-tinyorder.tools"' in site.html("api/tinyorder.tools")  # a one-module part is its page
 
 
-def test_api_lines_put_each_module_under_its_part():
-    lines = reading_order.api_lines([("pkg.core", "pkg.core", ["pkg.core.a"]), ("pkg.tools", None, ["pkg.tools"])])
-    text = "\n".join(lines)
-    assert text.index(".. automodule:: pkg.core\n   :no-members:") < text.index(".. automodule:: pkg.core.a")
-    assert ".. automodule:: pkg.tools" in text
-    assert "pkg.tools\n=========" in text  # a single-module part is one section
+def test_a_part_that_is_gone_loses_its_page(site):
+    site.build()
+    stale = site.src / "api" / "tinyorder.old.rst"
+    stale.write_text("Old\n===\n")
+    site.build()
+    assert not stale.exists()
+    assert (site.src / "api" / "tinyorder.core.rst").is_file()
+    assert (site.src / "api" / "tinyorder.core.masks.rst").is_file()
+
+
+def test_an_unknown_part_is_an_error(site):
+    site.write("docs/extra.rst", "Extra\n=====\n\n.. reading-order-api:: tinyorder.nothing\n")
+    app = site.build()
+    assert "no part or module named 'tinyorder.nothing'" in app.warnings
+
+
+def test_the_names_link_to_their_entries(site):
+    site.write(
+        "docs/conf.py",
+        (site.src / "conf.py").read_text() + "\nreading_order_names = [('t.causal', 'tinyorder.core.masks.causal')]\n",
+    )
+    site.write("docs/names.rst", "Names\n=====\n\n.. reading-order-names::\n")
+    app = site.build()
+    names = site.html("names")
+    assert "t.causal" in names and 'href="api/tinyorder.core.masks.html#tinyorder.core.masks.causal"' in names
+    assert "reference target not found" not in app.warnings
+
+
+def test_api_lines_give_a_part_its_intro_and_a_module_its_entry():
+    sections = [("pkg.core", "pkg.core", ["pkg.core.a"]), ("pkg.tools", None, ["pkg.tools"])]
+    part = "\n".join(reading_order.api_lines(sections, "pkg.core"))
+    assert ".. automodule:: pkg.core\n   :no-members:" in part and "   a <pkg.core.a>" in part
+    assert ".. automodule:: pkg.core.a\n" in "\n".join(reading_order.api_lines(sections, "pkg.core.a"))
+    tools = "\n".join(reading_order.api_lines(sections, "pkg.tools"))
+    assert "pkg.tools\n=========" in tools and ".. automodule:: pkg.tools" in tools
+    with pytest.raises(ValueError, match="no part or module named 'pkg.other'"):
+        reading_order.api_lines(sections, "pkg.other")
 
 
 def test_a_modules_title_is_its_docstrings_lead_in(monkeypatch, tmp_path):

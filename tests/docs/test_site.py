@@ -427,36 +427,61 @@ def test_the_annotated_source_page_shows_every_line(site, module):
     assert not report, f"{page_path.name} does not show every line of {module.name}:\n" + "\n".join(report)
 
 
-def test_the_api_reference_links_each_module_to_its_annotated_source(site):
-    api = parse_html(site / "api.html")
-    documented = sorted(
+def _api_pages(site: Path, index: bool = False) -> dict[str, object]:
+    """The API reference's pages (``api/<part or module>.html``), parsed, by name; the index (``api``) too if asked."""
+    pages = {f"api/{path.stem}": parse_html(path) for path in sorted((site / "api").glob("*.html"))}
+    assert pages, "the API reference has no page per part and module (api/*.html)"
+    return {"api": parse_html(site / "api.html"), **pages} if index else pages
+
+
+def _module_ids(page) -> set[str]:
+    return {
         node.attrs["id"][len("module-") :]
-        for node in api.iter()
+        for node in page.iter()
         if node.attrs.get("id", "").startswith("module-literate_transformer")
-    )
-    assert documented, "api.html documents no module"
+    }
+
+
+def test_the_api_reference_has_a_page_per_part_linked_from_its_index(site):
+    index = parse_html(site / "api.html")
+    hrefs = {node.attrs.get("href", "").split("#")[0] for node in index.find_all("a")}
+    parts = _api_pages(site)
+    assert {f"{page}.html" for page in parts} <= hrefs
+    # A part's page documents that part's introduction, a module's page that module: one page each.
+    for name, page in parts.items():
+        assert _module_ids(page) == {name.removeprefix("api/")}, f"{name}.html documents {_module_ids(page)}"
+    # The names a reader calls, each a link to its entry (lt.encode to the function it is).
+    names = {node.text().strip() for node in index.iter() if node.tag == "code"}
+    assert {"lt.encode", "lt.LlamaForCausalLM", "lt.BertModel"} <= names
+    entry_links = [node.attrs.get("href", "") for node in index.find_all("a")]
+    assert any(link.endswith("#literate_transformer.fast.encode.encode") for link in entry_links)
+
+
+def test_the_api_reference_links_each_module_to_its_annotated_source(site):
+    pages = _api_pages(site, index=True)
+    documented = sorted(module for page in pages.values() for module in _module_ids(page))
     expected = sorted(module_name(path) for path in MODULES)
-    assert set(expected) <= set(documented), f"api.html does not document: {set(expected) - set(documented)}"
-    links = {node.attrs.get("href", "").split("#")[0] for node in api.find_all("a")}
+    assert set(expected) <= set(documented), f"the API pages do not document: {set(expected) - set(documented)}"
+    links = {
+        node.attrs.get("href", "").split("#")[0].removeprefix("../")
+        for page in pages.values()
+        for node in page.find_all("a")
+    }
     # The sub-packages' entries introduce their parts; only modules of the reading order have a page.
     missing = [name for name in expected if f"source/{name}.html" not in links]
-    assert not missing, f"api.html has no 'annotated source' link for: {', '.join(missing)}"
+    assert not missing, f"the API pages have no 'annotated source' link for: {', '.join(missing)}"
 
 
 def test_each_annotated_source_page_links_back_to_its_api_entry(site):
-    api_ids = {
-        node.attrs["id"]
-        for node in parse_html(site / "api.html").iter()
-        if node.attrs.get("id", "").startswith("module-")
-    }
+    page_of = {module: name for name, page in _api_pages(site, index=True).items() for module in _module_ids(page)}
     missing = []
     for module in MODULES:
         name = module_name(module)
-        if f"module-{name}" not in api_ids:
+        if name not in page_of:
             continue  # not in the API reference (a private module): nothing to link to
         page = parse_html(site / "source" / f"{name}.html")
         hrefs = {node.attrs.get("href", "") for node in page.find_all("a")}
-        if f"../api.html#module-{name}" not in hrefs:
+        if f"../{page_of[name]}.html#module-{name}" not in hrefs:
             missing.append(name)
     assert not missing, f"these annotated source pages do not link to their API entry: {', '.join(missing)}"
 

@@ -109,3 +109,16 @@ def test_dir_lists_what_lt_offers_every_model_included_and_each_name_resolves():
     assert all(getattr(lt, name) is not None for name in listed)
     models = {name for name in registry.supported() if registry.model_class(name) is not None}
     assert models <= listed
+
+
+def test_each_public_name_is_documented_under_the_object_it_is():
+    # The API reference links lt.<name> to this dotted name; it must be where the object lives.
+    import importlib
+
+    import literate_transformer as lt
+
+    targets = lt._public_targets()
+    assert set(targets) == set(dir(lt)) - {"__version__", *lt._MODULES}
+    for name, target in targets.items():
+        module, _, attribute = target.rpartition(".")
+        assert getattr(importlib.import_module(module), attribute) is getattr(lt, name), name

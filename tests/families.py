@@ -16,12 +16,36 @@ from typing import Any
 import pytest
 import torch
 from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from literate_transformer.book.generation import greedy_generate
+from literate_transformer.core.validation import value_checks
 
 #: Every family's tolerance against ``transformers``, float32, absolute: logits, losses, hidden states,
 #: attention probabilities and cached decoding.
 ATOL = 1e-5
+
+
+class _DeviceReads(TorchDispatchMode):
+    """Counts what the host reads back from a tensor's memory: ``int()``, ``bool()`` and ``.item()`` all call
+    ``aten._local_scalar_dense``, which on an accelerator waits for every kernel queued before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@torch.no_grad()
+def device_reads(call: Callable[[], object], checked: bool = False) -> int:
+    """How many values ``call()`` reads back to the host, with the value checks off (as on an accelerator) or on."""
+    with value_checks(checked), _DeviceReads() as reads:
+        call()
+    return reads.count
 
 
 def assert_key_map_names_a_missing_tensor(
@@ -84,6 +108,8 @@ def assert_encoder_equals_hf(
     padded_row = int((~real).any(dim=1).nonzero()[0])
     padded_keys = ~real[padded_row]
     assert actual.attentions[0][padded_row, :, 0, padded_keys].abs().max().item() < 1e-6
+    # On an accelerator (the value checks off) the forward reads nothing back: the host never waits for it.
+    assert device_reads(lambda: ours(input_ids, **kwargs)) == 0
     return actual, expected
 
 
@@ -167,6 +193,8 @@ def assert_seq2seq_equals_hf(
     cross = actual.cross_attentions[-1]  # (B, H, T, S)
     padded_keys = (attention_mask == 0)[:, None, None, :].expand_as(cross)
     assert padded_keys.any() and cross[padded_keys].abs().max().item() < 1e-6
+    # On an accelerator (the value checks off) the forward reads nothing back: the host never waits for it.
+    assert device_reads(lambda: ours(input_ids, attention_mask, decoder_input_ids, output_attentions=True)) == 0
     return actual, expected
 
 
@@ -390,3 +418,23 @@ class DecoderFamilyTests:
 
     def test_bad_inputs_are_refused(self, models):
         assert_bad_inputs_are_refused(models[1])
+
+    def test_the_host_waits_only_for_the_stopping_check(self, models):
+        assert_reads_only_the_stopping_check(models[1])
+
+
+def assert_reads_only_the_stopping_check(ours) -> None:
+    """With the value checks off (as on an accelerator), a forward reads nothing back to the host, and greedy
+    decoding one value a step (whether every row has ended); with them on (the CPU), the inputs are read once."""
+    input_ids, attention_mask = right_padded_batch(ours.config.vocab_size)
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    assert device_reads(lambda: ours(input_ids, attention_mask=attention_mask, labels=labels)) == 0
+    prompts, prompt_mask = input_ids.flip(1), attention_mask.flip(1)
+
+    def decode(steps: int) -> Callable[[], object]:
+        return lambda: ours.generate(prompts, prompt_mask, max_new_tokens=steps)
+
+    assert device_reads(decode(2)) <= 2 and device_reads(decode(5)) <= 5
+    # On the CPU the ids and the mask are checked once, at the call, and not again at each step.
+    checked = [device_reads(decode(steps), checked=True) for steps in (2, 5)]
+    assert 0 < checked[0] and checked[1] - checked[0] <= 3

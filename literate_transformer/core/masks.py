@@ -60,7 +60,8 @@ Building the mask once
 Every model in this package turns the tokenizer's ``attention_mask`` (and, in
 a decoder, causality) into the mask its layers apply in one place,
 :func:`build_attention_mask`, at its entry point; the layers receive it ready
-made.  The mask's values are checked once, by the model's entry (see
+made.  The mask's values are checked once, by the model's entry, and only
+where reading them costs nothing (on the CPU; see
 :mod:`~literate_transformer.core.validation`); building it reads no value
 back to the host, so that on a GPU the forward never waits for one.
 

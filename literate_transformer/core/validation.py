@@ -25,14 +25,42 @@ the same whichever module a reader calls first.
 Traceback (most recent call last):
     ...
 ValueError: hidden_states must have shape (*, *, 8), got (1, 3, 6)
+
+Two tiers: shapes always, values where reading them is free
+-----------------------------------------------------------
+A check of a tensor's shape and dtype reads its metadata, which the host
+already has: it costs nothing, and runs at every public entry.  A check of
+its *values* (ids inside the vocabulary, a mask of 0s and 1s) must read
+them.  For a tensor on the CPU that is a pass over memory the forward makes
+anyway.  For a tensor on an accelerator it is a copy back to the host
+(``int(t.max())``, ``bool(t.all())``, ``t.item()``, each one PyTorch's
+``aten::_local_scalar_dense``), and the host waits there until the device
+has finished all the work queued before it: at every call, and at every
+step of generation.  So the value checks run only where they read nothing
+back (:func:`checks_values`): on CPU tensors, or everywhere when the
+environment variable ``LITERATE_TRANSFORMER_CHECK_VALUES=1`` (or
+:func:`value_checks`) asks for them while debugging.  Their messages name
+that switch.  On an accelerator without it, an id outside the vocabulary
+fails inside the embedding's lookup, as it does in ``transformers``.
+
+>>> with value_checks(False):                # as on an accelerator: no value is read
+...     check_input_ids(torch.tensor([[5, 99]]), vocab_size=10).shape
+torch.Size([1, 2])
+>>> check_input_ids(torch.tensor([[5, 99]]), vocab_size=10)
+Traceback (most recent call last):
+    ...
+ValueError: input_ids must be token ids in [0, vocab_size=10), found 99 (a value check: on CPU tensors, or with LITERATE_TRANSFORMER_CHECK_VALUES=1)
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import os
 import threading
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -44,14 +72,53 @@ from .outputs import LayerCache
 _calls = threading.local()
 
 
-class Arguments:
+#: The debug switch that turns the value checks on for tensors on an accelerator.
+CHECK_VALUES_ENV = "LITERATE_TRANSFORMER_CHECK_VALUES"
+# What every value check's message ends with: when such checks run.
+_VALUE_CHECK = f"(a value check: on CPU tensors, or with {CHECK_VALUES_ENV}=1)"
+# value_checks()'s setting for this thread: None (decide by device), True or False.
+_values = threading.local()
+
+
+class Arguments(types.SimpleNamespace):
     """A call's arguments by name, defaults filled in: what a check function reads (``args.input_ids``)."""
 
-    def __init__(self, **arguments: Any) -> None:
-        self.__dict__.update(arguments)
 
-    def __repr__(self) -> str:
-        return f"Arguments({', '.join(f'{name}={value!r}' for name, value in vars(self).items())})"
+@contextlib.contextmanager
+def value_checks(enabled: bool) -> Iterator[None]:
+    """Inside the block, run the value checks everywhere (``True``) or nowhere (``False``), whatever the device.
+
+    ``False`` is how a test makes the CPU behave as an accelerator does by default.
+
+    Raises:
+        TypeError: if ``enabled`` is not a bool.
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    before = getattr(_values, "enabled", None)
+    _values.enabled = enabled
+    try:
+        yield
+    finally:
+        _values.enabled = before
+
+
+def checks_values(tensor: Tensor) -> bool:
+    """Whether a check may read ``tensor``'s values: on the CPU, under the debug switch, or as :func:`value_checks` says.
+
+    Never while :func:`torch.compile` traces, and never on the ``meta`` device, which has no values.
+    """
+    if torch.compiler.is_compiling() or tensor.device.type == "meta":
+        return False
+    enabled = getattr(_values, "enabled", None)
+    if enabled is not None:
+        return enabled
+    return tensor.device.type == "cpu" or os.environ.get(CHECK_VALUES_ENV, "") == "1"
+
+
+def value_error(message: str) -> ValueError:
+    """A value check's :class:`ValueError`: ``message``, then when such checks run (:data:`CHECK_VALUES_ENV`)."""
+    return ValueError(f"{message} {_VALUE_CHECK}")
 
 
 def validate_with(check: Callable[..., object]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -182,11 +249,11 @@ def check_input_ids(
     input_ids = check_tensor(input_ids, name, ndim=2, dtypes=("int",), shape=(None, None))
     if input_ids.shape[1] == 0:
         raise ValueError(f"{name} must hold at least one token per sequence, got shape {tuple(input_ids.shape)}")
-    if input_ids.numel():
+    if input_ids.numel() and checks_values(input_ids):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
-            raise ValueError(f"{name} must be token ids in [0, vocab_size={vocab_size}), found {bad}")
+            raise value_error(f"{name} must be token ids in [0, vocab_size={vocab_size}), found {bad}")
     if max_position_embeddings is not None and input_ids.shape[1] + past_length > max_position_embeddings:
         raise ValueError(
             f"{name} has {input_ids.shape[1]} tokens"
@@ -201,8 +268,13 @@ def check_attention_mask(
 ) -> Tensor:
     """A tokenizer-style mask: ``(B, S)``, boolean or 0/1 numbers."""
     mask = check_tensor(mask, name, ndim=2, shape=(batch_size, key_length))
-    if mask.dtype != torch.bool and mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
-        raise ValueError(f"{name} must hold only 0 and 1 (or booleans), got other values")
+    if (
+        mask.dtype != torch.bool
+        and mask.numel()
+        and checks_values(mask)
+        and not bool(((mask == 0) | (mask == 1)).all())
+    ):
+        raise value_error(f"{name} must hold only 0 and 1 (or booleans), got other values")
     return mask
 
 
@@ -211,11 +283,11 @@ def check_token_type_ids(token_type_ids: object, shape: Sequence[int], type_voca
     if type_vocab_size == 0:
         raise ValueError("token_type_ids was given, but the model has no token-type embeddings (type_vocab_size=0)")
     token_type_ids = check_tensor(token_type_ids, "token_type_ids", dtypes=("int",), shape=tuple(shape))
-    if token_type_ids.numel():
+    if token_type_ids.numel() and checks_values(token_type_ids):
         low, high = int(token_type_ids.min()), int(token_type_ids.max())
         if low < 0 or high >= type_vocab_size:
             bad = low if low < 0 else high
-            raise ValueError(f"token_type_ids must be in [0, type_vocab_size={type_vocab_size}), found {bad}")
+            raise value_error(f"token_type_ids must be in [0, type_vocab_size={type_vocab_size}), found {bad}")
     return token_type_ids
 
 
@@ -228,8 +300,10 @@ def check_position_ids(position_ids: object, shape: Sequence[int], max_position_
             f"position_ids must have shape ({batch_size}, {seq_length}) or (1, {seq_length}), "
             f"got {tuple(position_ids.shape)}"
         )
-    if position_ids.numel() and (int(position_ids.min()) < 0 or int(position_ids.max()) >= max_position_embeddings):
-        raise ValueError(f"position_ids must be in [0, max_position_embeddings={max_position_embeddings})")
+    if not (position_ids.numel() and checks_values(position_ids)):
+        return position_ids
+    if int(position_ids.min()) < 0 or int(position_ids.max()) >= max_position_embeddings:
+        raise value_error(f"position_ids must be in [0, max_position_embeddings={max_position_embeddings})")
     return position_ids
 
 
@@ -280,9 +354,11 @@ def check_source_and_target(args: Arguments, config: Any) -> None:
 def check_labels(labels: object, shape: Sequence[int], vocab_size: int, name: str = "labels") -> Tensor:
     """Training labels: token ids of ``shape`` in ``[0, vocab_size)``, or ``-100`` where the loss ignores them."""
     labels = check_tensor(labels, name, dtypes=("int",), shape=tuple(shape))
+    if not (labels.numel() and checks_values(labels)):
+        return labels
     scored = labels[labels != -100]
     if scored.numel() and (int(scored.min()) < 0 or int(scored.max()) >= vocab_size):
-        raise ValueError(f"{name} must be token ids in [0, vocab_size={vocab_size}) or -100 (ignored)")
+        raise value_error(f"{name} must be token ids in [0, vocab_size={vocab_size}) or -100 (ignored)")
     return labels
 
 

@@ -28,10 +28,11 @@ within ``1e-5``.
    attention needs the sequences apart: the packed queries, keys and values
    are scattered into a padded ``(B, T, 3E)`` buffer, attended with the
    padding keys masked, and gathered back.  Where the lengths are all equal
-   there is nothing to scatter, and attention runs without a mask.  The
-   lengths are what the tokenizer returns, plain integers on the host: the
-   model never reads a mask back from the device to find them (such a read
-   stops a GPU's queue until it has caught up).
+   there is nothing to scatter, and attention runs without a mask.  Given
+   as ``lengths=``, what the tokenizer returns as plain integers on the
+   host, they cost the device nothing.  Given as an ``attention_mask``,
+   they are read back from it once per call (on a GPU, a wait until its
+   queue has caught up), and never again inside the layers.
 
 3. **Fewer passes over memory.**  Each post-LN sub-layer ends with
    :math:`\operatorname{LayerNorm}(x + hW^\top + b)`.  Summing the residual
@@ -289,13 +290,16 @@ def onednn_applies(hidden_states: Tensor) -> bool:
     )
 
 
-def _check_linear_inputs(hidden: Tensor, layer: nn.Linear) -> None:
-    """Refuse what oneDNN's linear cannot read, by name, before it runs.
+def _check_linear_inputs(args: Arguments) -> None:
+    """Refuse what oneDNN's linear cannot read, by name, before it runs (once, where a reader calls it: inside
+    :class:`FastBertModel`'s forward, which checked its own inputs, the steps trust their caller).
 
     Raises:
-        TypeError: if ``hidden`` is not a tensor or ``layer`` not a ``torch.nn.Linear``.
-        ValueError: for a layer without a bias, or ``hidden`` whose last size is not the layer's input width.
+        TypeError: if ``hidden`` (or ``residual``) is not a tensor or ``layer`` not a ``torch.nn.Linear``.
+        ValueError: for a layer without a bias, ``hidden`` whose last size is not the layer's input width, or a
+            ``residual`` not of the output's shape.
     """
+    hidden, layer = args.hidden, args.layer
     if not isinstance(hidden, Tensor):
         raise TypeError(f"hidden must be a torch.Tensor, got {type(hidden).__name__}")
     if not isinstance(layer, nn.Linear):
@@ -306,8 +310,19 @@ def _check_linear_inputs(hidden: Tensor, layer: nn.Linear) -> None:
         raise ValueError(
             f"hidden must end in the layer's input width {layer.in_features}, got shape {tuple(hidden.shape)}"
         )
+    if "residual" not in vars(args):  # linear() and linear_activation() add none
+        return
+    residual = args.residual
+    if not isinstance(residual, Tensor):
+        raise TypeError(f"residual must be a torch.Tensor, got {type(residual).__name__}")
+    if tuple(residual.shape) != (*hidden.shape[:-1], layer.out_features):
+        raise ValueError(
+            f"residual must have the output's shape {(*hidden.shape[:-1], layer.out_features)}, "
+            f"got {tuple(residual.shape)}"
+        )
 
 
+@validate_with(_check_linear_inputs)
 def linear(hidden: Tensor, layer: nn.Linear) -> Tensor:
     """``hidden W^T + b`` in oneDNN, the bias added to each output tile as it is written.
 
@@ -315,10 +330,10 @@ def linear(hidden: Tensor, layer: nn.Linear) -> Tensor:
         TypeError: if ``hidden`` is not a tensor or ``layer`` not a ``torch.nn.Linear``.
         ValueError: for a layer without a bias, or ``hidden`` whose last size is not the layer's input width.
     """
-    _check_linear_inputs(hidden, layer)
     return onednn_linear(hidden, layer.weight, layer.bias, "none", "")
 
 
+@validate_with(_check_linear_inputs)
 def linear_activation(hidden: Tensor, layer: nn.Linear, activation: nn.Module) -> Tensor:
     """``activation(hidden W^T + b)``, the activation applied by oneDNN to each tile where it has the form.
 
@@ -328,12 +343,12 @@ def linear_activation(hidden: Tensor, layer: nn.Linear, activation: nn.Module) -
         ValueError: as :func:`linear_add`.
     """
     if isinstance(activation, nn.GELU):
-        _check_linear_inputs(hidden, layer)
         name, algorithm = ONEDNN_ACTIVATIONS[activation.approximate]
         return onednn_linear(hidden, layer.weight, layer.bias, name, algorithm)
     return activate_in_place(activation, linear(hidden, layer))
 
 
+@validate_with(_check_linear_inputs)
 def linear_add(hidden: Tensor, layer: nn.Linear, residual: Tensor) -> Tensor:
     """``residual + hidden W^T + b``, the residual added by oneDNN to each tile.
 
@@ -342,14 +357,6 @@ def linear_add(hidden: Tensor, layer: nn.Linear, residual: Tensor) -> Tensor:
         ValueError: for a layer without a bias, ``hidden`` whose last size is not the layer's input width, or a
             ``residual`` not of the output's shape.
     """
-    _check_linear_inputs(hidden, layer)
-    if not isinstance(residual, Tensor):
-        raise TypeError(f"residual must be a torch.Tensor, got {type(residual).__name__}")
-    if tuple(residual.shape) != (*hidden.shape[:-1], layer.out_features):
-        raise ValueError(
-            f"residual must have the output's shape {(*hidden.shape[:-1], layer.out_features)}, "
-            f"got {tuple(residual.shape)}"
-        )
     return onednn_linear_add(hidden, layer.weight, layer.bias, residual)
 
 

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.validation import check_tensor
+from ..core.validation import check_tensor, checks_values, value_error
 from .albert import AlbertEmbeddings
 from .bert import BertModel, BertWithTokenHead
 from .registry import load_by_name, register
@@ -163,8 +163,8 @@ class ElectraForPreTraining(BertWithTokenHead):
     def validate_labels(self, labels: Tensor, input_ids: Tensor) -> None:
         """Zeros and ones, one per input token."""
         labels = check_tensor(labels, "labels", dtypes=("int", "bool"), shape=tuple(input_ids.shape))
-        if labels.numel() and not bool(((labels == 0) | (labels == 1)).all()):
-            raise ValueError("labels must be 1 where a token was replaced and 0 where it is the original")
+        if labels.numel() and checks_values(labels) and not bool(((labels == 0) | (labels == 1)).all()):
+            raise value_error("labels must be 1 where a token was replaced and 0 where it is the original")
 
 
 @register("ElectraModel", "ElectraForPreTraining")

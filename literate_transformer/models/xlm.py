@@ -48,7 +48,7 @@ from ..core.activations import get_activation
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
-from ..core.validation import Arguments, check_tensor, check_token_inputs, validate_with
+from ..core.validation import Arguments, check_tensor, check_token_inputs, checks_values, validate_with, value_error
 from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
@@ -123,12 +123,12 @@ def _check_model_inputs(model: XLMModel, args: Arguments) -> None:
     batch_size, length = input_ids.shape
     if args.token_type_ids is not None:
         ids = check_tensor(args.token_type_ids, "token_type_ids", dtypes=("int",), shape=(batch_size, length))
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= config.vocab_size):
-            raise ValueError(f"token_type_ids are read from the word table: they must be in [0, {config.vocab_size})")
+        if ids.numel() and checks_values(ids) and (int(ids.min()) < 0 or int(ids.max()) >= config.vocab_size):
+            raise value_error(f"token_type_ids are read from the word table: they must be in [0, {config.vocab_size})")
     if model.uses_langs and args.langs is not None:
         langs = check_tensor(args.langs, "langs", dtypes=("int",), shape=(batch_size, length))
-        if langs.numel() and (int(langs.min()) < 0 or int(langs.max()) >= config.n_langs):
-            raise ValueError(f"langs must be language ids in [0, n_langs={config.n_langs})")
+        if langs.numel() and checks_values(langs) and (int(langs.min()) < 0 or int(langs.max()) >= config.n_langs):
+            raise value_error(f"langs must be language ids in [0, n_langs={config.n_langs})")
 
 
 class XLMModel(nn.Module):

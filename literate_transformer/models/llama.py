@@ -74,12 +74,14 @@ from ..core.validation import (
     check_input_ids,
     check_past_key_values,
     check_tensor,
+    checks_values,
     validate_with,
+    value_error,
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import GatedFeedForward
 from ..parts.heads import LanguageModelHead, language_model_check
-from ..parts.norms import make_norm
+from ..parts.norms import RMSNorm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
 from .openai_gpt import check_unsupported, load_from_hf
@@ -165,7 +167,11 @@ def kv_cache_bytes_per_token(config: Any, bytes_per_number: int = 2) -> int:
 
 
 def check_llama_config(
-    config: Any, model_type: str = "llama", name: str = "LlamaConfig", unsupported: Mapping[str, object] | None = None
+    config: Any,
+    model_type: str = "llama",
+    name: str = "LlamaConfig",
+    unsupported: Mapping[str, object] | None = None,
+    activation: str = "hidden_act",
 ) -> Any:
     """A ``transformers`` :class:`~transformers.LlamaConfig` (or a descendant's), checked once, before anything is built.
 
@@ -175,6 +181,7 @@ def check_llama_config(
         name: The config class's name, for the messages.
         unsupported: A descendant's options this package does not build, each with the only value it accepts
             (:func:`~literate_transformer.models.openai_gpt.check_unsupported`).
+        activation: The field that names the feed-forward network's activation (Gemma's ``hidden_activation``).
 
     Raises:
         TypeError: for another config.
@@ -194,8 +201,10 @@ def check_llama_config(
         raise ValueError(f"hidden_size ({config.hidden_size}) must be divisible by num_attention_heads ({heads})")
     if head_dim_of(config) % 2:
         raise ValueError(f"{name}.head_dim ({head_dim_of(config)}) must be even: rotary positions turn pairs")
-    if config.hidden_act not in ACTIVATIONS:
-        raise ValueError(f"{name}.hidden_act={config.hidden_act!r} is not supported (one of {sorted(ACTIVATIONS)})")
+    if getattr(config, activation) not in ACTIVATIONS:
+        raise ValueError(
+            f"{name}.{activation}={getattr(config, activation)!r} is not supported (one of {sorted(ACTIVATIONS)})"
+        )
     parameters = rope_parameters(config)
     if parameters["rope_type"] not in ROPE_TYPES:
         raise ValueError(
@@ -273,15 +282,21 @@ class LlamaDecoderLayer(DecoderLayer):
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-norm.
     norm_first = True
-    #: The attention a family's layer builds (Qwen3 swaps in its own).
+    # What a family's layer builds, each a class it may swap for its own (Qwen3 its attention, Mixtral its
+    # feed-forward network, Gemma 2 all three); the stack's final norm is of the layers' kind.
+    #: The attention, built from ``(config, layer_idx)``.
     attention_class: type[nn.Module] = LlamaAttention
+    #: The feed-forward network, built from ``(config)``.
+    mlp_class: type[nn.Module] = LlamaMLP
+    #: The norms, built from ``(hidden_size, rms_norm_eps)``.
+    norm_class: type[nn.Module] = RMSNorm
 
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         super().__init__()
         self.self_attn = self.attention_class(config, layer_idx)
-        self.mlp = LlamaMLP(config)
-        self.input_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
-        self.post_attention_layernorm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
+        self.mlp = self.mlp_class(config)
+        self.input_layernorm = self.norm_class(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = self.norm_class(config.hidden_size, config.rms_norm_eps)
 
     def sublayers(self) -> tuple[Sublayer, Sublayer]:
         """Grouped-query ``self_attn`` after ``input_layernorm``, the SwiGLU ``mlp`` after ``post_attention_layernorm``."""
@@ -294,8 +309,8 @@ def _check_position_ids(position_ids: object, batch_size: int, length: int) -> N
         raise ValueError(
             f"position_ids must have shape ({batch_size}, {length}) or (1, {length}), got {tuple(position_ids.shape)}"
         )
-    if position_ids.numel() and int(position_ids.min()) < 0:
-        raise ValueError("position_ids must be non-negative")
+    if position_ids.numel() and checks_values(position_ids) and int(position_ids.min()) < 0:
+        raise value_error("position_ids must be non-negative")
 
 
 def check_llama_inputs(model: LlamaModel, args: Arguments) -> None:
@@ -343,7 +358,8 @@ class LlamaModel(DecoderStack, nn.Module):
         #: The token table (V x E); the padding id's row gets no gradient, as in HuggingFace's.
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=padding_idx)
         self.layers = nn.ModuleList(self.layer_class(config, index) for index in range(config.num_hidden_layers))
-        self.norm = make_norm(config.hidden_size, config.rms_norm_eps, kind="rms_norm")
+        # The final norm, of the layers' kind.
+        self.norm = self.layer_class.norm_class(config.hidden_size, config.rms_norm_eps)
         #: The frequencies of the rotations (a buffer, not saved), as ``rope_scaling`` says.
         self.rotary_emb = RotaryEmbedding(head_dim_of(config), inv_freq=rotary_inverse_frequencies(config))
 

@@ -29,7 +29,9 @@ into weights that sum to 1; and multiplying by :math:`V` averages the values
 with those weights.  :func:`scaled_dot_product_attention` is this equation,
 one line per term, and a test shows it equals PyTorch's fused
 :func:`torch.nn.functional.scaled_dot_product_attention`.  (Two families
-leave the scores unscaled, T5 and GPT-Neo: ``scale=1.0``.)
+leave the scores unscaled, T5 and GPT-Neo: ``scale=1.0``.  Gemma 2 bounds
+them before the mask, :math:`c \tanh(s / c)` with ``softcap`` :math:`c`,
+which the fused kernel cannot do: :func:`attend` then runs the eager code.)
 
 Two ways to run it
 ------------------
@@ -137,6 +139,11 @@ def _check_attention_inputs(args: Arguments) -> None:
         )
     if args.scale is not None and (not isinstance(args.scale, (int, float)) or isinstance(args.scale, bool)):
         raise TypeError(f"scale must be a number (1/sqrt(D) when None), got {args.scale!r}")
+    if args.softcap is not None:
+        if not isinstance(args.softcap, (int, float)) or isinstance(args.softcap, bool):
+            raise TypeError(f"softcap must be a number (the bound on the scores) or None, got {args.softcap!r}")
+        if args.softcap <= 0:
+            raise ValueError(f"softcap must be positive (the bound on the scores), got {args.softcap!r}")
 
 
 @validate_with(_check_attention_inputs)
@@ -147,6 +154,7 @@ def scaled_dot_product_attention(
     attention_mask: Tensor | None = None,
     dropout: Callable[[Tensor], Tensor] | float | None = None,
     scale: float | None = None,
+    softcap: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     r"""Scaled dot-product attention, :math:`\operatorname{softmax}(QK^\top/\sqrt{D} + M)\,V`.
 
@@ -169,6 +177,9 @@ def scaled_dot_product_attention(
             ``None``.
         scale: The factor on the scores; ``None`` for :math:`1/\sqrt{D}`
             (the ``scale`` of PyTorch's function).
+        softcap: Bound the scaled scores to :math:`(-c, c)` with
+            :math:`c \tanh(s / c)` before the mask (Gemma 2's
+            ``attn_logit_softcapping``); ``None`` leaves them as they are.
 
     Returns:
         ``(context, attention_probs)``: the attended values ``(..., T, Dv)``
@@ -190,6 +201,10 @@ def scaled_dot_product_attention(
         scale = 1 / math.sqrt(query.shape[-1])
     # One similarity score per (query, key) pair, Q K^T / sqrt(D).
     scores = query @ key.transpose(-2, -1) * scale  # (..., T, S)
+    if softcap is not None:
+        # Soft-capping: c tanh(s / c) is about s where |s| << c, and never goes past +-c.  Before the mask, so
+        # forbidden pairs still get the most negative score.
+        scores = softcap * torch.tanh(scores / softcap)
     # Forbidden pairs get the most negative finite score (not -inf: no NaN).
     scores = masked_fill_scores(scores, attention_mask)
     # Each query's scores become weights over the keys that sum to 1.
@@ -274,6 +289,7 @@ def attend(
     dropout: torch.nn.Dropout,
     output_attentions: bool = False,
     scale: float | None = None,
+    softcap: float | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Attention over split heads, by the eager code or the fused kernel: the one call every family makes.
 
@@ -286,12 +302,14 @@ def attend(
         dropout: The dropout on the probabilities (active in training mode only).
         output_attentions: Return the probabilities (forces the eager code).
         scale: The factor on the scores; ``None`` for :math:`1/\\sqrt{D}`.
+        softcap: Bound the scores with :math:`c \\tanh(s / c)` (:func:`scaled_dot_product_attention`); the fused
+            kernel has no such step, so the eager code runs whenever it is set.
 
     Returns:
         ``(context (B, H, T, D), probabilities (B, H, T, S) or None)``.
     """
-    if use_fused_attention(implementation_of(config), output_attentions):
+    if softcap is None and use_fused_attention(implementation_of(config), output_attentions):
         dropout_p = dropout.p if dropout.training else 0.0
         return fused_attention(query, key, value, attention_mask, dropout_p, scale), None
-    context, attention_probs = scaled_dot_product_attention(query, key, value, attention_mask, dropout, scale)
+    context, attention_probs = scaled_dot_product_attention(query, key, value, attention_mask, dropout, scale, softcap)
     return context, attention_probs if output_attentions else None

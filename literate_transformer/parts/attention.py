@@ -84,6 +84,9 @@ class Attention(nn.Module):
         self.head_size = head_size
         self.num_key_value_heads = num_key_value_heads or num_heads
         self.scale = scale
+        #: The bound on the scores, :math:`c \tanh(s / c)` (:func:`~literate_transformer.core.kernels.attend`);
+        #: ``None`` (no bound) but where a family sets it (Gemma 2's ``attn_logit_softcapping``).
+        self.softcap: float | None = None
         self.attention_dropout = nn.Dropout(dropout)
 
     # -- what a family writes ------------------------------------------------------------------------------
@@ -162,6 +165,7 @@ class Attention(nn.Module):
             self.attention_dropout,
             output_attentions,
             self.scale,
+            self.softcap,
         )
         # The heads side by side again, then W^O.
         output = self.output(merge_heads(context))  # (B, T, E)

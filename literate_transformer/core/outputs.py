@@ -91,6 +91,11 @@ class ModelOutput:
             probabilities, ``(B, H, T, S)`` each.
         past_key_values: With ``use_cache=True``: one :class:`LayerCache`
             per layer, to pass back with the next tokens.
+        router_logits: With ``output_router_logits=True`` in a mixture of
+            experts: every layer's router scores, ``(B T, n)`` each (a row
+            per token, a score per expert).
+        aux_loss: The load-balancing loss of a mixture of experts' routers,
+            with ``output_router_logits=True``; else ``None``.
     """
 
     last_hidden_state: Tensor
@@ -101,6 +106,8 @@ class ModelOutput:
     attentions: tuple[Tensor, ...] | None = None
     cross_attentions: tuple[Tensor, ...] | None = None
     past_key_values: tuple[LayerCache, ...] | None = None
+    router_logits: tuple[Tensor, ...] | None = None
+    aux_loss: Tensor | None = None
 
     @classmethod
     def from_layers(

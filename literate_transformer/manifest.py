@@ -104,6 +104,8 @@ CHAPTERS: tuple[Chapter, ...] = (
             "models.llama",
             "models.qwen3",
             "models.mistral",
+            "models.mixtral",
+            "models.gemma2",
             "book.decoding",
         ),
     ),

@@ -152,9 +152,10 @@ class CTRLBlock(DecoderLayer):
 
     Args:
         config: The CTRL config.
+        layer_idx: The block's index (every block of CTRL is built alike).
     """
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, layer_idx: int = 0) -> None:
         super().__init__()
         self.multi_head_attention = CTRLAttention(config)
         # HuggingFace's feed-forward network is an nn.Sequential, so its layers are ffn.0 and ffn.2 (ffn.1: the ReLU).
@@ -184,9 +185,11 @@ class CTRLModel(GPT2Model):
         config: A ``transformers`` :class:`~transformers.CTRLConfig`.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # CTRL's own modules (GPT-2's __init__ is not run)
-        self.config = check_ctrl_config(config)
+    check_config = staticmethod(check_ctrl_config)
+    block_class = CTRLBlock
+
+    def build_embeddings(self, config: Any) -> None:
+        """The token table ``w``, the fixed table of positions, and ``dropout``."""
         #: The token table (V x E).
         self.w = nn.Embedding(config.vocab_size, config.hidden_size)
         #: The sinusoidal table (positions x E): fixed, so a buffer that is not saved (nor in HF's checkpoints).
@@ -196,7 +199,9 @@ class CTRLModel(GPT2Model):
             persistent=False,
         )
         self.dropout = nn.Dropout(config.embd_pdrop)
-        self.h = nn.ModuleList(CTRLBlock(config) for _ in range(config.num_hidden_layers))
+
+    def build_final_norm(self, config: Any) -> None:
+        """``layernorm``, GPT-2's ``ln_f`` under CTRL's name."""
         self.layernorm = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
     def get_input_embeddings(self) -> nn.Embedding:

@@ -168,14 +168,13 @@ class GPT2Block(OpenAIGPTBlock):
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-LN.
     norm_first = True
+    attention_class = GPT2Attention
+    mlp_class = GPT2MLP
 
-    def __init__(self, config: Any, layer_idx: int = 0) -> None:
-        nn.Module.__init__(self)  # GPT-2's own modules (GPT's __init__ is not run)
-        inner_dim = config.n_inner if config.n_inner is not None else 4 * config.hidden_size
-        self.ln_1 = make_norm(config.hidden_size, config.layer_norm_epsilon)
-        self.attn = GPT2Attention(config, layer_idx)
-        self.ln_2 = make_norm(config.hidden_size, config.layer_norm_epsilon)
-        self.mlp = GPT2MLP(inner_dim, config)
+    @staticmethod
+    def intermediate_size(config: Any) -> int:
+        """``F``: ``n_inner``, or :math:`4E` when it is ``None``."""
+        return config.n_inner if config.n_inner is not None else 4 * config.hidden_size
 
 
 class GPT2Model(OpenAIGPTModel):
@@ -195,16 +194,16 @@ class GPT2Model(OpenAIGPTModel):
     #: The block a family's stack builds (a descendant names its own).
     block_class: type[nn.Module] = GPT2Block
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-2's own modules (GPT's __init__ is not run)
-        self.config = self.check_config(config)
+    def build_embeddings(self, config: Any) -> None:
+        """GPT's tables under GPT-2's names: ``wte``, ``wpe``, and ``drop``."""
         #: The token table (V x E).
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         #: The learned position table (positions x E).
         self.wpe = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.drop = nn.Dropout(config.embd_pdrop)
-        self.h = nn.ModuleList(self.block_class(config, index) for index in range(config.num_hidden_layers))
-        #: The final layer norm (a pre-LN stack's output has not been normalised since the embeddings).
+
+    def build_final_norm(self, config: Any) -> None:
+        """``ln_f``: a pre-LN stack's output has not been normalised since the embeddings."""
         self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
     def get_input_embeddings(self) -> nn.Embedding:

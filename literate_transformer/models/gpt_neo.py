@@ -47,10 +47,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ..core.activations import get_activation
 from ..core.outputs import AttentionOutput
 from ..parts.attention import Attention
-from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from .gpt2 import GPT2MLP
 from .gpt3 import GPT3Block, GPT3LMHeadModel, GPT3Model, check_attention_layers
@@ -143,12 +141,15 @@ class GPTNeoMLP(GPT2MLP):
         config: The GPT-Neo config.
     """
 
-    def __init__(self, intermediate_size: int, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-2's __init__ is not run)
-        self.c_fc = nn.Linear(config.hidden_size, intermediate_size)
-        self.c_proj = nn.Linear(intermediate_size, config.hidden_size)
-        self.act = get_activation(self.activation_name(config))
-        self.dropout = nn.Dropout(float(config.resid_dropout))
+    @staticmethod
+    def projection(in_features: int, out_features: int) -> nn.Module:
+        """An ``nn.Linear``, its weight stored ``(out, in)``, not GPT's :class:`Conv1D`."""
+        return nn.Linear(in_features, out_features)
+
+    @staticmethod
+    def dropout_probability(config: Any) -> float:
+        """GPT-Neo's field for it, ``resid_dropout``."""
+        return float(config.resid_dropout)
 
 
 class GPTNeoBlock(GPT3Block):
@@ -156,17 +157,16 @@ class GPTNeoBlock(GPT3Block):
 
     Args:
         config: The GPT-Neo config.
-        layer_id: The block's index.
+        layer_idx: The block's index (its kind is ``config.attention_layers[layer_idx]``).
     """
 
-    def __init__(self, config: Any, layer_id: int = 0) -> None:
-        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-3's __init__ is not run)
-        inner_dim = config.intermediate_size if config.intermediate_size is not None else 4 * config.hidden_size
-        self.ln_1 = make_norm(config.hidden_size, config.layer_norm_epsilon)
-        self.attn = GPTNeoAttention(config, layer_id)
-        self.ln_2 = make_norm(config.hidden_size, config.layer_norm_epsilon)
-        self.mlp = GPTNeoMLP(inner_dim, config)
-        self.attention_type = config.attention_layers[layer_id]
+    attention_class = GPTNeoAttention
+    mlp_class = GPTNeoMLP
+
+    @staticmethod
+    def intermediate_size(config: Any) -> int:
+        """``F``: ``intermediate_size``, or :math:`4E` when it is ``None``."""
+        return config.intermediate_size if config.intermediate_size is not None else 4 * config.hidden_size
 
 
 class GPTNeoModel(GPT3Model):
@@ -176,14 +176,14 @@ class GPTNeoModel(GPT3Model):
         config: A ``transformers`` :class:`~transformers.GPTNeoConfig`.
     """
 
-    def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-Neo's own modules (GPT-3's __init__ is not run)
-        self.config = check_gpt_neo_config(config)
+    check_config = staticmethod(check_gpt_neo_config)
+    block_class = GPTNeoBlock
+
+    def build_embeddings(self, config: Any) -> None:
+        """GPT-2's ``wte``, ``wpe`` and ``drop``, the dropout under GPT-Neo's field, ``embed_dropout``."""
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         self.wpe = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.drop = nn.Dropout(float(config.embed_dropout))
-        self.h = nn.ModuleList(GPTNeoBlock(config, layer_id=index) for index in range(config.num_hidden_layers))
-        self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
 
 class GPTNeoForCausalLM(GPT3LMHeadModel):

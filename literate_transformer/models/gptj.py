@@ -185,15 +185,18 @@ class GPTJModel(GPTNeoModel):
         config: A ``transformers`` :class:`~transformers.GPTJConfig`.
     """
 
+    check_config = staticmethod(check_gptj_config)
+    block_class = GPTJBlock
+
     def __init__(self, config: Any) -> None:
-        nn.Module.__init__(self)  # GPT-J's own modules (GPT-Neo's __init__ is not run)
-        self.config = check_gptj_config(config)
-        self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.drop = nn.Dropout(config.embd_pdrop)
-        self.h = nn.ModuleList(GPTJBlock(config, layer_idx=index) for index in range(config.num_hidden_layers))
-        self.ln_f = make_norm(config.hidden_size, config.layer_norm_epsilon)
+        super().__init__(config)
         #: The angles' frequencies, a buffer that is not saved; GPT-J's pairs are neighbouring features.
         self.rotary_emb = RotaryEmbedding(config.rotary_dim, interleaved=True)
+
+    def build_embeddings(self, config: Any) -> None:
+        """The token table ``wte`` and ``drop``: no position table (positions enter inside attention)."""
+        self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.drop = nn.Dropout(config.embd_pdrop)
 
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The first block's input: the token vectors alone (positions enter inside attention), dropped out."""

@@ -224,15 +224,26 @@ class OpenAIGPTMLP(nn.Module):
 
     def __init__(self, intermediate_size: int, config: Any) -> None:
         super().__init__()
-        self.c_fc = Conv1D(intermediate_size, config.hidden_size)
-        self.c_proj = Conv1D(config.hidden_size, intermediate_size)
+        self.c_fc = self.projection(config.hidden_size, intermediate_size)
+        self.c_proj = self.projection(intermediate_size, config.hidden_size)
         self.act = get_activation(self.activation_name(config))
-        self.dropout = nn.Dropout(config.resid_pdrop)
+        self.dropout = nn.Dropout(self.dropout_probability(config))
+
+    # -- what a family changes: the layer type, the activation's and the dropout's fields ---------------------
+    @staticmethod
+    def projection(in_features: int, out_features: int) -> nn.Module:
+        """A linear map under GPT's storage, :class:`Conv1D` (GPT-Neo's is an ``nn.Linear``)."""
+        return Conv1D(out_features, in_features)
 
     @staticmethod
     def activation_name(config: Any) -> str:
         """The activation, from GPT's own table (``afn``)."""
         return GPT_ACTIVATIONS[config.afn]
+
+    @staticmethod
+    def dropout_probability(config: Any) -> float:
+        """The dropout on the network's output, ``resid_pdrop``."""
+        return config.resid_pdrop
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         """``(B, T, E) -> (B, T, E)``, the plain feed-forward network of :mod:`~literate_transformer.parts.feed_forward`."""
@@ -253,13 +264,23 @@ class OpenAIGPTBlock(DecoderLayer):
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): post-LN.
     norm_first = False
+    # What a family's block builds, each a class it may swap for its own (GPT-2 both, GPT-Neo both again).
+    #: The attention, built from ``(config, layer_idx)``.
+    attention_class: type[nn.Module] = OpenAIGPTAttention
+    #: The feed-forward network, built from ``(F, config)``.
+    mlp_class: type[nn.Module] = OpenAIGPTMLP
 
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         super().__init__()
-        self.attn = OpenAIGPTAttention(config, layer_idx)
+        self.attn = self.attention_class(config, layer_idx)
         self.ln_1 = make_norm(config.hidden_size, config.layer_norm_epsilon)
-        self.mlp = OpenAIGPTMLP(4 * config.hidden_size, config)
+        self.mlp = self.mlp_class(self.intermediate_size(config), config)
         self.ln_2 = make_norm(config.hidden_size, config.layer_norm_epsilon)
+
+    @staticmethod
+    def intermediate_size(config: Any) -> int:
+        """``F``, the feed-forward network's width: GPT's is :math:`4E`."""
+        return 4 * config.hidden_size
 
     def sublayers(self) -> tuple[Sublayer, Sublayer]:
         """Causal self-attention ``attn`` with ``ln_1``, the MLP with ``ln_2`` (each drops out its own output)."""
@@ -290,15 +311,29 @@ class OpenAIGPTModel(DecoderStack, nn.Module):
         config: A ``transformers`` :class:`~transformers.OpenAIGPTConfig`.
     """
 
+    #: The config check of the family (a descendant names its own).
+    check_config = staticmethod(check_openai_gpt_config)
+    #: The block a family's stack builds, from ``(config, layer_idx)`` (a descendant names its own).
+    block_class: type[nn.Module] = OpenAIGPTBlock
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.config = check_openai_gpt_config(config)
+        self.config = self.check_config(config)
+        self.build_embeddings(config)
+        self.h = nn.ModuleList(self.block_class(config, index) for index in range(config.num_hidden_layers))
+        self.build_final_norm(config)
+
+    # -- what a family builds under its own names: the embeddings, the final norm ---------------------------
+    def build_embeddings(self, config: Any) -> None:
+        """The tables and the dropout that :meth:`embed` reads: ``tokens_embed``, ``positions_embed``, ``drop``."""
         #: The token table (V x E).
         self.tokens_embed = nn.Embedding(config.vocab_size, config.hidden_size)
         #: The learned position table (positions x E).
         self.positions_embed = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.drop = nn.Dropout(config.embd_pdrop)
-        self.h = nn.ModuleList(OpenAIGPTBlock(config, layer_idx=index) for index in range(config.num_hidden_layers))
+
+    def build_final_norm(self, config: Any) -> None:
+        """None: a post-LN stack's last block has normalised its output (a pre-LN family builds one here)."""
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The token table, ``tokens_embed``, by HuggingFace's accessor (a tied head reads it)."""

@@ -143,7 +143,7 @@ class GPTNeoMLP(GPT2MLP):
 
     @staticmethod
     def projection(in_features: int, out_features: int) -> nn.Module:
-        """An ``nn.Linear``, its weight stored ``(out, in)``, not GPT's :class:`Conv1D`."""
+        """An ``nn.Linear``, its weight stored ``(out, in)``, not GPT's :class:`~literate_transformer.models.openai_gpt.Conv1D`."""
         return nn.Linear(in_features, out_features)
 
     @staticmethod

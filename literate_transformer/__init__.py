@@ -130,7 +130,7 @@ def _model_modules() -> dict[str, str]:
     """The models the families register under HuggingFace's class names, each with its family's module.
 
     Read from the source (nothing imported): a name counts where its family's file registers it
-    (``@register("GPT2Model", ...)``) and defines it.
+    (``register(GPT2Model, ...)``) and defines it.
     """
     found: dict[str, str] = {}
     for path in sorted((_Path(__file__).parent / "models").glob("*.py")):
@@ -145,7 +145,7 @@ def _model_modules() -> dict[str, str]:
         }
         for node in _ast.walk(tree):
             if isinstance(node, _ast.Call) and getattr(node.func, "id", None) == "register":
-                registered = {arg.value for arg in node.args if isinstance(arg, _ast.Constant)} & defined
+                registered = {arg.id for arg in node.args if isinstance(arg, _ast.Name)} & defined
                 found.update(dict.fromkeys(sorted(registered), f"models.{path.stem}"))
     return found
 

@@ -113,15 +113,24 @@ def _family_prefix(names: Sequence[str]) -> str:
     return prefix
 
 
+#: The module of the conversion every family's models inherit, which makes no family a parent.
+REGISTRY = f"{PACKAGE}.models.registry"
+
+
 def _analyse(relative: str) -> Family:
     module = importlib.import_module(f"{PACKAGE}.{relative}")
     classes = _classes(module)
     parents: dict[str, int] = {}
     for cls in classes:
-        # Each class votes for the nearest family it descends from (a grandparent family is its parent's parent).
+        # Each class votes for the nearest family it descends from (a grandparent family is its parent's parent);
+        # the registry, where every family's conversion comes from, is no family.
         for base in cls.__mro__[1:]:
             owner = base.__module__
-            if owner.startswith(f"{PACKAGE}.models.") and owner != module.__name__ and owner.count(".") == 2:
+            if (
+                owner.startswith(f"{PACKAGE}.models.")
+                and owner not in (module.__name__, REGISTRY)
+                and owner.count(".") == 2
+            ):
                 parents[owner] = parents.get(owner, 0) + 1
                 break
     parent = max(parents, key=parents.get).removeprefix(f"{PACKAGE}.") if parents else None

@@ -55,7 +55,7 @@ from torch import Tensor, nn
 
 from .core.checkpoints import DECODER_ENV, quiet_transformers, resolve_decoder
 from .core.gguf import GGUFFile, gguf_tokenizer, read_gguf
-from .models.llama import LlamaForCausalLM, map_llama_state_dict
+from .models.llama import LlamaForCausalLM
 from .models.registry import from_hf
 
 __all__ = [
@@ -250,7 +250,9 @@ def llama_from_gguf(gguf: GGUFFile | str | os.PathLike[str]) -> LlamaForCausalLM
     state_dict = state_dict_from_gguf(gguf, config)
     with _weights_left_unset():
         model = LlamaForCausalLM(config)
-    model.load_state_dict(map_llama_state_dict(state_dict, model.state_dict(), tied=config.tie_word_embeddings))
+    model.load_state_dict(
+        LlamaForCausalLM.map_hf_state_dict(state_dict, model.state_dict(), config.tie_word_embeddings)
+    )
     return model.eval()
 
 

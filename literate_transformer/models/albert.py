@@ -47,7 +47,7 @@ from ..core.validation import Arguments, check_token_inputs, validate_with
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from .bert import BertEmbeddings, BertSelfAttention, EncoderModel
-from .registry import load_by_name, register
+from .registry import ConvertsFromHF, register
 
 __all__ = [
     "check_albert_config",
@@ -57,7 +57,6 @@ __all__ = [
     "AlbertLayerGroup",
     "AlbertTransformer",
     "AlbertModel",
-    "albert_from_hf",
 ]
 
 #: Options of ALBERT's config that this package does not build, and the only value each accepts.
@@ -203,7 +202,7 @@ class AlbertTransformer(nn.Module):
         return [layer for group in group_of for layer in self.albert_layer_groups[group].albert_layers]
 
 
-class AlbertModel(EncoderModel):
+class AlbertModel(ConvertsFromHF, EncoderModel):
     """ALBERT: :class:`AlbertEmbeddings`, :class:`AlbertTransformer` (``encoder``), and the tanh ``pooler``.
 
     Its ``forward`` is the encoder forward of BERT's family
@@ -217,6 +216,9 @@ class AlbertModel(EncoderModel):
         config: A ``transformers`` :class:`~transformers.AlbertConfig`.
         add_pooling_layer: Build the ``pooler`` (as HuggingFace does by default).
     """
+
+    #: Its names are HuggingFace's; a checkpoint may have the pooler or not.
+    hf_pooler = "pooler."
 
     def __init__(self, config: Any, add_pooling_layer: bool = True) -> None:
         check_albert_config(config)
@@ -247,8 +249,4 @@ class AlbertModel(EncoderModel):
         return pooler_output
 
 
-@register("AlbertModel")
-def albert_from_hf(hf_model: nn.Module) -> AlbertModel:
-    """:class:`AlbertModel` with the config and weights of a ``transformers`` ``AlbertModel``, loaded by name."""
-    has_pooler = "pooler.weight" in hf_model.state_dict()
-    return load_by_name(AlbertModel(hf_model.config, add_pooling_layer=has_pooler), hf_model)
+register(AlbertModel)

@@ -70,7 +70,7 @@ tensor([2])
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -88,7 +88,7 @@ from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer, run_layers
-from .registry import map_state_dict, register
+from .registry import ConvertsFromHF, register
 
 __all__ = [
     "shift_tokens_right",
@@ -102,9 +102,6 @@ __all__ = [
     "BartPreTrainedModel",
     "BartModel",
     "BartForConditionalGeneration",
-    "map_bart_state_dict",
-    "load_from_hf",
-    "bart_from_hf",
 ]
 
 #: BART's learned position table has two rows before position 0.
@@ -406,7 +403,7 @@ def check_bart_config(config: Any, model_type: str = "bart", name: str = "BartCo
     return config
 
 
-class BartPreTrainedModel(PreTrainedEncoderDecoderModel):
+class BartPreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
     """What BART's two classes share (HuggingFace's name for it): the book's encode, decode, ``forward`` and
     ``generate`` in HuggingFace's order (:class:`~literate_transformer.book.decoder.PreTrainedEncoderDecoderModel`).
 
@@ -416,6 +413,29 @@ class BartPreTrainedModel(PreTrainedEncoderDecoderModel):
 
     #: How the class checks its config before building anything (a descendant names its own).
     check_config = staticmethod(check_bart_config)
+    #: The names of the one token table (a checkpoint of either class, with or without ``model.``).
+    hf_shared = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
+
+    @classmethod
+    def map_hf_state_dict(
+        cls, state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = False
+    ) -> dict[str, Tensor]:
+        """By name, as every family's (:meth:`~literate_transformer.models.registry.ConvertsFromHF.map_hf_state_dict`),
+        and one check of BART's own: ``shared``, ``encoder.embed_tokens``, ``decoder.embed_tokens`` and ``lm_head``
+        are one tensor, so a checkpoint may list any of them, and every copy must hold the same values.
+
+        Raises:
+            ValueError: listing every missing, unexpected and mis-shaped key, or naming a copy of the embedding
+                table that differs from the others.
+        """
+        copies = [key for key in state_dict if key.removeprefix("model.") in cls.hf_shared]
+        for key in copies[1:]:
+            if not torch.equal(state_dict[key], state_dict[copies[0]]):
+                raise ValueError(
+                    f"{key} differs from {copies[0]}: {cls.declared('hf_name')} has one embedding table, "
+                    "shared by all four names"
+                )
+        return super().map_hf_state_dict(state_dict, expected, tied)
 
     def default_decoder_input_ids(self, input_ids: Tensor) -> Tensor:
         """Without a target: ``input_ids`` shifted one place right (:func:`shift_tokens_right`), as HuggingFace's
@@ -432,6 +452,11 @@ class BartModel(BartPreTrainedModel):
     Args:
         config: A ``transformers`` :class:`~transformers.BartConfig`.
     """
+
+    # Fairseq-era checkpoints have encoder.version and decoder.version entries, which hold no weights: dropped
+    # when converting (models.registry.ConvertsFromHF).
+    hf_name = "BART"
+    hf_dropped = ("encoder.version", "decoder.version")
 
     #: The stacks' classes (a descendant names its own).
     encoder_class: type[BartEncoder] = BartEncoder
@@ -487,69 +512,4 @@ class BartForConditionalGeneration(BartPreTrainedModel):
         return self.lm_head(hidden_states) + self.final_logits_bias
 
 
-# ---------------------------------------------------------------------------
-# BART's key map, and from_hf
-# ---------------------------------------------------------------------------
-#: Keys of fairseq-era BART checkpoints that hold no tensor of the model.
-BART_DROPPED_KEYS = ("encoder.version", "decoder.version")
-#: BART's names for its one token table (a checkpoint of either class, with or without ``model.``).
-BART_SHARED_NAMES = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
-
-
-def map_bart_state_dict(
-    state_dict: Mapping[str, Tensor],
-    expected: Mapping[str, Tensor],
-    model: str = "BART",
-    dropped: Sequence[str] = BART_DROPPED_KEYS,
-) -> dict[str, Tensor]:
-    """A BART checkpoint's tensors for this file's modules: the same names, but for what older ones saved.
-
-    * Fairseq-era checkpoints have ``encoder.version`` and ``decoder.version``
-      entries, which hold no weights: dropped.
-    * ``shared``, ``encoder.embed_tokens``, ``decoder.embed_tokens`` and
-      ``lm_head`` are one tensor in BART: a checkpoint may list any of them,
-      and every copy must hold the same values.
-
-    Args:
-        state_dict: The checkpoint's tensors.
-        expected: The model's ``state_dict()``.
-        model: The family's name, for the messages (a descendant's key map calls this one).
-        dropped: Keys (without ``model.``) that hold no tensor of the model.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or
-            naming a copy of the embedding table that differs from the others.
-    """
-
-    copies = [key for key in state_dict if key.removeprefix("model.") in BART_SHARED_NAMES]
-    for key in copies[1:]:
-        if not torch.equal(state_dict[key], state_dict[copies[0]]):
-            raise ValueError(
-                f"{key} differs from {copies[0]}: {model} has one embedding table, shared by all four names"
-            )
-
-    def key_map(key: str) -> str | None:
-        return None if key.removeprefix("model.") in dropped else key
-
-    return map_state_dict(state_dict, expected, key_map, model)
-
-
-def load_from_hf(
-    hf_model: nn.Module,
-    lm_class: type[nn.Module],
-    model_class: type[nn.Module],
-    map_state_dict: Callable[[Mapping[str, Tensor], Mapping[str, Tensor]], dict[str, Tensor]],
-) -> nn.Module:
-    """A family's model with a language-model head (or without, as ``hf_model`` is) with ``hf_model``'s config and
-    weights, through the family's key map, in evaluation mode; BART and its descendants convert this way."""
-    cls = lm_class if hasattr(hf_model, "lm_head") else model_class
-    model = cls(hf_model.config)
-    model.load_state_dict(map_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
-    return model.eval()
-
-
-@register("BartModel", "BartForConditionalGeneration")
-def bart_from_hf(hf_model: nn.Module) -> BartModel | BartForConditionalGeneration:
-    """The package's BART with the config and weights of a ``transformers`` ``BartModel`` or
-    ``BartForConditionalGeneration``, in evaluation mode."""
-    return load_from_hf(hf_model, BartForConditionalGeneration, BartModel, map_bart_state_dict)
+register(BartModel, BartForConditionalGeneration)

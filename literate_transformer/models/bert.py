@@ -6,7 +6,7 @@ and parameter names** (``embeddings.word_embeddings``,
 so that a pretrained checkpoint loads into it with a plain
 :meth:`~torch.nn.Module.load_state_dict` (see
 :mod:`~literate_transformer.core.checkpoints`, :meth:`BertModel.from_pretrained`
-and BERT's key map, :func:`map_bert_state_dict`),
+and what BERT declares for the one conversion, :class:`~literate_transformer.models.registry.ConvertsFromHF`),
 and the tests can prove, number by number, that it computes what HuggingFace
 computes.  What it drops is the production machinery: key/value caches,
 head pruning, feed-forward chunking, gradient checkpointing, ``return_dict``
@@ -176,7 +176,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -204,7 +204,7 @@ from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.stack import run_layers
 from ..pretraining.masked_lm import masked_lm_loss
-from .registry import load_by_name, map_state_dict, register
+from .registry import ConvertsFromHF, register
 
 __all__ = [
     "BertEmbeddings",
@@ -220,14 +220,11 @@ __all__ = [
     "EncoderModel",
     "mean_pooling",
     "sentence_embeddings",
-    "map_bert_state_dict",
-    "bert_from_hf",
     "BertPredictionHeadTransform",
     "BertLMPredictionHead",
     "BertOnlyMLMHead",
     "BertWithTokenHead",
     "BertForMaskedLM",
-    "bert_for_masked_lm_from_hf",
 ]
 
 
@@ -730,7 +727,7 @@ def _check_model_inputs(model: BertModel, args: Arguments) -> None:
         raise ValueError("encoder_attention_mask was given without encoder_hidden_states")
 
 
-class BertModel(nn.Module):
+class BertModel(ConvertsFromHF, nn.Module):
     """BERT: :class:`BertEmbeddings`, :class:`BertEncoder` and :class:`BertPooler`.
 
     Module and parameter names are HuggingFace's, so
@@ -775,24 +772,41 @@ class BertModel(nn.Module):
         if config_changes:
             config = config.replace(**config_changes)
         model = cls(config)
-        state_dict = map_bert_state_dict(read_state_dict(checkpoint.weights_file), model.state_dict())
+        state_dict = cls.map_hf_state_dict(read_state_dict(checkpoint.weights_file), model.state_dict())
         model.load_state_dict(state_dict, strict=True)
         return model.eval()
 
+    # -- what converting a transformers BERT reads (models.registry.ConvertsFromHF) ---------------------------
+    # A checkpoint of BERT may hold more than this model's tensors, under older names: checkpoints of models with
+    # heads prefix every key with "bert." and carry the pretraining heads ("cls."); older ones saved two constant
+    # buffers, which the embeddings build per call; TensorFlow-era ones name the layer norms' parameters gamma
+    # and beta.  Each is renamed or dropped; every other tensor must fit a parameter of the same name and shape.
+    hf_prefix = "bert."
+    hf_heads = ("cls.",)
+    hf_dropped = ("embeddings.position_ids", "embeddings.token_type_ids")
+    hf_renames = {"gamma": "weight", "beta": "bias"}
+
+    hf_pooler = "pooler."
+    #: The ``model_type`` of the ``transformers`` configs this class converts.
+    hf_model_type = "bert"
+
     @classmethod
-    def from_hf(cls, hf_model: nn.Module, **config_changes: Any) -> BertModel:
-        """Copy a live :class:`transformers.BertModel` (weights and config) through the BERT key map.
+    def hf_config(cls, hf_model: nn.Module, **config_changes: Any) -> Any:
+        """A ``transformers`` BERT's config; with changes (``attn_implementation="sdpa"``), the package's, changed.
 
-        Args:
-            hf_model: A ``transformers`` BERT model; ``BertForPreTraining``-style
-                models work too (the ``bert.`` prefix is stripped and the
-                ``cls.*`` heads dropped).
-            **config_changes: Config fields to override.
+        ``BertForPreTraining``-style models convert too (their ``bert.`` prefix is stripped, their ``cls.*`` heads
+        dropped).
 
-        Returns:
-            The model, in evaluation mode (as every conversion returns it; ``.train()`` to train it).
+        Raises:
+            ValueError: for a model whose config is not of this family (``hf_model_type``).
         """
-        return bert_from_hf(hf_model, cls=cls, **config_changes)
+        config = getattr(hf_model, "config", None)
+        if getattr(config, "model_type", None) != cls.hf_model_type:
+            raise ValueError(
+                f"hf_model must be a transformers model of {cls.__name__}'s family (config.model_type "
+                f"{cls.hf_model_type!r}), got {type(hf_model).__name__}"
+            )
+        return as_config(config).replace(**config_changes) if config_changes else config
 
     def check_token_inputs(self, args: Arguments) -> Tensor:
         """The ids, mask, segments and positions of a call, checked as the embeddings read them; returns the ids.
@@ -1043,100 +1057,6 @@ def sentence_embeddings(last_hidden_state: Tensor, attention_mask: Tensor | None
 
 
 # ---------------------------------------------------------------------------
-# BERT's key map, and from_hf
-# ---------------------------------------------------------------------------
-#: Prefix of the encoder's keys in BERT checkpoints of models with heads.
-BERT_BASE_PREFIX = "bert."
-#: Key prefixes of BERT's pre-training heads, which BertModel does not have.
-BERT_HEAD_PREFIXES = ("cls.",)
-#: Constant buffers some BERT checkpoints saved; BertModel builds them per call.
-BERT_DROPPED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
-#: TensorFlow-era layer-norm parameter names and today's.
-LEGACY_NAMES = {"gamma": "weight", "beta": "bias"}
-
-
-def _bert_key(original_key: str) -> str | None:
-    """One checkpoint key under the model's name, or ``None`` for a tensor ``BertModel`` does not keep."""
-    # 1) bert.encoder.layer.0... -> encoder.layer.0...
-    key = original_key.removeprefix(BERT_BASE_PREFIX)
-    # 2) Pre-training heads and constant buffers are not parameters of BertModel.
-    if original_key.startswith(BERT_HEAD_PREFIXES) or key in BERT_DROPPED_BUFFERS:
-        return None
-    # 3) ...LayerNorm.gamma -> ...LayerNorm.weight, ...LayerNorm.beta -> ...LayerNorm.bias
-    module_path, _, leaf = key.rpartition(".")
-    return f"{module_path}.{LEGACY_NAMES[leaf]}" if leaf in LEGACY_NAMES else key
-
-
-def map_bert_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """Rename a BERT checkpoint's tensors to :class:`BertModel`'s parameter names and check them all.
-
-    Because this module keeps HuggingFace's module names, a checkpoint's
-    tensors *almost* have our names already.  The differences are few, and
-    all written here:
-
-    * checkpoints saved from a model with heads (``BertForPreTraining``,
-      ``BertForMaskedLM``) prefix every encoder key with ``bert.``: stripped;
-    * their pre-training heads (``cls.predictions.*``, ``cls.seq_relationship.*``)
-      are not part of ``BertModel``: dropped;
-    * ``embeddings.position_ids`` and ``embeddings.token_type_ids`` are constant
-      buffers that older checkpoints saved; we build them on the fly: dropped;
-    * checkpoints converted from the original TensorFlow code name the
-      layer-norm parameters ``gamma`` and ``beta``: renamed ``weight`` and ``bias``.
-
-    Args:
-        state_dict: The checkpoint's tensors, by name.
-        expected: The target model's ``state_dict()`` (names and shapes).
-
-    Returns:
-        A dictionary with exactly the keys of ``expected``.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key.
-
-    >>> model = BertModel(TransformerConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
-    ...                                     num_attention_heads=2, intermediate_size=16))
-    >>> state = {"bert." + key: value for key, value in model.state_dict().items()}
-    >>> state["cls.seq_relationship.weight"] = torch.zeros(2, 8)
-    >>> sorted(map_bert_state_dict(state, model.state_dict())) == sorted(model.state_dict())
-    True
-    """
-    return map_state_dict(state_dict, expected, _bert_key, "BertModel")
-
-
-@register("BertModel")
-def bert_from_hf(hf_model: nn.Module, cls: type[BertModel] = BertModel, **config_changes: Any) -> BertModel:
-    """:class:`BertModel` with the config and weights of a live ``transformers`` BERT.
-
-    Args:
-        hf_model: A ``transformers`` BERT model; ``BertForPreTraining``-style
-            models work too (the ``bert.`` prefix is stripped and the
-            ``cls.*`` heads dropped).
-        cls: The class to build (a subclass of :class:`BertModel`).
-        **config_changes: Config fields to override.
-
-    Returns:
-        The model, in evaluation mode, as :func:`~literate_transformer.models.registry.from_hf` returns every model
-        (``.train()`` to train it).
-
-    Raises:
-        ValueError: for a model that is not a ``transformers`` BERT.
-    """
-    hf_config = getattr(hf_model, "config", None)
-    if getattr(hf_config, "model_type", None) != "bert":
-        raise ValueError(
-            f"hf_model must be a transformers BERT model (config.model_type 'bert'), got {type(hf_model).__name__}"
-        )
-    config = as_config(hf_config)
-    if config_changes:
-        config = config.replace(**config_changes)
-    state = hf_model.state_dict()
-    has_pooler = any(key.removeprefix(BERT_BASE_PREFIX).startswith("pooler.") for key in state)
-    model = cls(config, add_pooling_layer=has_pooler)
-    model.load_state_dict(map_bert_state_dict(state, model.state_dict()), strict=True)
-    return model.eval()
-
-
-# ---------------------------------------------------------------------------
 # The masked-language-model head: BERT's pretraining objective
 # ---------------------------------------------------------------------------
 class BertPredictionHeadTransform(nn.Module):
@@ -1198,7 +1118,7 @@ def _check_token_head_inputs(model: BertWithTokenHead, args: Arguments) -> None:
         model.validate_labels(args.labels, input_ids)
 
 
-class BertWithTokenHead(nn.Module):
+class BertWithTokenHead(ConvertsFromHF, nn.Module):
     """A BERT encoder with a head that scores every token: what a pretraining model adds to the encoder.
 
     :class:`BertForMaskedLM` scores every vocabulary entry at each position
@@ -1280,6 +1200,12 @@ class BertForMaskedLM(BertWithTokenHead):
             :class:`transformers.BertConfig`.
     """
 
+    #: Its head's decoder *is* the word table, and its bias the head's: a checkpoint's copies must hold the same.
+    hf_ties = (
+        ("cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"),
+        ("cls.predictions.decoder.bias", "cls.predictions.bias"),
+    )
+
     def __init__(self, config: TransformerConfig | Any) -> None:
         super().__init__()
         config = as_config(config)
@@ -1287,6 +1213,11 @@ class BertForMaskedLM(BertWithTokenHead):
         self.bert = BertModel(config, add_pooling_layer=False)
         self.cls = BertOnlyMLMHead(config)
         tie_weights(self.cls.predictions.decoder, self.bert.embeddings.word_embeddings)
+
+    @classmethod
+    def head_is_tied(cls, config: Any) -> bool:
+        """Always: this model's head is its word table, whatever the config says."""
+        return True
 
     def score(self, sequence_output: Tensor) -> Tensor:
         """Every position scored against every token of the vocabulary: ``logits`` ``(B, T, V)``."""
@@ -1306,24 +1237,4 @@ class BertForMaskedLM(BertWithTokenHead):
         check_labels(labels, input_ids.shape, self.config.vocab_size)
 
 
-@register("BertForMaskedLM")
-def bert_for_masked_lm_from_hf(hf_model: nn.Module) -> BertForMaskedLM:
-    """:class:`BertForMaskedLM` with the config and weights of a ``transformers`` ``BertForMaskedLM``.
-
-    The names are HuggingFace's, so the key map is the identity; the tied
-    tensors (``cls.predictions.decoder.weight`` is the word table,
-    ``cls.predictions.decoder.bias`` is ``cls.predictions.bias``) must hold
-    the same values in the checkpoint.
-
-    Raises:
-        ValueError: for a checkpoint whose tensors do not fit, or whose head is not tied.
-    """
-    state = hf_model.state_dict()
-    ties = {
-        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
-        "cls.predictions.decoder.bias": "cls.predictions.bias",
-    }
-    for copy, original in ties.items():
-        if copy in state and not torch.equal(state[copy], state[original]):
-            raise ValueError(f"{copy} differs from {original}: this BertForMaskedLM's head is not tied")
-    return load_by_name(BertForMaskedLM(hf_model.config), hf_model)
+register(BertModel, BertForMaskedLM)

@@ -98,7 +98,6 @@ from ..parts.heads import merge_heads, split_heads
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import run_layers
 from .bart import (
-    BART_DROPPED_KEYS,
     BartAttention,
     BartDecoder,
     BartDecoderLayer,
@@ -108,8 +107,6 @@ from .bart import (
     BartModel,
     BartStack,
     check_bart_config,
-    load_from_hf,
-    map_bart_state_dict,
 )
 from .registry import register
 
@@ -126,8 +123,6 @@ __all__ = [
     "check_bigbird_pegasus_config",
     "BigBirdPegasusModel",
     "BigBirdPegasusForConditionalGeneration",
-    "map_bigbird_pegasus_state_dict",
-    "bigbird_pegasus_from_hf",
 ]
 
 
@@ -499,6 +494,7 @@ class BigBirdPegasusModel(BartModel):
 
     check_config = staticmethod(check_bigbird_pegasus_config)
     encoder_class, decoder_class = BigBirdPegasusEncoder, BigBirdPegasusDecoder
+    hf_name = "BigBird-Pegasus"
 
 
 class BigBirdPegasusForConditionalGeneration(BartForConditionalGeneration):
@@ -510,33 +506,22 @@ class BigBirdPegasusForConditionalGeneration(BartForConditionalGeneration):
 
     model_class = BigBirdPegasusModel
 
+    @classmethod
+    def map_hf_state_dict(
+        cls, state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = False
+    ) -> dict[str, Tensor]:
+        """BART's (:meth:`~literate_transformer.models.bart.BartPreTrainedModel.map_hf_state_dict`), and a missing
+        ``final_logits_bias`` is zeros (HuggingFace's class lists it among the keys it may miss on loading, and
+        keeps its zeros then).
 
-# ---------------------------------------------------------------------------
-# BigBird-Pegasus's key map, and from_hf
-# ---------------------------------------------------------------------------
-def map_bigbird_pegasus_state_dict(
-    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor]
-) -> dict[str, Tensor]:
-    """A BigBird-Pegasus checkpoint's tensors for this file's modules: BART's key map
-    (:func:`~literate_transformer.models.bart.map_bart_state_dict`), and a missing ``final_logits_bias`` is zeros.
-
-    (HuggingFace's class lists ``final_logits_bias`` among the keys it may
-    miss on loading, and keeps its zeros then.)
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or
-            naming a copy of the embedding table that differs from the others.
-    """
-    state_dict = dict(state_dict)
-    if "final_logits_bias" in expected and "final_logits_bias" not in state_dict:
-        state_dict["final_logits_bias"] = torch.zeros_like(expected["final_logits_bias"])
-    return map_bart_state_dict(state_dict, expected, "BigBird-Pegasus", BART_DROPPED_KEYS)
+        Raises:
+            ValueError: listing every missing, unexpected and mis-shaped key, or naming a copy of the embedding
+                table that differs from the others.
+        """
+        state_dict = dict(state_dict)
+        if "final_logits_bias" in expected and "final_logits_bias" not in state_dict:
+            state_dict["final_logits_bias"] = torch.zeros_like(expected["final_logits_bias"])
+        return super().map_hf_state_dict(state_dict, expected, tied)
 
 
-@register("BigBirdPegasusModel", "BigBirdPegasusForConditionalGeneration")
-def bigbird_pegasus_from_hf(hf_model: nn.Module) -> BigBirdPegasusModel | BigBirdPegasusForConditionalGeneration:
-    """The package's BigBird-Pegasus with the config and weights of a ``transformers`` ``BigBirdPegasusModel`` or
-    ``BigBirdPegasusForConditionalGeneration``, in evaluation mode (the config's ``attention_type`` is kept)."""
-    return load_from_hf(
-        hf_model, BigBirdPegasusForConditionalGeneration, BigBirdPegasusModel, map_bigbird_pegasus_state_dict
-    )
+register(BigBirdPegasusModel, BigBirdPegasusForConditionalGeneration)

@@ -53,7 +53,6 @@ after that permutation).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -63,8 +62,8 @@ from ..parts.attention import Attention
 from ..parts.norms import make_norm
 from ..parts.stack import DecoderLayer, Sublayer
 from .gpt2 import GPT2LMHeadModel, GPT2Model
-from .openai_gpt import check_heads, load_from_hf
-from .registry import map_language_model_state_dict, register
+from .openai_gpt import check_heads
+from .registry import register
 
 __all__ = [
     "check_ctrl_config",
@@ -73,8 +72,6 @@ __all__ = [
     "CTRLBlock",
     "CTRLModel",
     "CTRLLMHeadModel",
-    "map_ctrl_state_dict",
-    "ctrl_from_hf",
 ]
 
 #: The epsilon of every block's two layer norms: fixed in CTRL's code (the config's is the final norm's).
@@ -187,6 +184,9 @@ class CTRLModel(GPT2Model):
 
     check_config = staticmethod(check_ctrl_config)
     block_class = CTRLBlock
+    # The table of sines is computed from the config: a checkpoint that lists it has it dropped.
+    hf_name = "CTRL"
+    hf_dropped = (".pos_encoding",)
 
     def build_embeddings(self, config: Any) -> None:
         """The token table ``w``, the fixed table of positions, and ``dropout``."""
@@ -232,31 +232,9 @@ class CTRLLMHeadModel(GPT2LMHeadModel):
 
     #: The stack it builds.
     model_class = CTRLModel
+    hf_ties = (("lm_head.weight", "transformer.w.weight"),)
     #: A bias per token on the scores, beside the tied table.
     lm_head_bias = True
 
 
-def map_ctrl_state_dict(
-    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
-) -> dict[str, Tensor]:
-    """A CTRL checkpoint's tensors for this file's modules: the same names; a tied head holds the table's values.
-
-    The table of sines, ``pos_encoding``, is computed from the config, so a
-    checkpoint that lists it has it dropped.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or naming an untied head.
-    """
-    return map_language_model_state_dict(
-        state_dict, expected, "CTRL", table="transformer.w.weight", tied=tied, dropped=(".pos_encoding",)
-    )
-
-
-@register("CTRLModel", "CTRLLMHeadModel")
-def ctrl_from_hf(hf_model: nn.Module) -> CTRLModel | CTRLLMHeadModel:
-    """The package's CTRL with the config and weights of a ``transformers`` ``CTRLModel`` or ``CTRLLMHeadModel``.
-
-    Returns:
-        A :class:`CTRLLMHeadModel` for a model with a head, else a :class:`CTRLModel`, in evaluation mode.
-    """
-    return load_from_hf(hf_model, CTRLLMHeadModel, CTRLModel, map_ctrl_state_dict)
+register(CTRLModel, CTRLLMHeadModel)

@@ -62,7 +62,7 @@ tensor([-8., -5., -3.,  0.,  3.,  5.,  8.])
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -75,7 +75,7 @@ from ..core.outputs import LayerOutput
 from ..parts.heads import merge_heads, split_heads
 from ..parts.norms import make_norm
 from .bert import BertAttention, BertLayer, EncoderModel
-from .registry import map_state_dict, register
+from .registry import ConvertsFromHF, register
 
 __all__ = [
     "check_deberta_v2_config",
@@ -87,8 +87,6 @@ __all__ = [
     "DebertaV2Layer",
     "DebertaV2Encoder",
     "DebertaV2Model",
-    "map_deberta_v2_state_dict",
-    "deberta_v2_from_hf",
 ]
 
 #: The position terms disentangled attention can add to the content term.
@@ -486,7 +484,7 @@ class DebertaV2Encoder(nn.Module):
         return build_relative_position(length, length, self.position_buckets, self.max_relative_positions, device)
 
 
-class DebertaV2Model(EncoderModel):
+class DebertaV2Model(ConvertsFromHF, EncoderModel):
     """DeBERTa v2/v3: :class:`DebertaV2Embeddings` and :class:`DebertaV2Encoder`; no pooler.
 
     Its ``forward`` is the encoder forward of BERT's family
@@ -499,6 +497,22 @@ class DebertaV2Model(EncoderModel):
     Args:
         config: A ``transformers`` :class:`~transformers.DebertaV2Config`.
     """
+
+    @classmethod
+    def map_hf_state_dict(
+        cls, state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = False
+    ) -> dict[str, Tensor]:
+        """The names are HuggingFace's, but for one thing: ``embeddings.position_embeddings.weight`` in a
+        checkpoint of a model without absolute positions (v3's ``position_biased_input=False``) is dropped, as
+        the model never reads it (``transformers`` ignores it too).
+
+        Raises:
+            ValueError: listing every missing, unexpected and mis-shaped key.
+        """
+        unused = "embeddings.position_embeddings.weight"
+        if unused not in expected:
+            state_dict = {key: tensor for key, tensor in state_dict.items() if key != unused}
+        return super().map_hf_state_dict(state_dict, expected, tied)
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -532,27 +546,4 @@ class DebertaV2Model(EncoderModel):
         return None, self.encoder.get_rel_pos(length, device), self.encoder.get_rel_embedding()
 
 
-def map_deberta_v2_state_dict(state_dict: dict[str, Tensor], expected: dict[str, Tensor]) -> dict[str, Tensor]:
-    """A DeBERTa v2/v3 checkpoint's tensors for :class:`DebertaV2Model`: the names are HuggingFace's, but for one thing.
-
-    * ``embeddings.position_embeddings.weight`` in a checkpoint of a model
-      without absolute positions (v3's ``position_biased_input=False``) is
-      dropped: the model never reads it (``transformers`` ignores it too).
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key.
-    """
-    unused = "embeddings.position_embeddings.weight"
-
-    def key_map(key: str) -> str | None:
-        return None if key == unused and unused not in expected else key
-
-    return map_state_dict(state_dict, expected, key_map, "DebertaV2Model")
-
-
-@register("DebertaV2Model")
-def deberta_v2_from_hf(hf_model: nn.Module) -> DebertaV2Model:
-    """:class:`DebertaV2Model` with the config and weights of a ``transformers`` ``DebertaV2Model``."""
-    model = DebertaV2Model(hf_model.config)
-    model.load_state_dict(map_deberta_v2_state_dict(hf_model.state_dict(), model.state_dict()), strict=True)
-    return model.eval()
+register(DebertaV2Model)

@@ -60,7 +60,7 @@ from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import run_layers
-from .registry import load_by_name, register
+from .registry import ConvertsFromHF, register
 
 __all__ = [
     "check_distilbert_config",
@@ -70,7 +70,6 @@ __all__ = [
     "DistilBertTransformerBlock",
     "DistilBertTransformer",
     "DistilBertModel",
-    "distilbert_from_hf",
 ]
 
 #: DistilBERT's layer norms: HuggingFace fixes their epsilon in the code (the config has no field for it).
@@ -199,7 +198,7 @@ def _check_model_inputs(model: DistilBertModel, args: Arguments) -> None:
     check_token_inputs(args, model.config)
 
 
-class DistilBertModel(nn.Module):
+class DistilBertModel(ConvertsFromHF, nn.Module):
     """DistilBERT: ``embeddings`` and the ``transformer`` stack; no pooler.
 
     Args:
@@ -248,7 +247,4 @@ class DistilBertModel(nn.Module):
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
 
 
-@register("DistilBertModel")
-def distilbert_from_hf(hf_model: nn.Module) -> DistilBertModel:
-    """:class:`DistilBertModel` with the config and weights of a ``transformers`` ``DistilBertModel``, loaded by name."""
-    return load_by_name(DistilBertModel(hf_model.config), hf_model)
+register(DistilBertModel)

@@ -40,7 +40,7 @@ from ..core.activations import get_activation
 from ..core.validation import check_tensor, checks_values, value_error
 from .albert import AlbertEmbeddings
 from .bert import BertModel, BertWithTokenHead
-from .registry import load_by_name, register
+from .registry import register
 
 __all__ = [
     "check_electra_config",
@@ -48,7 +48,6 @@ __all__ = [
     "ElectraModel",
     "ElectraDiscriminatorPredictions",
     "ElectraForPreTraining",
-    "electra_from_hf",
 ]
 
 #: Options of ELECTRA's config that this package does not build, and the only value each accepts.
@@ -90,6 +89,12 @@ class ElectraModel(BertModel):
     Args:
         config: A ``transformers`` :class:`~transformers.ElectraConfig`.
     """
+
+    # Converting reads BERT's declarations (models.registry.ConvertsFromHF) under ELECTRA's names; it has no pooler.
+    hf_model_type = "electra"
+    hf_prefix = "electra."
+    hf_heads = ("discriminator_predictions.", "generator_")
+    hf_pooler = None
 
     def __init__(self, config: Any) -> None:
         check_electra_config(config)
@@ -167,12 +172,4 @@ class ElectraForPreTraining(BertWithTokenHead):
             raise value_error("labels must be 1 where a token was replaced and 0 where it is the original")
 
 
-@register("ElectraModel", "ElectraForPreTraining")
-def electra_from_hf(hf_model: nn.Module) -> ElectraModel | ElectraForPreTraining:
-    """The package's ELECTRA with the config and weights of a ``transformers`` ``ElectraModel`` or ``ElectraForPreTraining``.
-
-    The names are HuggingFace's (``electra.`` before the encoder's in the
-    model with the head), so the weights load by name.
-    """
-    cls = ElectraForPreTraining if hasattr(hf_model, "discriminator_predictions") else ElectraModel
-    return load_by_name(cls(hf_model.config), hf_model)
+register(ElectraModel, ElectraForPreTraining)

@@ -99,7 +99,6 @@ from .llama import (
     LlamaForCausalLM,
     LlamaModel,
     check_llama_config,
-    convert_from_hf,
 )
 from .registry import register
 
@@ -113,7 +112,6 @@ __all__ = [
     "Gemma2DecoderLayer",
     "Gemma2Model",
     "Gemma2ForCausalLM",
-    "gemma2_from_hf",
 ]
 
 #: The kinds of layer, by ``transformers``' names: banded (local) and dense (global).
@@ -246,6 +244,7 @@ class Gemma2Model(LlamaModel):
         config: A ``transformers`` ``Gemma2Config``.
     """
 
+    hf_name = "Gemma 2"
     check_config = staticmethod(check_gemma2_config)
     layer_class = Gemma2DecoderLayer
 
@@ -287,11 +286,4 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         return output
 
 
-@register("Gemma2Model", "Gemma2ForCausalLM")
-def gemma2_from_hf(hf_model: nn.Module) -> Gemma2Model | Gemma2ForCausalLM:
-    """The package's Gemma 2 with the config and weights of a ``transformers`` ``Gemma2Model`` or ``Gemma2ForCausalLM``.
-
-    Returns:
-        A :class:`Gemma2ForCausalLM` for a model with a head, else a :class:`Gemma2Model`, in evaluation mode.
-    """
-    return convert_from_hf(hf_model, Gemma2ForCausalLM, Gemma2Model, "Gemma 2")
+register(Gemma2Model, Gemma2ForCausalLM)

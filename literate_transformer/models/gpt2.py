@@ -64,7 +64,6 @@ torch.Size([1, 7])
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
@@ -86,9 +85,8 @@ from .openai_gpt import (
     check_heads,
     check_language_model_inputs,
     check_unsupported,
-    load_from_hf,
 )
-from .registry import map_language_model_state_dict, register
+from .registry import register
 
 __all__ = [
     "check_gpt2_config",
@@ -97,8 +95,6 @@ __all__ = [
     "GPT2Block",
     "GPT2Model",
     "GPT2LMHeadModel",
-    "map_gpt2_state_dict",
-    "gpt2_from_hf",
 ]
 
 #: GPT-2 options this package does not build, with the only value it accepts.
@@ -193,6 +189,10 @@ class GPT2Model(OpenAIGPTModel):
     check_config = staticmethod(check_gpt2_config)
     #: The block a family's stack builds (a descendant names its own).
     block_class: type[nn.Module] = GPT2Block
+    # Older checkpoints saved the constant causal-mask buffers attn.bias and attn.masked_bias: the conversion drops
+    # them (the mask is built per call).
+    hf_name = "GPT-2"
+    hf_dropped = (".attn.bias", ".attn.masked_bias")
 
     def build_embeddings(self, config: Any) -> None:
         """GPT's tables under GPT-2's names: ``wte``, ``wpe``, and ``drop``."""
@@ -256,6 +256,8 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
 
     #: The stack it builds.
     model_class = GPT2Model
+    #: The head and the token table it is when the config ties them (checked when converting).
+    hf_ties = (("lm_head.weight", "transformer.wte.weight"),)
 
     #: Greedy decoding, sampling or beam search (:class:`~literate_transformer.book.decoding.GenerationMixin`),
     #: listed here so that GPT-2's own page documents it.
@@ -288,38 +290,4 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
         return self.score_next_tokens(output, labels)
 
 
-# ---------------------------------------------------------------------------
-# GPT-2's key map, and from_hf
-# ---------------------------------------------------------------------------
-#: Buffers of older GPT-2 checkpoints: a constant causal mask and the value that filled it, built per call here.
-GPT2_DROPPED_BUFFERS = (".attn.bias", ".attn.masked_bias")
-
-
-def map_gpt2_state_dict(
-    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
-) -> dict[str, Tensor]:
-    """A GPT-2 checkpoint's tensors for this file's modules: they have the same names, but for two things.
-
-    * Older checkpoints saved the constant causal-mask buffers ``attn.bias``
-      and ``attn.masked_bias``: dropped (the mask is built per call).
-    * With ``tied`` (the config's ``tie_word_embeddings``, GPT-2's default),
-      ``lm_head.weight`` is ``wte.weight``: a checkpoint may list it, and it
-      must then hold the same values.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or
-            naming an ``lm_head.weight`` that is not ``wte``'s while the config ties them.
-    """
-    return map_language_model_state_dict(
-        state_dict, expected, "GPT-2", table="transformer.wte.weight", tied=tied, dropped=GPT2_DROPPED_BUFFERS
-    )
-
-
-@register("GPT2Model", "GPT2LMHeadModel")
-def gpt2_from_hf(hf_model: nn.Module) -> GPT2Model | GPT2LMHeadModel:
-    """The package's GPT-2 with the config and weights of a ``transformers`` ``GPT2Model`` or ``GPT2LMHeadModel``.
-
-    Returns:
-        A :class:`GPT2LMHeadModel` for a model with a head, else a :class:`GPT2Model`, in evaluation mode.
-    """
-    return load_from_hf(hf_model, GPT2LMHeadModel, GPT2Model, map_gpt2_state_dict)
+register(GPT2Model, GPT2LMHeadModel)

@@ -42,7 +42,6 @@ which tests compare with the package's band.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
@@ -52,8 +51,8 @@ from ..parts.attention import Attention
 from ..parts.positions import LearnedPositionalEmbedding
 from .gpt2 import GPT2MLP
 from .gpt3 import GPT3Block, GPT3LMHeadModel, GPT3Model, check_attention_layers
-from .openai_gpt import check_activation, check_heads, load_from_hf
-from .registry import map_language_model_state_dict, register
+from .openai_gpt import check_activation, check_heads
+from .registry import register
 
 __all__ = [
     "check_gpt_neo_config",
@@ -63,8 +62,6 @@ __all__ = [
     "GPTNeoBlock",
     "GPTNeoModel",
     "GPTNeoForCausalLM",
-    "map_gpt_neo_state_dict",
-    "gpt_neo_from_hf",
 ]
 
 
@@ -178,6 +175,9 @@ class GPTNeoModel(GPT3Model):
 
     check_config = staticmethod(check_gpt_neo_config)
     block_class = GPTNeoBlock
+    # Older releases saved each attention's constant mask and the value that filled it: dropped when converting.
+    hf_name = "GPT-Neo"
+    hf_dropped = (".attn.attention.bias", ".attn.attention.masked_bias")
 
     def build_embeddings(self, config: Any) -> None:
         """GPT-2's ``wte``, ``wpe`` and ``drop``, the dropout under GPT-Neo's field, ``embed_dropout``."""
@@ -196,28 +196,4 @@ class GPTNeoForCausalLM(GPT3LMHeadModel):
     model_class = GPTNeoModel
 
 
-#: Buffers older releases saved: each attention's constant mask and the value that filled it.
-GPT_NEO_DROPPED_BUFFERS = (".attn.attention.bias", ".attn.attention.masked_bias")
-
-
-def map_gpt_neo_state_dict(
-    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
-) -> dict[str, Tensor]:
-    """A GPT-Neo checkpoint's tensors for this file's modules: the same names, less the constant mask buffers.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or naming an untied head.
-    """
-    return map_language_model_state_dict(
-        state_dict, expected, "GPT-Neo", table="transformer.wte.weight", tied=tied, dropped=GPT_NEO_DROPPED_BUFFERS
-    )
-
-
-@register("GPTNeoModel", "GPTNeoForCausalLM")
-def gpt_neo_from_hf(hf_model: nn.Module) -> GPTNeoModel | GPTNeoForCausalLM:
-    """The package's GPT-Neo with the config and weights of a ``transformers`` ``GPTNeoModel`` or ``GPTNeoForCausalLM``.
-
-    Returns:
-        A :class:`GPTNeoForCausalLM` for a model with a head, else a :class:`GPTNeoModel`, in evaluation mode.
-    """
-    return load_from_hf(hf_model, GPTNeoForCausalLM, GPTNeoModel, map_gpt_neo_state_dict)
+register(GPTNeoModel, GPTNeoForCausalLM)

@@ -38,7 +38,6 @@ torch.Size([1, 3, 40])
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
@@ -51,8 +50,8 @@ from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
 from ..parts.stack import DecoderStack
 from .gpt_neo import GPTNeoForCausalLM, GPTNeoModel, GPTNeoSelfAttention
-from .openai_gpt import check_activation, check_heads, load_from_hf
-from .registry import map_language_model_state_dict, register
+from .openai_gpt import check_activation, check_heads
+from .registry import register
 
 __all__ = [
     "check_gptj_config",
@@ -61,8 +60,6 @@ __all__ = [
     "GPTJBlock",
     "GPTJModel",
     "GPTJForCausalLM",
-    "map_gptj_state_dict",
-    "gptj_from_hf",
 ]
 
 
@@ -187,6 +184,9 @@ class GPTJModel(GPTNeoModel):
 
     check_config = staticmethod(check_gptj_config)
     block_class = GPTJBlock
+    # Older releases saved constant buffers (the causal mask, its fill value, the rotary table): dropped.
+    hf_name = "GPT-J"
+    hf_dropped = (".attn.bias", ".attn.masked_bias", ".attn.embed_positions")
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
@@ -222,29 +222,4 @@ class GPTJForCausalLM(GPTNeoForCausalLM):
     lm_head_bias = True
 
 
-#: Buffers older releases saved: the constant causal mask, the value that filled it, and the table of angles.
-GPTJ_DROPPED_BUFFERS = (".attn.bias", ".attn.masked_bias", ".attn.embed_positions")
-
-
-def map_gptj_state_dict(
-    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = False
-) -> dict[str, Tensor]:
-    """A GPT-J checkpoint's tensors for this file's modules: the same names, less the constant buffers.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or naming a head that the config
-            ties but that is not the table.
-    """
-    return map_language_model_state_dict(
-        state_dict, expected, "GPT-J", table="transformer.wte.weight", tied=tied, dropped=GPTJ_DROPPED_BUFFERS
-    )
-
-
-@register("GPTJModel", "GPTJForCausalLM")
-def gptj_from_hf(hf_model: nn.Module) -> GPTJModel | GPTJForCausalLM:
-    """The package's GPT-J with the config and weights of a ``transformers`` ``GPTJModel`` or ``GPTJForCausalLM``.
-
-    Returns:
-        A :class:`GPTJForCausalLM` for a model with a head, else a :class:`GPTJModel`, in evaluation mode.
-    """
-    return load_from_hf(hf_model, GPTJForCausalLM, GPTJModel, map_gptj_state_dict)
+register(GPTJModel, GPTJForCausalLM)

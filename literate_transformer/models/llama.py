@@ -59,7 +59,6 @@ refuses the other kinds with a ValueError that names the field.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,8 +83,8 @@ from ..parts.heads import LanguageModelHead, language_model_check
 from ..parts.norms import RMSNorm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
-from .openai_gpt import check_unsupported, load_from_hf
-from .registry import map_language_model_state_dict, register
+from .openai_gpt import check_unsupported
+from .registry import ConvertsFromHF, register
 
 __all__ = [
     "ROPE_TYPES",
@@ -100,8 +99,6 @@ __all__ = [
     "LlamaDecoderLayer",
     "LlamaModel",
     "LlamaForCausalLM",
-    "map_llama_state_dict",
-    "llama_from_hf",
 ]
 
 #: The kinds of ``rope_scaling`` this package builds.
@@ -334,7 +331,7 @@ def check_llama_inputs(model: LlamaModel, args: Arguments) -> None:
         _check_position_ids(args.position_ids, batch_size, length)
 
 
-class LlamaModel(DecoderStack, nn.Module):
+class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
     """Llama's stack: ``embed_tokens``, the ``layers``, the final RMS ``norm``, and the rotary angles.
 
     Its forward takes HuggingFace's ``input_ids``, ``attention_mask``,
@@ -348,6 +345,10 @@ class LlamaModel(DecoderStack, nn.Module):
     check_config = staticmethod(check_llama_config)
     #: The layer a family's stack builds.
     layer_class: type[nn.Module] = LlamaDecoderLayer
+    # Older releases saved each layer's rotary frequencies, which the model computes from the config: dropped
+    # when converting (models.registry.ConvertsFromHF).
+    hf_name = "Llama"
+    hf_dropped = (".rotary_emb.inv_freq",)
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -413,7 +414,7 @@ class LlamaModel(DecoderStack, nn.Module):
 check_llama_lm_inputs = language_model_check(check_llama_inputs, "model")
 
 
-class LlamaForCausalLM(LanguageModelHead, GenerationMixin, nn.Module):
+class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Module):
     """Llama with its language-model head (``lm_head``, tied to ``embed_tokens`` only if the config says so).
 
     The head, its scores and its loss are every decoder's
@@ -429,6 +430,8 @@ class LlamaForCausalLM(LanguageModelHead, GenerationMixin, nn.Module):
 
     #: The stack a family's language model builds.
     model_class: type[nn.Module] = LlamaModel
+    #: The head and the token table it is when the config ties them (checked when converting).
+    hf_ties = (("lm_head.weight", "model.embed_tokens.weight"),)
     #: ``None`` (rotary positions have no table to run past, so generation may go past ``max_position_embeddings``).
     position_limit = None
 
@@ -473,38 +476,4 @@ class LlamaForCausalLM(LanguageModelHead, GenerationMixin, nn.Module):
         return self.score_next_tokens(output, labels)
 
 
-def map_llama_state_dict(
-    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = False, model: str = "Llama"
-) -> dict[str, Tensor]:
-    """A Llama checkpoint's tensors for this file's modules: the same names, less the rotary frequencies.
-
-    Older releases saved each layer's ``rotary_emb.inv_freq``, which the model computes from the config.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or naming a head that the config
-            ties but that is not the table.
-    """
-    return map_language_model_state_dict(
-        state_dict, expected, model, table="model.embed_tokens.weight", tied=tied, dropped=(".rotary_emb.inv_freq",)
-    )
-
-
-def convert_from_hf(
-    hf_model: nn.Module, lm_class: type[nn.Module], model_class: type[nn.Module], name: str
-) -> nn.Module:
-    """Build the family's language model (or its stack, for a model without a head) and load the weights by name.
-
-    As every decoder family converts (:func:`~literate_transformer.models.openai_gpt.load_from_hf`), through
-    Llama's key map under the family's ``name``.
-    """
-    return load_from_hf(hf_model, lm_class, model_class, functools.partial(map_llama_state_dict, model=name))
-
-
-@register("LlamaModel", "LlamaForCausalLM")
-def llama_from_hf(hf_model: nn.Module) -> LlamaModel | LlamaForCausalLM:
-    """The package's Llama with the config and weights of a ``transformers`` ``LlamaModel`` or ``LlamaForCausalLM``.
-
-    Returns:
-        A :class:`LlamaForCausalLM` for a model with a head, else a :class:`LlamaModel`, in evaluation mode.
-    """
-    return convert_from_hf(hf_model, LlamaForCausalLM, LlamaModel, "Llama")
+register(LlamaModel, LlamaForCausalLM)

@@ -83,7 +83,6 @@ tensor([[ 2, 30]])
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -91,7 +90,6 @@ from torch import Tensor, nn
 
 from ..parts.norms import make_norm
 from .bart import (
-    BART_DROPPED_KEYS,
     BART_LAYER_NORM_EPS,
     BartDecoder,
     BartDecoderLayer,
@@ -101,8 +99,6 @@ from .bart import (
     BartModel,
     BartStack,
     check_bart_config,
-    load_from_hf,
-    map_bart_state_dict,
 )
 from .registry import register
 
@@ -116,8 +112,6 @@ __all__ = [
     "M2M100Decoder",
     "M2M100Model",
     "M2M100ForConditionalGeneration",
-    "map_m2m_100_state_dict",
-    "m2m_100_from_hf",
 ]
 
 
@@ -242,6 +236,9 @@ class M2M100Model(BartModel):
 
     check_config = staticmethod(check_m2m_100_config)
     encoder_class, decoder_class = M2M100Encoder, M2M100Decoder
+    # BART's dropped keys, and the sinusoid tables, which are computed, never loaded.
+    hf_name = "M2M-100"
+    hf_dropped = (*BartModel.hf_dropped, "encoder.embed_positions.weights", "decoder.embed_positions.weights")
 
 
 class M2M100ForConditionalGeneration(BartForConditionalGeneration):
@@ -266,26 +263,4 @@ class M2M100ForConditionalGeneration(BartForConditionalGeneration):
         return self.lm_head(hidden_states)
 
 
-# ---------------------------------------------------------------------------
-# M2M-100's key map, and from_hf
-# ---------------------------------------------------------------------------
-#: Keys that hold no tensor of the model (BART's, and the sinusoid tables, which are computed, never loaded).
-M2M100_DROPPED_KEYS = BART_DROPPED_KEYS + ("encoder.embed_positions.weights", "decoder.embed_positions.weights")
-
-
-def map_m2m_100_state_dict(state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """An M2M-100 checkpoint's tensors for this file's modules: BART's key map
-    (:func:`~literate_transformer.models.bart.map_bart_state_dict`), and a sinusoid table a checkpoint lists is dropped.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or
-            naming a copy of the embedding table that differs from the others.
-    """
-    return map_bart_state_dict(state_dict, expected, "M2M-100", M2M100_DROPPED_KEYS)
-
-
-@register("M2M100Model", "M2M100ForConditionalGeneration")
-def m2m_100_from_hf(hf_model: nn.Module) -> M2M100Model | M2M100ForConditionalGeneration:
-    """The package's M2M-100 with the config and weights of a ``transformers`` ``M2M100Model`` or
-    ``M2M100ForConditionalGeneration``, in evaluation mode."""
-    return load_from_hf(hf_model, M2M100ForConditionalGeneration, M2M100Model, map_m2m_100_state_dict)
+register(M2M100Model, M2M100ForConditionalGeneration)

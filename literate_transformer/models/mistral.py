@@ -45,18 +45,17 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..core.masks import build_attention_mask
 from ..core.validation import check_positive_int
-from .llama import LlamaForCausalLM, LlamaModel, check_llama_config, convert_from_hf
+from .llama import LlamaForCausalLM, LlamaModel, check_llama_config
 from .registry import register
 
 __all__ = [
     "check_mistral_config",
     "MistralModel",
     "MistralForCausalLM",
-    "mistral_from_hf",
 ]
 
 
@@ -80,6 +79,7 @@ class MistralModel(LlamaModel):
         config: A ``transformers`` ``MistralConfig``.
     """
 
+    hf_name = "Mistral"
     check_config = staticmethod(check_mistral_config)
 
     def attention_masks(
@@ -107,11 +107,4 @@ class MistralForCausalLM(LlamaForCausalLM):
     model_class = MistralModel
 
 
-@register("MistralModel", "MistralForCausalLM")
-def mistral_from_hf(hf_model: nn.Module) -> MistralModel | MistralForCausalLM:
-    """The package's Mistral with the config and weights of a ``transformers`` ``MistralModel`` or ``MistralForCausalLM``.
-
-    Returns:
-        A :class:`MistralForCausalLM` for a model with a head, else a :class:`MistralModel`, in evaluation mode.
-    """
-    return convert_from_hf(hf_model, MistralForCausalLM, MistralModel, "Mistral")
+register(MistralModel, MistralForCausalLM)

@@ -73,7 +73,7 @@ from torch import Tensor, nn
 from ..core.activations import get_activation
 from ..core.outputs import ModelOutput
 from ..core.validation import check_positive_int
-from .llama import LlamaDecoderLayer, check_llama_config, convert_from_hf
+from .llama import LlamaDecoderLayer, check_llama_config
 from .mistral import MistralForCausalLM, MistralModel
 from .registry import register
 
@@ -85,7 +85,6 @@ __all__ = [
     "MixtralModel",
     "MixtralForCausalLM",
     "load_balancing_loss_func",
-    "mixtral_from_hf",
 ]
 
 
@@ -229,6 +228,7 @@ class MixtralModel(MistralModel):
         config: A ``transformers`` ``MixtralConfig``.
     """
 
+    hf_name = "Mixtral"
     check_config = staticmethod(check_mixtral_config)
     layer_class = MixtralDecoderLayer
 
@@ -277,11 +277,4 @@ class MixtralForCausalLM(MistralForCausalLM):
         return output
 
 
-@register("MixtralModel", "MixtralForCausalLM")
-def mixtral_from_hf(hf_model: nn.Module) -> MixtralModel | MixtralForCausalLM:
-    """The package's Mixtral with the config and weights of a ``transformers`` ``MixtralModel`` or ``MixtralForCausalLM``.
-
-    Returns:
-        A :class:`MixtralForCausalLM` for a model with a head, else a :class:`MixtralModel`, in evaluation mode.
-    """
-    return convert_from_hf(hf_model, MixtralForCausalLM, MixtralModel, "Mixtral")
+register(MixtralModel, MixtralForCausalLM)

@@ -72,7 +72,7 @@ torch.Size([1, 3, 40])
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -94,7 +94,7 @@ from ..parts.heads import LanguageModelHead, language_model_check
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
-from .registry import map_language_model_state_dict, register
+from .registry import ConvertsFromHF, register
 
 __all__ = [
     "GPT_ACTIVATIONS",
@@ -108,9 +108,6 @@ __all__ = [
     "OpenAIGPTBlock",
     "OpenAIGPTModel",
     "OpenAIGPTLMHeadModel",
-    "map_openai_gpt_state_dict",
-    "load_from_hf",
-    "openai_gpt_from_hf",
 ]
 
 #: GPT's own activation table (``afn``), and the package's name for each: GPT's ``"gelu"`` is the tanh
@@ -301,7 +298,7 @@ def check_decoder_inputs(model: OpenAIGPTModel, args: Arguments) -> None:
     check_token_inputs(args, config, past_length)
 
 
-class OpenAIGPTModel(DecoderStack, nn.Module):
+class OpenAIGPTModel(ConvertsFromHF, DecoderStack, nn.Module):
     """GPT's stack: ``tokens_embed`` + ``positions_embed``, the blocks ``h``; the shape of every stack of this branch.
 
     Its forward takes HuggingFace's ``input_ids`` and ``attention_mask``
@@ -313,6 +310,10 @@ class OpenAIGPTModel(DecoderStack, nn.Module):
 
     #: The config check of the family (a descendant names its own).
     check_config = staticmethod(check_openai_gpt_config)
+    # What converting a transformers GPT reads (models.registry.ConvertsFromHF): older releases saved a constant
+    # causal mask and the position index, which this stack builds per call.
+    hf_name = "GPT"
+    hf_dropped = (".attn.bias", ".position_ids")
     #: The block a family's stack builds, from ``(config, layer_idx)`` (a descendant names its own).
     block_class: type[nn.Module] = OpenAIGPTBlock
 
@@ -407,7 +408,7 @@ class OpenAIGPTModel(DecoderStack, nn.Module):
 check_language_model_inputs = language_model_check(check_decoder_inputs, "transformer")
 
 
-class OpenAIGPTLMHeadModel(LanguageModelHead, GenerationMixin, nn.Module):
+class OpenAIGPTLMHeadModel(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Module):
     """GPT with its language-model head, whose weight is the token table ``tokens_embed`` (as the config ties it).
 
     ``generate()`` (:class:`~literate_transformer.book.decoding.GenerationMixin`)
@@ -428,6 +429,8 @@ class OpenAIGPTLMHeadModel(LanguageModelHead, GenerationMixin, nn.Module):
     model_class: type[nn.Module] = OpenAIGPTModel
     #: Whether ``lm_head`` adds a bias to the scores (CTRL's and GPT-J's do).
     lm_head_bias = False
+    #: The head and the token table it is when the config ties them (checked when converting).
+    hf_ties = (("lm_head.weight", "transformer.tokens_embed.weight"),)
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -473,66 +476,4 @@ class OpenAIGPTLMHeadModel(LanguageModelHead, GenerationMixin, nn.Module):
         return self.score_next_tokens(output, labels)
 
 
-# ---------------------------------------------------------------------------
-# GPT's key map, and from_hf
-# ---------------------------------------------------------------------------
-#: Buffers an older release saved: a constant causal mask and the position index, built per call here.
-OPENAI_GPT_DROPPED_BUFFERS = (".attn.bias", ".position_ids")
-
-
-def map_openai_gpt_state_dict(
-    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
-) -> dict[str, Tensor]:
-    """A GPT checkpoint's tensors for this file's modules: the same names, less two constant buffers.
-
-    With ``tied`` (the config's ``tie_word_embeddings``), a checkpoint's
-    ``lm_head.weight`` must hold the token table's values.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or naming an untied head.
-    """
-    return map_language_model_state_dict(
-        state_dict,
-        expected,
-        "GPT",
-        table="transformer.tokens_embed.weight",
-        tied=tied,
-        dropped=OPENAI_GPT_DROPPED_BUFFERS,
-    )
-
-
-def load_from_hf(
-    hf_model: nn.Module,
-    lm_class: type[nn.Module],
-    model_class: type[nn.Module],
-    map_state_dict: Callable[[Mapping[str, Tensor], Mapping[str, Tensor], bool], dict[str, Tensor]],
-) -> nn.Module:
-    """A family's language model (or its stack, for a model without a head) with ``hf_model``'s config and weights.
-
-    Every decoder family converts the same way; what differs is its classes and its key map.
-
-    Args:
-        hf_model: The ``transformers`` model.
-        lm_class: The family's class with the language-model head.
-        model_class: The family's stack.
-        map_state_dict: The family's key map, ``(state_dict, expected, tied)``.
-
-    Returns:
-        The model, in evaluation mode.
-    """
-    cls = lm_class if hasattr(hf_model, "lm_head") else model_class
-    model = cls(hf_model.config)
-    # A head tied to the token table is one tensor, so the key map checks that the checkpoint's copy equals it.
-    tied = bool(getattr(hf_model.config, "tie_word_embeddings", False))
-    model.load_state_dict(map_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
-
-
-@register("OpenAIGPTModel", "OpenAIGPTLMHeadModel")
-def openai_gpt_from_hf(hf_model: nn.Module) -> OpenAIGPTModel | OpenAIGPTLMHeadModel:
-    """The package's GPT with the config and weights of a ``transformers`` ``OpenAIGPTModel`` or ``OpenAIGPTLMHeadModel``.
-
-    Returns:
-        An :class:`OpenAIGPTLMHeadModel` for a model with a head, else an :class:`OpenAIGPTModel`, in evaluation mode.
-    """
-    return load_from_hf(hf_model, OpenAIGPTLMHeadModel, OpenAIGPTModel, map_openai_gpt_state_dict)
+register(OpenAIGPTModel, OpenAIGPTLMHeadModel)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..parts.norms import make_norm
 from .llama import (
@@ -54,7 +54,6 @@ from .llama import (
     LlamaForCausalLM,
     LlamaModel,
     check_llama_config,
-    convert_from_hf,
     head_dim_of,
 )
 from .registry import register
@@ -66,7 +65,6 @@ __all__ = [
     "Qwen3DecoderLayer",
     "Qwen3Model",
     "Qwen3ForCausalLM",
-    "qwen3_from_hf",
 ]
 
 
@@ -118,6 +116,7 @@ class Qwen3Model(LlamaModel):
         config: A ``transformers`` ``Qwen3Config``.
     """
 
+    hf_name = "Qwen3"
     check_config = staticmethod(check_qwen3_config)
     layer_class = Qwen3DecoderLayer
 
@@ -132,11 +131,4 @@ class Qwen3ForCausalLM(LlamaForCausalLM):
     model_class = Qwen3Model
 
 
-@register("Qwen3Model", "Qwen3ForCausalLM")
-def qwen3_from_hf(hf_model: nn.Module) -> Qwen3Model | Qwen3ForCausalLM:
-    """The package's Qwen3 with the config and weights of a ``transformers`` ``Qwen3Model`` or ``Qwen3ForCausalLM``.
-
-    Returns:
-        A :class:`Qwen3ForCausalLM` for a model with a head, else a :class:`Qwen3Model`, in evaluation mode.
-    """
-    return convert_from_hf(hf_model, Qwen3ForCausalLM, Qwen3Model, "Qwen3")
+register(Qwen3Model, Qwen3ForCausalLM)

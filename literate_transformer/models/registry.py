@@ -1,24 +1,34 @@
 """From ``transformers`` to the package: one registry, filled by the families themselves.
 
-Every family's file (:mod:`literate_transformer.models`) says which
-``transformers`` classes it rebuilds, by registering a converter for them::
+Every family's file (:mod:`literate_transformer.models`) registers the
+models it rebuilds, which carry ``transformers``' class names::
 
-    @register("GPT2Model", "GPT2LMHeadModel")
-    def gpt2_from_hf(hf_model): ...
+    register(GPT2Model, GPT2LMHeadModel)
 
 :func:`from_hf` finds the families by looking into the ``models`` folder
 (every module in it is imported the first time :func:`from_hf` runs), so a
 new family is one new file: nothing here, in the core or in the book
 changes.  ``import literate_transformer`` loads no family at all.
 
-Loading by name
----------------
-The families keep HuggingFace's module and parameter names, so a converter
-is mostly ``load_state_dict``: :func:`map_state_dict` renames the few keys
-that differ (each family's key map says which, and why) and
-:func:`check_state_dict` checks that every tensor of the model is given,
-once, with its shape, naming every key that is not (never a silently
-half-initialised model, which ``load_state_dict(strict=False)`` would give).
+One conversion, declared
+------------------------
+The families keep HuggingFace's module and parameter names, so converting
+a ``transformers`` model is one procedure for all of them
+(:meth:`ConvertsFromHF.from_hf`): build the package's class of the same
+name from the model's config, rename the few checkpoint keys that differ,
+check that every tensor of the model is given once, with its shape
+(:func:`check_state_dict`, never a silently half-initialised model, which
+``load_state_dict(strict=False)`` would give), load, and switch to
+evaluation mode.  What differs between families is data, which each
+declares on its classes: the prefix checkpoints of a model with heads put
+before its keys (``hf_prefix``), the constant buffers older releases saved
+(``hf_dropped``), and the head that is the token table when the config
+ties them (``hf_ties``); the head that is the token table when the config ties them (``hf_ties``),
+older names of parameters (``hf_renames``), the heads of larger models it
+does not have (``hf_heads``), a pooler that a checkpoint has or not
+(``hf_pooler``); a family that reads the config its own way writes
+:meth:`ConvertsFromHF.hf_config`, and one with a check of its own overrides
+:meth:`ConvertsFromHF.map_hf_state_dict`.
 
 >>> "BertModel" in supported()
 True
@@ -32,45 +42,41 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 __all__ = [
+    "ConvertsFromHF",
     "register",
     "from_hf",
     "supported",
     "model_class",
     "check_state_dict",
     "map_state_dict",
-    "load_by_name",
-    "map_language_model_state_dict",
 ]
 
-#: The ``transformers`` class names :func:`from_hf` converts, and the converter each family registered.
-REGISTRY: dict[str, Callable[[nn.Module], nn.Module]] = {}
-
-Converter = Callable[[nn.Module], nn.Module]
+#: The ``transformers`` class names :func:`from_hf` converts, and the package's class of that name.
+REGISTRY: dict[str, type[ConvertsFromHF]] = {}
 
 
-def register(*hf_class_names: str) -> Callable[[Converter], Converter]:
-    """Register a converter for the ``transformers`` classes of these names (a family's file does it once).
+def register(*models: type[ConvertsFromHF]) -> None:
+    """Register a family's models, each under its class name, which is ``transformers``' (a family's file does it once).
 
     Raises:
+        TypeError: for a class that does not convert from ``transformers`` (:class:`ConvertsFromHF`).
         ValueError: when another family has registered one of the names already.
     """
-
-    def decorate(converter: Converter) -> Converter:
-        for name in hf_class_names:
-            if name in REGISTRY and REGISTRY[name] is not converter:
-                raise ValueError(f"{name} is registered twice: {REGISTRY[name].__module__} and {converter.__module__}")
-            REGISTRY[name] = converter
-        return converter
-
-    return decorate
+    for model in models:
+        if not (isinstance(model, type) and issubclass(model, ConvertsFromHF)):
+            raise TypeError(f"register takes the family's model classes (ConvertsFromHF), got {model!r}")
+        name = model.__name__
+        if name in REGISTRY and REGISTRY[name] is not model:
+            raise ValueError(f"{name} is registered twice: {REGISTRY[name].__module__} and {model.__module__}")
+        REGISTRY[name] = model
 
 
 def _discover() -> None:
@@ -93,9 +99,7 @@ def model_class(name: str) -> type | None:
     Every family names its models as ``transformers`` does, so the registry is also where
     ``lt.GPT2LMHeadModel`` is found.
     """
-    if name not in supported():
-        return None
-    return getattr(sys.modules[REGISTRY[name].__module__], name, None)
+    return REGISTRY.get(name) if name in supported() else None
 
 
 def from_hf(model: nn.Module) -> nn.Module:
@@ -109,7 +113,7 @@ def from_hf(model: nn.Module) -> nn.Module:
         model: A ``transformers`` model.
 
     Returns:
-        The package's model.
+        The package's model (:meth:`ConvertsFromHF.from_hf` of its class of the same name).
 
     Raises:
         TypeError: for any other object, naming the supported classes.
@@ -121,7 +125,7 @@ def from_hf(model: nn.Module) -> nn.Module:
             f"from_hf cannot convert a {cls.__module__}.{cls.__qualname__}: it converts the transformers models "
             f"{', '.join(names)}"
         )
-    return REGISTRY[cls.__name__](model).eval()
+    return REGISTRY[cls.__name__].from_hf(model).eval()
 
 
 def check_state_dict(
@@ -195,68 +199,127 @@ def map_state_dict(
     return check_state_dict(mapped, expected, unexpected, model)
 
 
-def load_by_name(model: nn.Module, hf_model: nn.Module) -> nn.Module:
-    """Load a ``transformers`` model's weights into the package's model that keeps every one of its names.
+class ConvertsFromHF:
+    """The one conversion from ``transformers``, driven by what a family declares on its classes.
 
-    The converter of a family whose module and parameter names are all
-    HuggingFace's: the key map is the identity, and :func:`map_state_dict`
-    still checks that every tensor is given once, with its shape.  A
-    constant buffer that neither model saves (``position_ids`` in most
-    ``transformers`` encoders) is not a key on either side.
-
-    Args:
-        model: The package's model, built from ``hf_model``'s config.
-        hf_model: The ``transformers`` model.
-
-    Returns:
-        ``model``, loaded and in evaluation mode.
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key.
+    A family's stack and its model with a head inherit it (through their
+    parents) and set what differs, as class attributes.  Everything else is
+    this procedure, the same for every family (:meth:`from_hf`).  A model
+    with a head converts as its stack (its ``model_class``) declares, and
+    adds what it declares itself (its head).
     """
-    state = map_state_dict(hf_model.state_dict(), model.state_dict(), lambda key: key, type(model).__name__)
-    model.load_state_dict(state, strict=True)
-    return model.eval()
 
+    #: The family's name in messages (the class's name when ``None``).
+    hf_name: ClassVar[str | None] = None
+    #: What checkpoints of a model with heads put before every key of this model (BERT's ``"bert."``), stripped.
+    hf_prefix: ClassVar[str] = ""
+    #: Endings of keys that older releases saved for constant buffers (a causal mask, rotary frequencies), dropped.
+    hf_dropped: ClassVar[tuple[str, ...]] = ()
+    #: Key prefixes of heads that checkpoints of larger models carry and this model does not have (BERT's
+    #: pretraining heads, ``"cls."``), dropped.
+    hf_heads: ClassVar[tuple[str, ...]] = ()
+    #: Older names of parameters, by the last part of their key (TensorFlow's layer norms' ``gamma`` and ``beta``).
+    hf_renames: ClassVar[Mapping[str, str]] = {}
+    #: The key prefix of a pooler that a checkpoint may have or not (``"pooler."``); the model is built with one
+    #: (``add_pooling_layer``) where the checkpoint has it.
+    hf_pooler: ClassVar[str | None] = None
+    #: ``(copy, original)`` pairs of keys that are one tensor when the head is tied to the token table (the head
+    #: and the table), whose copy in a checkpoint must hold the original's values.
+    hf_ties: ClassVar[tuple[tuple[str, str], ...]] = ()
 
-def map_language_model_state_dict(
-    state_dict: Mapping[str, Tensor],
-    expected: Mapping[str, Tensor],
-    model: str,
-    *,
-    table: str,
-    tied: bool,
-    dropped: Sequence[str] = (),
-    head: str = "lm_head.weight",
-) -> dict[str, Tensor]:
-    """A language model's checkpoint, whose names are the model's: constant buffers dropped, a tied head checked.
+    @classmethod
+    def declared(cls, name: str) -> Any:
+        """A declaration (``"hf_dropped"``, ...): this class's, or else its stack's (``model_class``)."""
+        value = getattr(cls, name)
+        stack = getattr(cls, "model_class", None)
+        return value if value or stack is None else getattr(stack, name)
 
-    Args:
-        state_dict: The checkpoint's tensors.
-        expected: The model's ``state_dict()``.
-        model: The model's name, for the messages.
-        table: The key of the token-embedding table (``"transformer.wte.weight"``).
-        tied: Whether the model's head *is* the table (``config.tie_word_embeddings``).
-        dropped: Endings of keys older releases saved for constant buffers (a causal mask, rotary angles), which
-            the model builds when it runs.
-        head: The key of the head's weight.
+    @classmethod
+    def hf_key(cls, key: str) -> str | None:
+        """A checkpoint's key as this model names it, or ``None`` for a tensor the model does not keep.
 
-    Returns:
-        A dictionary with exactly the keys of ``expected``.
+        The same name, but for what the family declares: ``hf_heads`` and ``hf_dropped`` dropped, ``hf_prefix``
+        stripped, ``hf_renames`` applied to the key's last part.
+        """
+        dropped, heads = cls.declared("hf_dropped"), cls.hf_heads
+        if (heads and key.startswith(heads)) or (dropped and key.endswith(dropped)):
+            return None
+        key = key.removeprefix(cls.hf_prefix) if cls.hf_prefix else key
+        path, _, leaf = key.rpartition(".")
+        return f"{path}.{cls.hf_renames[leaf]}" if leaf in cls.hf_renames else key
 
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key (:func:`map_state_dict`), or naming a
-            head that the config ties to the table but that holds other values.
-    """
-    dropped = tuple(dropped)
+    @classmethod
+    def map_hf_state_dict(
+        cls, state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = False
+    ) -> dict[str, Tensor]:
+        """A checkpoint's tensors under this model's names (:meth:`hf_key`), every one checked.
 
-    def key_map(key: str) -> str | None:
-        return None if dropped and key.endswith(dropped) else key
+        Args:
+            state_dict: The checkpoint's tensors.
+            expected: The model's ``state_dict()``.
+            tied: Whether the config ties the head to the token table (``tie_word_embeddings``).
 
-    mapped = map_state_dict(state_dict, expected, key_map, model)
-    if tied and head in state_dict and not torch.equal(state_dict[head], mapped[table]):
-        raise ValueError(
-            f"{head} differs from {table}: this {model}'s head is not tied, but its config says "
-            "tie_word_embeddings=True"
-        )
-    return mapped
+        Returns:
+            A dictionary with exactly the keys of ``expected``.
+
+        Raises:
+            ValueError: listing every missing, unexpected and mis-shaped key (:func:`map_state_dict`), or naming a
+                head that the config ties to the table but that holds other values.
+        """
+        name = cls.declared("hf_name") or cls.__name__
+        for copy, original in cls.hf_ties if tied else ():
+            if (
+                copy in state_dict
+                and original in state_dict
+                and not torch.equal(state_dict[copy], state_dict[original])
+            ):
+                raise ValueError(
+                    f"{copy} differs from {original}: this {name}'s head is not tied, and the model ties it"
+                )
+        return map_state_dict(state_dict, expected, cls.hf_key, name)
+
+    @classmethod
+    def head_is_tied(cls, config: Any) -> bool:
+        """Whether the model's head is its token table: as the config says (``tie_word_embeddings``)."""
+        return bool(getattr(config, "tie_word_embeddings", False))
+
+    @classmethod
+    def hf_config(cls, hf_model: nn.Module, **config_changes: Any) -> Any:
+        """The config to build from: ``hf_model``'s, as it is.
+
+        Raises:
+            TypeError: for config changes, which only a family that takes them accepts (BERT's).
+        """
+        if config_changes:
+            raise TypeError(
+                f"{cls.__name__}.from_hf() takes no config changes, got {', '.join(sorted(config_changes))}"
+            )
+        return hf_model.config
+
+    @classmethod
+    def build_from_hf(cls, hf_model: nn.Module, **config_changes: Any) -> nn.Module:
+        """The model to load ``hf_model``'s weights into: built from :meth:`hf_config`, with a pooler where the
+        checkpoint has one (``hf_pooler``)."""
+        options = {}
+        if cls.hf_pooler:
+            options["add_pooling_layer"] = any(
+                (cls.hf_key(key) or "").startswith(cls.hf_pooler) for key in hf_model.state_dict()
+            )
+        return cls(cls.hf_config(hf_model, **config_changes), **options)
+
+    @classmethod
+    def from_hf(cls, hf_model: nn.Module, **config_changes: Any) -> Any:
+        """This class with the config and weights of the ``transformers`` model of the same name, in evaluation mode.
+
+        Args:
+            hf_model: The ``transformers`` model.
+            **config_changes: Config fields to override, where the family takes them (:meth:`build_from_hf`).
+
+        Raises:
+            ValueError: listing every missing, unexpected and mis-shaped tensor, or a head the config ties that
+                is not the table.
+        """
+        model = cls.build_from_hf(hf_model, **config_changes)
+        tied = cls.head_is_tied(hf_model.config)
+        model.load_state_dict(cls.map_hf_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
+        return model.eval()

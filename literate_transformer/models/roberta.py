@@ -38,18 +38,17 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..core.validation import Arguments, check_input_ids, check_token_inputs, validate_with
 from .bert import BertEmbeddings, BertModel
-from .registry import load_by_name, register
+from .registry import register
 
 __all__ = [
     "check_roberta_config",
     "create_position_ids_from_input_ids",
     "RobertaEmbeddings",
     "RobertaModel",
-    "roberta_from_hf",
 ]
 
 #: Options of BERT's config that this branch's families do not build, and the only value each accepts.
@@ -148,11 +147,14 @@ class RobertaModel(BertModel):
         add_pooling_layer: Build the ``pooler`` (as HuggingFace does by default).
     """
 
-    #: The ``model_type`` of the configs this class reads.
-    model_types: tuple[str, ...] = ("roberta",)
+    #: The ``model_type`` of the configs this class reads (and converts).
+    hf_model_type = "roberta"
+    # Converting reads BERT's declarations (models.registry.ConvertsFromHF) under RoBERTa's names.
+    hf_prefix = "roberta."
+    hf_heads = ("lm_head.",)
 
     def __init__(self, config: Any, add_pooling_layer: bool = True) -> None:
-        check_roberta_config(config, self.model_types)
+        check_roberta_config(config, (self.hf_model_type,))
         super().__init__(config, add_pooling_layer)
         # The one module RoBERTa changes: its embeddings count positions after the padding.
         self.embeddings = RobertaEmbeddings(config)
@@ -169,11 +171,4 @@ class RobertaModel(BertModel):
         return args.input_ids
 
 
-@register("RobertaModel")
-def roberta_from_hf(hf_model: nn.Module, cls: type[RobertaModel] = RobertaModel) -> RobertaModel:
-    """A :class:`RobertaModel` (or ``cls``) with the config and weights of a ``transformers`` one.
-
-    The names are HuggingFace's, so the weights load by name.
-    """
-    has_pooler = any(key.startswith("pooler.") for key in hf_model.state_dict())
-    return load_by_name(cls(hf_model.config, add_pooling_layer=has_pooler), hf_model)
+register(RobertaModel)

@@ -96,7 +96,7 @@ from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
 from ..parts.positions import relative_position_bias
 from ..parts.stack import DecoderLayer, Sublayer, run_layers
-from .registry import map_state_dict, register
+from .registry import ConvertsFromHF, register
 
 __all__ = [
     "check_t5_config",
@@ -113,8 +113,6 @@ __all__ = [
     "T5PreTrainedModel",
     "T5Model",
     "T5ForConditionalGeneration",
-    "map_t5_state_dict",
-    "t5_from_hf",
 ]
 
 
@@ -457,9 +455,43 @@ class T5Stack(nn.Module):
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
 
 
-class T5PreTrainedModel(PreTrainedEncoderDecoderModel):
+class T5PreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
     """What T5's two classes share: the book's encode and decode, ``forward`` in HuggingFace's order and
     ``generate`` (:class:`~literate_transformer.book.decoder.PreTrainedEncoderDecoderModel`); T5's start token."""
+
+    # What converting reads (models.registry.ConvertsFromHF): older checkpoints saved a relative bias table for the
+    # decoder's first cross-attention, which never uses one (HuggingFace ignores it on loading): dropped.
+    hf_name = "T5"
+    hf_dropped = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
+    #: T5's names for its one token table (and, tied, the head's).
+    hf_shared = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+
+    @classmethod
+    def head_is_tied(cls, config: Any) -> bool:
+        """Whether the head is the table: :func:`t5_ties_its_head`."""
+        return t5_ties_its_head(config)
+
+    @classmethod
+    def map_hf_state_dict(
+        cls, state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied: bool = True
+    ) -> dict[str, Tensor]:
+        """By name, as every family's, and T5's one table: ``shared``, ``encoder.embed_tokens``,
+        ``decoder.embed_tokens`` (and, with a tied head, ``lm_head``) are one tensor, so a checkpoint may list any of
+        them, or only ``shared.weight``; every copy it lists must hold the same values.
+
+        Raises:
+            ValueError: listing every missing, unexpected and mis-shaped key, or naming a copy of the table that
+                differs from ``shared.weight``.
+        """
+        names = cls.hf_shared + (("lm_head.weight",) if tied and "lm_head.weight" in expected else ())
+        state_dict = dict(state_dict)
+        if "shared.weight" in state_dict:
+            for name in names[1:]:
+                if name not in state_dict:
+                    state_dict[name] = state_dict["shared.weight"]
+                elif not torch.equal(state_dict[name], state_dict["shared.weight"]):
+                    raise ValueError(f"{name} differs from shared.weight: T5 has one token table, shared by {names}")
+        return super().map_hf_state_dict(state_dict, expected, tied)
 
     @property
     def decoder_start_token_id(self) -> int:
@@ -537,57 +569,4 @@ class T5ForConditionalGeneration(T5Model):
         return self.lm_head(hidden_states)
 
 
-# ---------------------------------------------------------------------------
-# T5's key map, and from_hf
-# ---------------------------------------------------------------------------
-#: A table older checkpoints saved for the decoder's first cross-attention, which never uses one.
-T5_DROPPED_KEYS = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
-#: T5's names for its one token table.
-T5_SHARED_NAMES = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
-
-
-def map_t5_state_dict(
-    state_dict: Mapping[str, Tensor], expected: Mapping[str, Tensor], tied_head: bool = True
-) -> dict[str, Tensor]:
-    """A T5 checkpoint's tensors for this file's modules: the same names, but for the one table and one old key.
-
-    * ``shared``, ``encoder.embed_tokens``, ``decoder.embed_tokens`` (and,
-      with a tied head, ``lm_head``) are one tensor: a checkpoint may list
-      any of them, or only ``shared.weight``; every copy it lists must hold
-      the same values.
-    * Older checkpoints saved a relative bias table for the decoder's first
-      cross-attention (HuggingFace ignores it on loading): dropped.
-
-    Args:
-        state_dict: The checkpoint's tensors.
-        expected: The model's ``state_dict()``.
-        tied_head: The model's head is the table (:func:`t5_ties_its_head`).
-
-    Raises:
-        ValueError: listing every missing, unexpected and mis-shaped key, or
-            naming a copy of the table that differs from ``shared.weight``.
-    """
-    names = T5_SHARED_NAMES + (("lm_head.weight",) if tied_head and "lm_head.weight" in expected else ())
-    state_dict = dict(state_dict)
-    if "shared.weight" in state_dict:
-        for name in names[1:]:
-            if name not in state_dict:
-                state_dict[name] = state_dict["shared.weight"]
-            elif not torch.equal(state_dict[name], state_dict["shared.weight"]):
-                raise ValueError(f"{name} differs from shared.weight: T5 has one token table, shared by {names}")
-
-    def key_map(key: str) -> str | None:
-        return None if key in T5_DROPPED_KEYS else key
-
-    return map_state_dict(state_dict, expected, key_map, "T5")
-
-
-@register("T5Model", "T5ForConditionalGeneration")
-def t5_from_hf(hf_model: nn.Module) -> T5Model | T5ForConditionalGeneration:
-    """The package's T5 with the config and weights of a ``transformers`` ``T5Model`` or
-    ``T5ForConditionalGeneration`` (either feed-forward kind, tied or untied head), in evaluation mode."""
-    cls = T5ForConditionalGeneration if hasattr(hf_model, "lm_head") else T5Model
-    model = cls(hf_model.config)
-    tied = getattr(model, "tie_word_embeddings", True)
-    model.load_state_dict(map_t5_state_dict(hf_model.state_dict(), model.state_dict(), tied), strict=True)
-    return model.eval()
+register(T5Model, T5ForConditionalGeneration)

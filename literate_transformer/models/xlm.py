@@ -53,9 +53,9 @@ from ..parts.attention import LinAttention
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
-from .registry import load_by_name, register
+from .registry import ConvertsFromHF, register
 
-__all__ = ["check_xlm_config", "XLMMultiHeadAttention", "XLMTransformerFFN", "XLMModel", "xlm_from_hf"]
+__all__ = ["check_xlm_config", "XLMMultiHeadAttention", "XLMTransformerFFN", "XLMModel"]
 
 #: XLM options this package does not build, and the only value each accepts.
 _UNSUPPORTED = {"causal": False, "is_encoder": True}
@@ -131,7 +131,7 @@ def _check_model_inputs(model: XLMModel, args: Arguments) -> None:
             raise value_error(f"langs must be language ids in [0, n_langs={config.n_langs})")
 
 
-class XLMModel(nn.Module):
+class XLMModel(ConvertsFromHF, nn.Module):
     """XLM's encoder: the embeddings, then ``n_layers`` post-LN layers kept as flat lists of modules.
 
     Args:
@@ -226,7 +226,4 @@ class XLMModel(nn.Module):
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
 
 
-@register("XLMModel")
-def xlm_from_hf(hf_model: nn.Module) -> XLMModel:
-    """:class:`XLMModel` with the config and weights of a ``transformers`` ``XLMModel``, loaded by name."""
-    return load_by_name(XLMModel(hf_model.config), hf_model)
+register(XLMModel)

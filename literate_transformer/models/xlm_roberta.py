@@ -16,21 +16,16 @@ the config's ``model_type`` differs, so this file registers
 
 from __future__ import annotations
 
-from torch import nn
-
 from .registry import register
-from .roberta import RobertaModel, roberta_from_hf
+from .roberta import RobertaModel
 
-__all__ = ["XLMRobertaModel", "xlm_roberta_from_hf"]
+__all__ = ["XLMRobertaModel"]
 
 
 class XLMRobertaModel(RobertaModel):
     """RoBERTa's model under XLM-R's name: it reads a :class:`~transformers.XLMRobertaConfig`."""
 
-    model_types = ("xlm-roberta",)
+    hf_model_type = "xlm-roberta"
 
 
-@register("XLMRobertaModel")
-def xlm_roberta_from_hf(hf_model: nn.Module) -> XLMRobertaModel:
-    """:class:`XLMRobertaModel` with the config and weights of a ``transformers`` ``XLMRobertaModel``."""
-    return roberta_from_hf(hf_model, XLMRobertaModel)
+register(XLMRobertaModel)

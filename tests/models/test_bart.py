@@ -26,7 +26,6 @@ from literate_transformer.models.bart import (
     BartForConditionalGeneration,
     BartModel,
     check_bart_config,
-    map_bart_state_dict,
 )
 
 PAD, BOS, EOS = 1, 0, 2
@@ -142,9 +141,13 @@ def test_key_map_names_a_missing_tensor_and_refuses_a_second_embedding_table(mod
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     missing = "model.decoder.layers.0.encoder_attn_layer_norm.bias"
-    families.assert_key_map_names_a_missing_tensor(map_bart_state_dict, state, expected, missing)
+    families.assert_key_map_names_a_missing_tensor(
+        BartForConditionalGeneration.map_hf_state_dict, state, expected, missing
+    )
     copy = "model.decoder.embed_tokens.weight"
-    families.assert_key_map_refuses_a_changed_copy(map_bart_state_dict, state, expected, copy, "one embedding table")
+    families.assert_key_map_refuses_a_changed_copy(
+        BartForConditionalGeneration.map_hf_state_dict, state, expected, copy, "one embedding table"
+    )
 
 
 def test_each_stack_gets_its_own_sizes_and_the_config_is_checked():

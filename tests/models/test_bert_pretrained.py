@@ -15,7 +15,7 @@ from literate_transformer import TransformerConfig, load_hf_model
 from literate_transformer.book.attention import MultiHeadAttention
 from literate_transformer.core.masks import padding_mask, to_additive
 from literate_transformer.interop import bert_attention_to_book
-from literate_transformer.models.bert import BertModel, map_bert_state_dict
+from literate_transformer.models.bert import BertModel
 
 ATOL = 1e-5
 
@@ -213,7 +213,7 @@ def test_map_lists_every_problem_at_once(tiny_model):
     state["extra"] = torch.zeros(1)
     state["embeddings.word_embeddings.weight"] = torch.zeros(3, 8)
     with pytest.raises(ValueError) as error:
-        map_bert_state_dict(state, tiny_model.state_dict())
+        BertModel.map_hf_state_dict(state, tiny_model.state_dict())
     message = str(error.value)
     assert "missing tensors: pooler.dense.bias" in message
     assert "unexpected tensors: extra" in message

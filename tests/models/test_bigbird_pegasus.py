@@ -28,7 +28,6 @@ from literate_transformer.models.bigbird_pegasus import (
     BigBirdPegasusForConditionalGeneration,
     BigBirdPegasusModel,
     block_sparse_layout,
-    map_bigbird_pegasus_state_dict,
 )
 
 PAD, EOS, START = 0, 1, 2
@@ -203,10 +202,15 @@ def test_key_map_names_a_missing_tensor_and_fills_a_missing_final_logits_bias(hf
     hf, ours = hf_and_ours
     state, expected = hf.state_dict(), ours.state_dict()
     families.assert_key_map_names_a_missing_tensor(
-        map_bigbird_pegasus_state_dict, state, expected, "model.encoder.layers.1.self_attn.self.key.weight"
+        BigBirdPegasusForConditionalGeneration.map_hf_state_dict,
+        state,
+        expected,
+        "model.encoder.layers.1.self_attn.self.key.weight",
     )
     without_bias = {key: value for key, value in state.items() if key != "final_logits_bias"}
-    assert (map_bigbird_pegasus_state_dict(without_bias, expected)["final_logits_bias"] == 0).all()
+    assert (
+        BigBirdPegasusForConditionalGeneration.map_hf_state_dict(without_bias, expected)["final_logits_bias"] == 0
+    ).all()
 
 
 def test_bigbird_pegasus_model_without_head_equals_hf(randomize):

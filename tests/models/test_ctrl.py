@@ -19,7 +19,6 @@ from literate_transformer.models.ctrl import (
     CTRLLMHeadModel,
     check_ctrl_config,
     ctrl_positional_encoding,
-    map_ctrl_state_dict,
 )
 from literate_transformer.parts.positions import SinusoidalPositionalEncoding
 
@@ -62,7 +61,7 @@ def test_ctrls_table_is_hfs_and_the_2017_sinusoid_with_its_halves_interleaved():
 def test_key_map_names_a_missing_tensor(models):
     hf, ours = models
     families.assert_key_map_names_a_missing_tensor(
-        map_ctrl_state_dict, hf.state_dict(), ours.state_dict(), "lm_head.bias"
+        CTRLLMHeadModel.map_hf_state_dict, hf.state_dict(), ours.state_dict(), "lm_head.bias"
     )
 
 

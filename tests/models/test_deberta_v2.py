@@ -28,7 +28,6 @@ from literate_transformer.models.deberta_v2 import (
     DebertaV2Model,
     build_relative_position,
     make_log_bucket_position,
-    map_deberta_v2_state_dict,
 )
 
 ATOL = 1e-5
@@ -116,10 +115,10 @@ def test_the_key_map_drops_an_unused_position_table_and_names_a_missing_tensor(m
     state = dict(hf.state_dict())
     if not hf.config.position_biased_input:
         state["embeddings.position_embeddings.weight"] = torch.zeros(14, 15)
-        assert sorted(map_deberta_v2_state_dict(state, ours.state_dict())) == sorted(ours.state_dict())
+        assert sorted(DebertaV2Model.map_hf_state_dict(state, ours.state_dict())) == sorted(ours.state_dict())
     del state["encoder.layer.0.attention.self.query_proj.weight"]
     with pytest.raises(ValueError, match="missing tensors: encoder.layer.0.attention.self.query_proj.weight"):
-        map_deberta_v2_state_dict(state, ours.state_dict())
+        DebertaV2Model.map_hf_state_dict(state, ours.state_dict())
 
 
 def test_bad_input_and_unsupported_configs_are_refused_by_name(models):

@@ -13,6 +13,8 @@ sampled (same seed) and beam search.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import transformers
@@ -28,7 +30,7 @@ from families import (
 from shapes import GPT2, padded_batch
 
 from literate_transformer import from_hf
-from literate_transformer.models.gpt2 import GPT2LMHeadModel, GPT2Model, check_gpt2_config, map_gpt2_state_dict
+from literate_transformer.models.gpt2 import GPT2LMHeadModel, GPT2Model, check_gpt2_config
 
 ATOL = 1e-5
 
@@ -154,17 +156,21 @@ def test_positional_arguments_mean_what_they_mean_in_hf(models):
 # ---------------------------------------------------------------------------
 # The key map
 # ---------------------------------------------------------------------------
+#: GPT-2's conversion of a checkpoint, for a config that ties the head (GPT-2's default).
+key_map = functools.partial(GPT2LMHeadModel.map_hf_state_dict, tied=True)
+
+
 def test_key_map_names_a_missing_tensor_and_refuses_an_untied_head(models):
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
-    assert_key_map_names_a_missing_tensor(map_gpt2_state_dict, state, expected, "transformer.h.0.mlp.c_fc.bias")
-    assert_key_map_refuses_a_changed_copy(map_gpt2_state_dict, state, expected, "lm_head.weight", "not tied")
+    assert_key_map_names_a_missing_tensor(key_map, state, expected, "transformer.h.0.mlp.c_fc.bias")
+    assert_key_map_refuses_a_changed_copy(key_map, state, expected, "lm_head.weight", "not tied")
 
 
 def test_key_map_drops_the_causal_mask_buffers_of_older_checkpoints(models):
     hf, ours = models
     state = dict(hf.state_dict(), **{"transformer.h.0.attn.bias": torch.ones(1, 1, 4, 4)})
-    assert sorted(map_gpt2_state_dict(state, ours.state_dict())) == sorted(ours.state_dict())
+    assert sorted(key_map(state, ours.state_dict())) == sorted(ours.state_dict())
 
 
 @torch.no_grad()

@@ -15,7 +15,7 @@ import transformers
 from shapes import Shapes
 
 from literate_transformer.core.masks import causal_mask
-from literate_transformer.models.gpt_neo import GPTNeoForCausalLM, check_gpt_neo_config, map_gpt_neo_state_dict
+from literate_transformer.models.gpt_neo import GPTNeoForCausalLM, check_gpt_neo_config
 
 #: The shapes GPT-Neo is compared on, a row each: its GPTNeoConfig fields (``attention_types``: each
 #: pattern of global and local layers, and how many times it repeats).
@@ -60,9 +60,9 @@ def test_key_map_names_a_missing_tensor_and_drops_old_mask_buffers(models):
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     key = "transformer.h.0.attn.attention.q_proj.weight"
-    families.assert_key_map_names_a_missing_tensor(map_gpt_neo_state_dict, state, expected, key)
+    families.assert_key_map_names_a_missing_tensor(GPTNeoForCausalLM.map_hf_state_dict, state, expected, key)
     old = dict(state, **{"transformer.h.0.attn.attention.bias": torch.ones(1, 1, 4, 4, dtype=torch.bool)})
-    assert sorted(map_gpt_neo_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(expected)
+    assert sorted(GPTNeoForCausalLM.map_hf_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(expected)
 
 
 def test_unsupported_gpt_neo_configs_are_refused():

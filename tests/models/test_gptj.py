@@ -12,7 +12,7 @@ import pytest
 import transformers
 from shapes import Shapes
 
-from literate_transformer.models.gptj import GPTJForCausalLM, check_gptj_config, map_gptj_state_dict
+from literate_transformer.models.gptj import GPTJForCausalLM, check_gptj_config
 
 #: The shapes GPT-J is compared on, a row each: its GPTJConfig fields.
 # fmt: off
@@ -43,7 +43,9 @@ class TestGenerationCacheLossAndBadInputs(families.DecoderFamilyTests):
 def test_key_map_names_a_missing_tensor(models):
     hf, ours = models
     key = "transformer.h.0.attn.out_proj.weight"
-    families.assert_key_map_names_a_missing_tensor(map_gptj_state_dict, hf.state_dict(), ours.state_dict(), key)
+    families.assert_key_map_names_a_missing_tensor(
+        GPTJForCausalLM.map_hf_state_dict, hf.state_dict(), ours.state_dict(), key
+    )
 
 
 def test_a_rotary_dim_that_is_odd_or_wider_than_a_head_is_refused():

@@ -21,7 +21,6 @@ from literate_transformer.models.llama import (
     LlamaForCausalLM,
     check_llama_config,
     kv_cache_bytes_per_token,
-    map_llama_state_dict,
 )
 
 #: transformers releases whose LlamaConfig has head_dim (4.41 does not).
@@ -92,9 +91,9 @@ def test_key_map_names_a_missing_tensor_and_refuses_an_untied_head(models):
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     key = "model.layers.0.self_attn.k_proj.weight"
-    families.assert_key_map_names_a_missing_tensor(map_llama_state_dict, state, expected, key)
+    families.assert_key_map_names_a_missing_tensor(LlamaForCausalLM.map_hf_state_dict, state, expected, key)
     if hf.config.tie_word_embeddings:
-        refuse = lambda state, expected: map_llama_state_dict(state, expected, tied=True)  # noqa: E731
+        refuse = lambda state, expected: LlamaForCausalLM.map_hf_state_dict(state, expected, tied=True)  # noqa: E731
         families.assert_key_map_refuses_a_changed_copy(refuse, state, expected, "lm_head.weight", "not tied")
 
 

@@ -25,7 +25,6 @@ from literate_transformer.models.m2m_100 import (
     M2M100ForConditionalGeneration,
     M2M100Model,
     M2M100SinusoidalPositionalEmbedding,
-    map_m2m_100_state_dict,
 )
 
 #: A "language token" to force (any id of the vocabulary that is no special token).
@@ -137,10 +136,13 @@ def test_key_map_names_a_missing_tensor_and_drops_a_saved_sinusoid_table(models)
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     families.assert_key_map_names_a_missing_tensor(
-        map_m2m_100_state_dict, state, expected, "model.encoder.layers.0.self_attn_layer_norm.bias"
+        M2M100ForConditionalGeneration.map_hf_state_dict,
+        state,
+        expected,
+        "model.encoder.layers.0.self_attn_layer_norm.bias",
     )
     with_table = dict(state, **{"model.decoder.embed_positions.weights": torch.zeros(3, hf.config.d_model)})
-    assert sorted(map_m2m_100_state_dict(with_table, expected)) == sorted(expected)
+    assert sorted(M2M100ForConditionalGeneration.map_hf_state_dict(with_table, expected)) == sorted(expected)
 
 
 def test_bad_input_is_refused(models):

@@ -24,7 +24,6 @@ from shapes import LLAMA_GROUPED
 from transformers.models.mixtral import modeling_mixtral
 
 from literate_transformer import from_hf
-from literate_transformer.models.llama import map_llama_state_dict
 from literate_transformer.models.mixtral import MixtralForCausalLM, MixtralModel, check_mixtral_config
 
 #: transformers 5 stores the experts stacked (``mlp.experts.gate_up_proj``), under the package's names; 4.x
@@ -210,7 +209,7 @@ def test_a_checkpoint_with_one_linear_per_expert_is_refused_naming_its_tensors(m
     gate_up = legacy.pop("model.layers.0.block_sparse_moe.experts.gate_up_proj")
     legacy["model.layers.0.block_sparse_moe.experts.0.w1.weight"] = gate_up[0].chunk(2)[0]
     with pytest.raises(ValueError, match=r"missing tensors: .*model\.layers\.0\.mlp\.experts\.gate_up_proj") as error:
-        map_llama_state_dict(legacy, state, model="Mixtral")
+        MixtralForCausalLM.map_hf_state_dict(legacy, state)
     assert "unexpected tensors: model.layers.0.block_sparse_moe.experts.0.w1.weight" in str(error.value)
 
 

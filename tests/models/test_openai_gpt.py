@@ -12,6 +12,8 @@ sampled (same seed) and beam search.
 
 from __future__ import annotations
 
+import functools
+
 import families
 import pytest
 import torch
@@ -22,7 +24,6 @@ from literate_transformer.models.openai_gpt import (
     OpenAIGPTLMHeadModel,
     OpenAIGPTModel,
     check_openai_gpt_config,
-    map_openai_gpt_state_dict,
 )
 
 #: name: OpenAIGPTConfig fields (odd sizes, GPT's own activation names, tied and untied heads).
@@ -67,13 +68,19 @@ def test_key_map_names_a_missing_tensor_drops_old_buffers_and_refuses_an_untied_
     hf, ours = models
     state, expected = hf.state_dict(), ours.state_dict()
     families.assert_key_map_names_a_missing_tensor(
-        map_openai_gpt_state_dict, state, expected, "transformer.h.0.mlp.c_fc.bias"
+        OpenAIGPTLMHeadModel.map_hf_state_dict, state, expected, "transformer.h.0.mlp.c_fc.bias"
     )
     old = dict(state, **{"transformer.h.0.attn.bias": torch.ones(1, 1, 4, 4)})
-    assert sorted(map_openai_gpt_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(expected)
+    assert sorted(OpenAIGPTLMHeadModel.map_hf_state_dict(old, expected, hf.config.tie_word_embeddings)) == sorted(
+        expected
+    )
     if hf.config.tie_word_embeddings:
         families.assert_key_map_refuses_a_changed_copy(
-            map_openai_gpt_state_dict, state, expected, "lm_head.weight", "not tied"
+            functools.partial(OpenAIGPTLMHeadModel.map_hf_state_dict, tied=True),
+            state,
+            expected,
+            "lm_head.weight",
+            "not tied",
         )
 
 

@@ -83,8 +83,21 @@ def test_a_family_registers_itself_and_no_name_twice():
 
     names = registry.supported()
     assert {"BertModel", "GPT2Model", "GPT2LMHeadModel", "BartModel", "BartForConditionalGeneration"} <= set(names)
+    impostor = type("GPT2Model", (registry.ConvertsFromHF, torch.nn.Module), {})
     with pytest.raises(ValueError, match="GPT2Model is registered twice"):
-        registry.register("GPT2Model")(lambda model: model)
+        registry.register(impostor)
+    with pytest.raises(TypeError, match="register takes the family's model classes"):
+        registry.register("GPT2Model")
+
+
+def test_every_family_converts_through_the_one_conversion():
+    from literate_transformer.models import registry
+
+    for name in registry.supported():
+        model = registry.model_class(name)
+        # The procedure is the base's; a family declares data and, at most, the config it reads and a check.
+        assert model.from_hf.__func__ is registry.ConvertsFromHF.from_hf.__func__, name
+        assert model.build_from_hf.__func__ is registry.ConvertsFromHF.build_from_hf.__func__, name
 
 
 def test_importing_the_package_loads_no_family():

@@ -28,7 +28,6 @@ from literate_transformer.models.t5 import (
     T5ForConditionalGeneration,
     T5Model,
     check_t5_config,
-    map_t5_state_dict,
 )
 
 PAD, EOS = 0, 1
@@ -151,15 +150,17 @@ def test_key_map_names_a_missing_tensor_fills_the_table_copies_and_refuses_a_cha
     state, expected = hf.state_dict(), ours.state_dict()
     tied = ours.tie_word_embeddings
     missing = "decoder.block.0.layer.1.EncDecAttention.q.weight"
-    families.assert_key_map_names_a_missing_tensor(lambda *a: map_t5_state_dict(*a, tied), state, expected, missing)
+    families.assert_key_map_names_a_missing_tensor(
+        lambda *a: T5ForConditionalGeneration.map_hf_state_dict(*a, tied), state, expected, missing
+    )
     copy = "decoder.embed_tokens.weight"
     families.assert_key_map_refuses_a_changed_copy(
-        lambda *a: map_t5_state_dict(*a, tied), state, expected, copy, "one token"
+        lambda *a: T5ForConditionalGeneration.map_hf_state_dict(*a, tied), state, expected, copy, "one token"
     )
     # A checkpoint that stores the table once, with the unused cross-attention table older ones saved, loads.
     only_shared = {key: value for key, value in state.items() if not key.endswith("embed_tokens.weight")}
     only_shared["decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight"] = torch.zeros(3, 3)
-    mapped = map_t5_state_dict(only_shared, expected, tied)
+    mapped = T5ForConditionalGeneration.map_hf_state_dict(only_shared, expected, tied)
     assert torch.equal(mapped["encoder.embed_tokens.weight"], state["shared.weight"])
 
 

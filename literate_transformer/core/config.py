@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -46,7 +47,7 @@ from .activations import ACTIVATIONS
 from .checkpoints import resolve_checkpoint
 from .kernels import ATTENTION_IMPLEMENTATIONS
 
-__all__ = ["TransformerConfig", "as_config"]
+__all__ = ["TransformerConfig", "as_config", "check_config", "check_heads", "check_activation", "check_unsupported"]
 
 #: The fields that fix the shapes of a model's weights, in HuggingFace's order
 #: (what a saved or exported model and the code that reads it must agree on).
@@ -286,3 +287,69 @@ def as_config(config: Any) -> TransformerConfig:
         "config must be a literate_transformer.TransformerConfig or a transformers config object "
         f"(with hidden_size and num_attention_heads), got {type(config).__name__}"
     )
+
+
+# ---------------------------------------------------------------------------
+# A family's config checks, as data
+# ---------------------------------------------------------------------------
+def check_config(config: Any, model_type: str, name: str, unsupported: Mapping[str, object] | None = None) -> Any:
+    """A ``transformers`` config of one family, checked before anything is built: what every family checks.
+
+    Args:
+        config: The config.
+        model_type: The family's ``model_type`` (``"gpt2"``).
+        name: Its config class's name, for the messages (``"GPT2Config"``).
+        unsupported: The family's options this package does not build, each with the only value it accepts
+            (:func:`check_unsupported`).
+
+    Returns:
+        ``config``.
+
+    Raises:
+        TypeError: for a config of another family.
+        ValueError: for an option of ``unsupported`` set otherwise.
+
+    >>> from transformers import GPT2Config
+    >>> check_config(GPT2Config(), "gpt2", "GPT2Config", {"add_cross_attention": False}).model_type
+    'gpt2'
+    >>> check_config(GPT2Config(), "llama", "LlamaConfig")
+    Traceback (most recent call last):
+        ...
+    TypeError: config must be a transformers LlamaConfig, got GPT2Config
+    """
+    if getattr(config, "model_type", None) != model_type:
+        raise TypeError(f"config must be a transformers {name}, got {type(config).__name__}")
+    check_unsupported(config, name, unsupported or {})
+    return config
+
+
+def check_heads(config: Any, hidden: str = "n_embd", heads: str = "n_head") -> None:
+    """The heads must divide the hidden size (``hidden`` and ``heads`` are the family's names, for the message)."""
+    if config.num_attention_heads < 1 or config.hidden_size % config.num_attention_heads:
+        raise ValueError(f"{hidden} ({config.hidden_size}) must be divisible by {heads} ({config.num_attention_heads})")
+
+
+def check_activation(name: object, field: str, known: Mapping[str, object] | None = None) -> None:
+    """An activation this package builds (a name of ``known``, by default the activation registry's), or a
+    ValueError naming the config's field."""
+    known = ACTIVATIONS if known is None else known
+    if name not in known:
+        raise ValueError(f"{field}={name!r} is not supported (one of {sorted(known)})")
+
+
+def check_unsupported(config: Any, name: str, unsupported: Mapping[str, object]) -> None:
+    """Options this package does not build: each field of ``unsupported`` holds the one value accepted, or is absent.
+
+    Args:
+        config: The config.
+        name: The config class's name, for the message.
+        unsupported: Each field, with the only value this package builds.
+
+    Raises:
+        ValueError: naming the field, its value, and the value accepted.
+    """
+    for field_name, supported in unsupported.items():
+        if getattr(config, field_name, supported) != supported:
+            raise ValueError(
+                f"{name}.{field_name}={getattr(config, field_name)!r} is not supported (only {supported!r})"
+            )

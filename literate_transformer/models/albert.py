@@ -40,13 +40,14 @@ import torch
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.config import as_config
+from ..core.config import as_config, check_config
 from ..core.outputs import LayerOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_token_inputs, validate_with
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
-from .bert import BertEmbeddings, BertSelfAttention, EncoderModel
+from ..parts.stack import EncoderModel
+from .bert import BertEmbeddings, BertSelfAttention
 from .registry import ConvertsFromHF, register
 
 __all__ = [
@@ -70,11 +71,7 @@ def check_albert_config(config: Any) -> Any:
         TypeError: for a config of another family.
         ValueError: for relative position embeddings, or group counts that do not fit the layers.
     """
-    if getattr(config, "model_type", None) != "albert":
-        raise TypeError(f"config must be a transformers AlbertConfig, got {type(config).__name__}")
-    for name, supported in _UNSUPPORTED.items():
-        if getattr(config, name, supported) != supported:
-            raise ValueError(f"AlbertConfig.{name}={getattr(config, name)!r} is not supported ({supported!r})")
+    check_config(config, "albert", "AlbertConfig", _UNSUPPORTED)
     if not 1 <= config.num_hidden_groups <= config.num_hidden_layers:
         raise ValueError(
             f"AlbertConfig.num_hidden_groups must be in [1, num_hidden_layers={config.num_hidden_layers}], "
@@ -206,7 +203,7 @@ class AlbertModel(ConvertsFromHF, EncoderModel):
     """ALBERT: :class:`AlbertEmbeddings`, :class:`AlbertTransformer` (``encoder``), and the tanh ``pooler``.
 
     Its ``forward`` is the encoder forward of BERT's family
-    (:meth:`EncoderModel.forward <literate_transformer.models.bert.EncoderModel.forward>`);
+    (:meth:`EncoderModel.forward <literate_transformer.parts.stack.EncoderModel.forward>`);
     ALBERT changes three of its steps: the embeddings are lifted from their width ``W`` to the layers'
     width ``E`` (:meth:`embed`), the same few layers run over the whole depth (:meth:`layers`), and the
     pooler is a dense layer and a tanh kept on the model (:meth:`pool`).  ``attentions`` and

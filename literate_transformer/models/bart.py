@@ -78,6 +78,7 @@ from torch import Tensor, nn
 
 from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import get_activation
+from ..core.config import check_config
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
@@ -395,8 +396,7 @@ def check_bart_config(config: Any, model_type: str = "bart", name: str = "BartCo
         TypeError: for a config that is not BART's.
         ValueError: for a ``d_model`` that a stack's heads do not divide.
     """
-    if getattr(config, "model_type", None) != model_type:
-        raise TypeError(f"config must be a transformers {name}, got {type(config).__name__}")
+    check_config(config, model_type, name)
     for name in ("encoder_attention_heads", "decoder_attention_heads"):
         if config.d_model % getattr(config, name):
             raise ValueError(f"d_model ({config.d_model}) must be divisible by {name} ({getattr(config, name)})")

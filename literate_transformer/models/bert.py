@@ -176,7 +176,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -202,7 +201,6 @@ from ..core.validation import (
 )
 from ..parts.heads import tie_weights
 from ..parts.norms import make_norm
-from ..parts.stack import run_layers
 from ..pretraining.masked_lm import masked_lm_loss
 from .registry import ConvertsFromHF, register
 
@@ -217,7 +215,6 @@ __all__ = [
     "BertEncoder",
     "BertPooler",
     "BertModel",
-    "EncoderModel",
     "mean_pooling",
     "sentence_embeddings",
     "BertPredictionHeadTransform",
@@ -903,93 +900,6 @@ class BertModel(ConvertsFromHF, nn.Module):
         sequence_output = encoder_outputs.last_hidden_state
         encoder_outputs.pooler_output = self.pooler(sequence_output) if self.pooler is not None else None
         return encoder_outputs
-
-
-def _check_encoder_model_inputs(model: EncoderModel, args: Arguments) -> None:
-    check_token_inputs(args, model.config)
-
-
-class EncoderModel(nn.Module):
-    """The forward of an encoder that reads token ids and nothing else: BERT's steps without BERT's extras.
-
-    :meth:`BertModel.forward` also takes a ``head_mask`` and, in a decoder,
-    an encoder's output to attend to.  HuggingFace's ALBERT and DeBERTa take
-    neither, and their models run the rest of BERT's steps, written once in
-    :meth:`forward`: embed the tokens, build the mask once, run the layers,
-    pool.  A subclass (:class:`~literate_transformer.models.albert.AlbertModel`,
-    :class:`~literate_transformer.models.deberta_v2.DebertaV2Model`) builds its
-    modules under HuggingFace's names and writes the steps it changes:
-    :meth:`embed` and :meth:`layers` always, :meth:`layer_mask`,
-    :meth:`layer_inputs` and :meth:`pool` where BERT's do not fit it.
-    """
-
-    def embed(
-        self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None, mask: Tensor | None
-    ) -> Tensor:
-        """Step 1: token ids to the vectors the first layer reads, ``(B, T, E)``.
-
-        ``mask`` is the call's ``attention_mask``, ``(B, T)``, for embeddings that read it (DeBERTa's
-        zero the padding's vectors); the other arguments as :meth:`forward` received them.
-        """
-        raise NotImplementedError
-
-    def layer_mask(self, attention_mask: Tensor | None, hidden_states: Tensor) -> Tensor | None:
-        """Step 2: which keys each query may see, built once for every layer.
-
-        BERT's additive padding mask (:func:`~literate_transformer.core.masks.build_attention_mask`):
-        ``0`` on real keys, ``finfo.min`` on padding; ``None`` without padding.
-        """
-        return build_attention_mask(
-            attention_mask, query_length=hidden_states.shape[1], device=hidden_states.device, dtype=hidden_states.dtype
-        )
-
-    def layers(self) -> Sequence[nn.Module]:
-        """Step 3: the layers, in the order they run."""
-        raise NotImplementedError
-
-    def layer_inputs(self, length: int, device: torch.device) -> tuple[Tensor | None, ...]:
-        """What every layer reads after its input and mask, computed once for all of them: nothing, as in BERT."""
-        return ()
-
-    def pool(self, last_hidden_state: Tensor) -> Tensor | None:
-        """Step 4: the sentence vector ``(B, E)`` from the last hidden state; ``None`` for a model without pooler."""
-        return None
-
-    @validate_with(_check_encoder_model_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        *,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Encode a batch; the arguments as in :meth:`BertModel.forward`, less ``head_mask`` and cross-attention.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput`, with ``pooler_output`` where
-            :meth:`pool` gives one; ``attentions`` and ``hidden_states`` hold one entry per layer call.
-
-        Raises:
-            TypeError: for inputs of the wrong type or dtype.
-            ValueError: for ids outside the vocabulary, sequences longer than
-                ``max_position_embeddings``, masks of the wrong shape, or segments without a segment table.
-        """
-        # 1) Token ids -> vectors of the layers' width.
-        embedding_output = self.embed(input_ids, token_type_ids, position_ids, attention_mask)  # (B, T, E)
-        # 2) The mask, and what else every layer reads, computed once.
-        mask = self.layer_mask(attention_mask, embedding_output)
-        inputs = self.layer_inputs(input_ids.shape[1], input_ids.device)
-        # 3) The layers, each reading the previous one's output.
-        hidden_states, layer_outputs = run_layers(
-            self.layers(), embedding_output, mask, *inputs, output_attentions=output_attentions
-        )
-        output = ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
-        # 4) The sentence vector, where the model has a pooler.
-        output.pooler_output = self.pool(hidden_states)
-        return output
 
 
 # ---------------------------------------------------------------------------

@@ -58,11 +58,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..core.config import check_config, check_heads
 from ..parts.attention import Attention
 from ..parts.norms import make_norm
 from ..parts.stack import DecoderLayer, Sublayer
 from .gpt2 import GPT2LMHeadModel, GPT2Model
-from .openai_gpt import check_heads
 from .registry import register
 
 __all__ = [
@@ -85,8 +85,7 @@ def check_ctrl_config(config: Any) -> Any:
         TypeError: for a config that is not CTRL's.
         ValueError: for heads that do not divide ``n_embd``.
     """
-    if getattr(config, "model_type", None) != "ctrl":
-        raise TypeError(f"config must be a transformers CTRLConfig, got {type(config).__name__}")
+    check_config(config, "ctrl", "CTRLConfig")
     check_heads(config)
     return config
 

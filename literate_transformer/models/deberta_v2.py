@@ -70,11 +70,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.activations import ACTIVATIONS
+from ..core.config import check_config
 from ..core.masks import masked_fill_scores
 from ..core.outputs import LayerOutput
 from ..parts.heads import merge_heads, split_heads
 from ..parts.norms import make_norm
-from .bert import BertAttention, BertLayer, EncoderModel
+from ..parts.stack import EncoderModel
+from .bert import BertAttention, BertLayer
 from .registry import ConvertsFromHF, register
 
 __all__ = [
@@ -100,8 +102,7 @@ def check_deberta_v2_config(config: Any) -> Any:
         TypeError: for a config of another family.
         ValueError: for an option this file does not build, naming the field.
     """
-    if getattr(config, "model_type", None) != "deberta-v2":
-        raise TypeError(f"config must be a transformers DebertaV2Config, got {type(config).__name__}")
+    check_config(config, "deberta-v2", "DebertaV2Config")
     if getattr(config, "conv_kernel_size", 0) > 0:
         raise ValueError(f"DebertaV2Config.conv_kernel_size={config.conv_kernel_size} is not supported (only 0)")
     unknown = [term for term in config.pos_att_type or [] if term not in POSITION_TERMS]
@@ -488,7 +489,7 @@ class DebertaV2Model(ConvertsFromHF, EncoderModel):
     """DeBERTa v2/v3: :class:`DebertaV2Embeddings` and :class:`DebertaV2Encoder`; no pooler.
 
     Its ``forward`` is the encoder forward of BERT's family
-    (:meth:`EncoderModel.forward <literate_transformer.models.bert.EncoderModel.forward>`), two of whose
+    (:meth:`EncoderModel.forward <literate_transformer.parts.stack.EncoderModel.forward>`), two of whose
     arguments are read only where the config has their table: ``token_type_ids`` with
     ``type_vocab_size > 0``, ``position_ids`` with ``position_biased_input``.  DeBERTa changes what the
     layers read: a mask over pairs of tokens (:meth:`layer_mask`), and the distances and the position

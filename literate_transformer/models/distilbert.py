@@ -51,6 +51,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.activations import ACTIVATIONS, get_activation
+from ..core.config import check_config
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
@@ -84,8 +85,7 @@ def check_distilbert_config(config: Any) -> Any:
         ValueError: for a width the heads do not divide, sinusoids of an odd width, or an activation the
             package does not have.
     """
-    if getattr(config, "model_type", None) != "distilbert":
-        raise TypeError(f"config must be a transformers DistilBertConfig, got {type(config).__name__}")
+    check_config(config, "distilbert", "DistilBertConfig")
     if config.dim % config.n_heads:
         raise ValueError(f"DistilBertConfig.dim ({config.dim}) must be divisible by n_heads ({config.n_heads})")
     if config.sinusoidal_pos_embds and config.dim % 2:

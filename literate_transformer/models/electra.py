@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
+from ..core.config import check_config
 from ..core.validation import check_tensor, checks_values, value_error
 from .albert import AlbertEmbeddings
 from .bert import BertModel, BertWithTokenHead
@@ -61,11 +62,7 @@ def check_electra_config(config: Any) -> Any:
         TypeError: for a config of another family.
         ValueError: for an option this package does not build (a decoder, cross-attention, relative positions).
     """
-    if getattr(config, "model_type", None) != "electra":
-        raise TypeError(f"config must be a transformers ElectraConfig, got {type(config).__name__}")
-    for name, supported in _UNSUPPORTED.items():
-        if getattr(config, name, supported) != supported:
-            raise ValueError(f"ElectraConfig.{name}={getattr(config, name)!r} is not supported ({supported!r})")
+    check_config(config, "electra", "ElectraConfig", _UNSUPPORTED)
     return config
 
 

@@ -69,6 +69,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
+from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import validate_with
 from ..parts.norms import make_norm
@@ -80,11 +81,8 @@ from .openai_gpt import (
     OpenAIGPTLMHeadModel,
     OpenAIGPTMLP,
     OpenAIGPTModel,
-    check_activation,
     check_decoder_inputs,
-    check_heads,
     check_language_model_inputs,
-    check_unsupported,
 )
 from .registry import register
 
@@ -119,9 +117,7 @@ def check_gpt2_config(config: Any, model_type: str = "gpt2") -> Any:
         ValueError: for an option this package does not build (cross-attention),
             an unknown activation, or a hidden size that the heads do not divide.
     """
-    if getattr(config, "model_type", None) != model_type:
-        raise TypeError(f"config must be a transformers GPT2Config, got {type(config).__name__}")
-    check_unsupported(config, "GPT2Config", _UNSUPPORTED)
+    check_config(config, model_type, "GPT2Config", _UNSUPPORTED)
     check_activation(config.activation_function, "GPT2Config.activation_function")
     check_heads(config)
     return config
@@ -166,11 +162,7 @@ class GPT2Block(OpenAIGPTBlock):
     norm_first = True
     attention_class = GPT2Attention
     mlp_class = GPT2MLP
-
-    @staticmethod
-    def intermediate_size(config: Any) -> int:
-        """``F``: ``n_inner``, or :math:`4E` when it is ``None``."""
-        return config.n_inner if config.n_inner is not None else 4 * config.hidden_size
+    intermediate_field = "n_inner"
 
 
 class GPT2Model(OpenAIGPTModel):

@@ -46,12 +46,12 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import AttentionOutput
 from ..parts.attention import Attention
 from ..parts.positions import LearnedPositionalEmbedding
 from .gpt2 import GPT2MLP
 from .gpt3 import GPT3Block, GPT3LMHeadModel, GPT3Model, check_attention_layers
-from .openai_gpt import check_activation, check_heads
 from .registry import register
 
 __all__ = [
@@ -73,8 +73,7 @@ def check_gpt_neo_config(config: Any) -> Any:
         ValueError: for heads that do not divide ``hidden_size``, an unknown activation, or attention layers
             that do not fit the model.
     """
-    if getattr(config, "model_type", None) != "gpt_neo":
-        raise TypeError(f"config must be a transformers GPTNeoConfig, got {type(config).__name__}")
+    check_config(config, "gpt_neo", "GPTNeoConfig")
     check_heads(config, "hidden_size", "num_heads")
     check_activation(config.activation_function, "GPTNeoConfig.activation_function")
     check_attention_layers(config, "GPTNeoConfig")
@@ -159,11 +158,7 @@ class GPTNeoBlock(GPT3Block):
 
     attention_class = GPTNeoAttention
     mlp_class = GPTNeoMLP
-
-    @staticmethod
-    def intermediate_size(config: Any) -> int:
-        """``F``: ``intermediate_size``, or :math:`4E` when it is ``None``."""
-        return config.intermediate_size if config.intermediate_size is not None else 4 * config.hidden_size
+    intermediate_field = "intermediate_size"
 
 
 class GPTNeoModel(GPT3Model):

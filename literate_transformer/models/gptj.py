@@ -43,6 +43,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
+from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import LayerCache, LayerOutput
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
@@ -50,7 +51,6 @@ from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
 from ..parts.stack import DecoderStack
 from .gpt_neo import GPTNeoForCausalLM, GPTNeoModel, GPTNeoSelfAttention
-from .openai_gpt import check_activation, check_heads
 from .registry import register
 
 __all__ = [
@@ -71,8 +71,7 @@ def check_gptj_config(config: Any) -> Any:
         ValueError: for heads that do not divide ``n_embd``, an unknown activation, or a ``rotary_dim`` that is
             not an even number of features at most a head's.
     """
-    if getattr(config, "model_type", None) != "gptj":
-        raise TypeError(f"config must be a transformers GPTJConfig, got {type(config).__name__}")
+    check_config(config, "gptj", "GPTJConfig")
     check_heads(config)
     check_activation(config.activation_function, "GPTJConfig.activation_function")
     head_size = config.hidden_size // config.num_attention_heads

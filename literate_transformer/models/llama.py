@@ -66,6 +66,7 @@ from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
 from ..core.activations import ACTIVATIONS
+from ..core.config import check_config, check_unsupported
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
@@ -83,7 +84,6 @@ from ..parts.heads import LanguageModelHead, language_model_check
 from ..parts.norms import RMSNorm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
-from .openai_gpt import check_unsupported
 from .registry import ConvertsFromHF, register
 
 __all__ = [
@@ -177,7 +177,7 @@ def check_llama_config(
         model_type: The ``model_type`` expected.
         name: The config class's name, for the messages.
         unsupported: A descendant's options this package does not build, each with the only value it accepts
-            (:func:`~literate_transformer.models.openai_gpt.check_unsupported`).
+            (:func:`~literate_transformer.core.config.check_unsupported`).
         activation: The field that names the feed-forward network's activation (Gemma's ``hidden_activation``).
 
     Raises:
@@ -186,8 +186,7 @@ def check_llama_config(
             the hidden size (without ``head_dim``), an odd head size, an unknown activation, a
             ``rope_scaling`` this package does not build, or an option of ``unsupported`` set otherwise.
     """
-    if getattr(config, "model_type", None) != model_type:
-        raise TypeError(f"config must be a transformers {name}, got {type(config).__name__}")
+    check_config(config, model_type, name)
     heads, kv_heads = config.num_attention_heads, key_value_heads_of(config)
     if heads < 1 or kv_heads < 1 or heads % kv_heads:
         raise ValueError(

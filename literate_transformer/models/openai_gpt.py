@@ -72,14 +72,14 @@ torch.Size([1, 3, 40])
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
-from ..core.activations import ACTIVATIONS, get_activation
+from ..core.activations import get_activation
+from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
@@ -99,9 +99,6 @@ from .registry import ConvertsFromHF, register
 __all__ = [
     "GPT_ACTIVATIONS",
     "check_openai_gpt_config",
-    "check_activation",
-    "check_heads",
-    "check_unsupported",
     "Conv1D",
     "OpenAIGPTAttention",
     "OpenAIGPTMLP",
@@ -115,36 +112,6 @@ __all__ = [
 GPT_ACTIVATIONS = {"relu": "relu", "silu": "silu", "gelu": "gelu_new", "swish": "silu"}
 
 
-def check_heads(config: Any, hidden: str = "n_embd", heads: str = "n_head") -> None:
-    """The heads must divide the hidden size (``hidden`` and ``heads`` are the family's names, for the message)."""
-    if config.num_attention_heads < 1 or config.hidden_size % config.num_attention_heads:
-        raise ValueError(f"{hidden} ({config.hidden_size}) must be divisible by {heads} ({config.num_attention_heads})")
-
-
-def check_activation(name: object, field: str, known: Mapping[str, object] | None = None) -> None:
-    """An activation this package builds (a name of ``known``, by default the activation registry's), or a
-    ValueError naming the config's field."""
-    known = ACTIVATIONS if known is None else known
-    if name not in known:
-        raise ValueError(f"{field}={name!r} is not supported (one of {sorted(known)})")
-
-
-def check_unsupported(config: Any, name: str, unsupported: Mapping[str, object]) -> None:
-    """Options this package does not build: each field of ``unsupported`` holds the one value accepted, or is absent.
-
-    Args:
-        config: The config.
-        name: The config class's name, for the message.
-        unsupported: Each field, with the only value this package builds.
-
-    Raises:
-        ValueError: naming the field, its value, and the value accepted.
-    """
-    for field, supported in unsupported.items():
-        if getattr(config, field, supported) != supported:
-            raise ValueError(f"{name}.{field}={getattr(config, field)!r} is not supported (only {supported!r})")
-
-
 def check_openai_gpt_config(config: Any) -> Any:
     """A ``transformers`` :class:`~transformers.OpenAIGPTConfig`, checked once, before anything is built.
 
@@ -152,8 +119,7 @@ def check_openai_gpt_config(config: Any) -> Any:
         TypeError: for a config that is not GPT's.
         ValueError: for an activation GPT's table does not have, or heads that do not divide ``n_embd``.
     """
-    if getattr(config, "model_type", None) != "openai-gpt":
-        raise TypeError(f"config must be a transformers OpenAIGPTConfig, got {type(config).__name__}")
+    check_config(config, "openai-gpt", "OpenAIGPTConfig")
     check_activation(config.afn, "OpenAIGPTConfig.afn", GPT_ACTIVATIONS)
     check_heads(config)
     return config
@@ -274,10 +240,13 @@ class OpenAIGPTBlock(DecoderLayer):
         self.mlp = self.mlp_class(self.intermediate_size(config), config)
         self.ln_2 = make_norm(config.hidden_size, config.layer_norm_epsilon)
 
-    @staticmethod
-    def intermediate_size(config: Any) -> int:
-        """``F``, the feed-forward network's width: GPT's is :math:`4E`."""
-        return 4 * config.hidden_size
+    #: The config's field for the feed-forward network's width ``F``, where it has one (GPT's is always :math:`4E`).
+    intermediate_field: str | None = None
+
+    def intermediate_size(self, config: Any) -> int:
+        """``F``: the config's :attr:`intermediate_field`, or :math:`4E` when it is ``None`` or not set."""
+        size = getattr(config, self.intermediate_field) if self.intermediate_field else None
+        return 4 * config.hidden_size if size is None else size
 
     def sublayers(self) -> tuple[Sublayer, Sublayer]:
         """Causal self-attention ``attn`` with ``ln_1``, the MLP with ``ln_2`` (each drops out its own output)."""

@@ -87,6 +87,7 @@ from torch import Tensor, nn
 
 from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import ACTIVATIONS, get_activation
+from ..core.config import check_config
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import Arguments, validate_with
@@ -125,8 +126,7 @@ def check_t5_config(config: Any) -> Any:
             relative-position buckets whose logarithmic bins are undefined (fewer than 4 buckets, or a
             ``relative_attention_max_distance`` not beyond the decoder's exact buckets).
     """
-    if getattr(config, "model_type", None) != "t5":
-        raise TypeError(f"config must be a transformers T5Config, got {type(config).__name__}")
+    check_config(config, "t5", "T5Config")
     buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
     # The decoder gives distances below buckets // 2 a bucket each, and bins the rest logarithmically up to
     # max_distance: with max_distance <= buckets // 2 the bins divide by log(1) or less (transformers then

@@ -45,6 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
+from ..core.config import check_config
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
@@ -68,11 +69,7 @@ def check_xlm_config(config: Any) -> Any:
         TypeError: for a config of another family.
         ValueError: for a causal or decoder XLM, a width the heads do not divide, or sinusoids of an odd width.
     """
-    if getattr(config, "model_type", None) != "xlm":
-        raise TypeError(f"config must be a transformers XLMConfig, got {type(config).__name__}")
-    for name, supported in _UNSUPPORTED.items():
-        if getattr(config, name) != supported:
-            raise ValueError(f"XLMConfig.{name}={getattr(config, name)!r} is not supported (only {supported!r})")
+    check_config(config, "xlm", "XLMConfig", _UNSUPPORTED)
     if config.emb_dim % config.n_heads:
         raise ValueError(f"XLMConfig.emb_dim ({config.emb_dim}) must be divisible by n_heads ({config.n_heads})")
     if config.sinusoidal_embeddings and config.emb_dim % 2:

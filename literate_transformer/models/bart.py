@@ -153,24 +153,12 @@ class BartAttention(Attention):
         bias: Biases on the four projections (BART's have them; some of its descendants drop them).
     """
 
+    projections = ("q_proj", "k_proj", "v_proj", "out_proj")
+
     def __init__(self, config: Any, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__(config, num_heads, embed_dim // num_heads, dropout=dropout)
-        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``q_proj``."""
-        return self.q_proj(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``k_proj`` and ``v_proj`` (of the encoder's output, in cross-attention)."""
-        return self.k_proj(states), self.v_proj(states)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O`, ``out_proj``."""
-        return self.out_proj(context)
+        # The keys and values are the encoder's output's, in cross-attention.
+        self.add_projections(embed_dim, bias=bias)
 
 
 class BartEncoderLayer(nn.Module):

@@ -118,25 +118,12 @@ class CTRLAttention(Attention):
         config: The CTRL config.
     """
 
+    projections = ("Wq", "Wk", "Wv", "dense")
+
     def __init__(self, config: Any) -> None:
         width, heads = config.hidden_size, config.num_attention_heads
         super().__init__(config, heads, width // heads)
-        self.Wq = nn.Linear(width, width)
-        self.Wk = nn.Linear(width, width)
-        self.Wv = nn.Linear(width, width)
-        self.dense = nn.Linear(width, width)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``(B, T, E)``."""
-        return self.Wq(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``(B, S, E)`` each."""
-        return self.Wk(states), self.Wv(states)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O` (``dense``)."""
-        return self.dense(context)
+        self.add_projections(width)
 
 
 class CTRLBlock(DecoderLayer):

@@ -56,7 +56,7 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_token_inputs, validate_with
-from ..parts.attention import LinAttention
+from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
@@ -125,21 +125,24 @@ class DistilBertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
-class DistilBertSelfAttention(LinAttention):
+class DistilBertSelfAttention(Attention):
     """Multi-head self-attention under DistilBERT's names: ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin``.
 
     The heads, the kernel and the probabilities are the shared
-    :class:`~literate_transformer.parts.attention.Attention`, the four layers
-    XLM's (:class:`~literate_transformer.parts.attention.LinAttention`);
-    :math:`W^O` (``out_lin``) sits in this module, where BERT keeps it in
-    ``attention.output.dense``.
+    :class:`~literate_transformer.parts.attention.Attention`, the four
+    layers' names XLM's (Facebook's XLM code named them so, and DistilBERT
+    kept them); :math:`W^O` (``out_lin``) sits in this module, where BERT
+    keeps it in ``attention.output.dense``.
 
     Args:
         config: The DistilBERT config.
     """
 
+    projections = ("q_lin", "k_lin", "v_lin", "out_lin")
+
     def __init__(self, config: Any) -> None:
-        super().__init__(config, config.dim, config.n_heads, dropout=config.attention_dropout)
+        super().__init__(config, config.n_heads, config.dim // config.n_heads, dropout=config.attention_dropout)
+        self.add_projections(config.dim)
 
 
 class DistilBertFFN(nn.Module):

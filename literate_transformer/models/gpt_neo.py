@@ -88,28 +88,27 @@ class GPTNeoSelfAttention(Attention):
         attention_type: ``"global"`` or ``"local"`` (which mask the block hands it).
     """
 
+    projections = ("q_proj", "k_proj", "v_proj", "out_proj")
+    # What GPT-J changes in this attention, declared: GPT-Neo's scores are not divided by sqrt(D), its output layer
+    # has a bias, and its config names the dropouts its own way.
+    #: The factor on the scores (1: none; ``None``: :math:`1/\sqrt{D}`).
+    score_scale: float | None = 1.0
+    #: Whether ``out_proj`` adds a bias (the query, key and value projections never do).
+    output_bias = True
+    #: The config's fields for the dropout on the probabilities and on the output.
+    dropout_fields = ("attention_dropout", "resid_dropout")
+
     def __init__(self, config: Any, attention_type: str = "global") -> None:
         width, heads = config.hidden_size, config.num_attention_heads
-        # scale=1: GPT-Neo does not divide its scores by sqrt(D).
-        super().__init__(config, heads, width // heads, dropout=float(config.attention_dropout), scale=1.0)
+        attention_dropout, output_dropout = (float(getattr(config, field)) for field in self.dropout_fields)
+        super().__init__(config, heads, width // heads, dropout=attention_dropout, scale=self.score_scale)
         self.attention_type = attention_type
-        self.k_proj = nn.Linear(width, width, bias=False)
-        self.v_proj = nn.Linear(width, width, bias=False)
-        self.q_proj = nn.Linear(width, width, bias=False)
-        self.out_proj = nn.Linear(width, width, bias=True)
-        self.resid_dropout = nn.Dropout(float(config.resid_dropout))
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``(B, T, E)``."""
-        return self.q_proj(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``(B, S, E)`` each."""
-        return self.k_proj(states), self.v_proj(states)
+        self.add_projections(width, bias=False, output_bias=self.output_bias)
+        self.resid_dropout = nn.Dropout(output_dropout)
 
     def output(self, context: Tensor) -> Tensor:
         """:math:`W^O` (``out_proj``), then dropout."""
-        return self.resid_dropout(self.out_proj(context))
+        return self.resid_dropout(super().output(context))
 
 
 class GPTNeoAttention(nn.Module):

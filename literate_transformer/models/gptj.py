@@ -45,7 +45,6 @@ from torch import Tensor, nn
 from ..core.activations import get_activation
 from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import LayerCache, LayerOutput
-from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
@@ -96,15 +95,14 @@ class GPTJAttention(GPTNeoSelfAttention):
         layer_idx: The block's index.
     """
 
+    # GPT-J scales its scores by 1/sqrt(D), where GPT-Neo does not; its out_proj has no bias; its config names the
+    # dropouts as GPT-2's does.
+    score_scale = None
+    output_bias = False
+    dropout_fields = ("attn_pdrop", "resid_pdrop")
+
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
-        width, heads = config.hidden_size, config.num_attention_heads
-        # GPT-J scales its scores by 1/sqrt(D) (the default), where GPT-Neo does not.
-        Attention.__init__(self, config, heads, width // heads, dropout=config.attn_pdrop)
-        self.k_proj = nn.Linear(width, width, bias=False)
-        self.v_proj = nn.Linear(width, width, bias=False)
-        self.q_proj = nn.Linear(width, width, bias=False)
-        self.out_proj = nn.Linear(width, width, bias=False)
-        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+        super().__init__(config)
 
     def position(self, query: Tensor, key: Tensor, position_embeddings: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         """Turn each head's first ``rotary_dim`` features by the tokens' angles, in pairs of neighbours."""

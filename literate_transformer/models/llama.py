@@ -224,31 +224,17 @@ class LlamaAttention(Attention):
         layer_idx: The layer's index.
     """
 
+    projections = ("q_proj", "k_proj", "v_proj", "o_proj")
+
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         heads, kv_heads, head_dim = config.num_attention_heads, key_value_heads_of(config), head_dim_of(config)
         super().__init__(config, heads, head_dim, num_key_value_heads=kv_heads, dropout=config.attention_dropout)
         # Biases as ``attention_bias`` says (none in Llama's own models); a config without the field (Mistral's) has none.
-        bias = getattr(config, "attention_bias", False)
-        self.q_proj = nn.Linear(config.hidden_size, heads * head_dim, bias=bias)
-        self.k_proj = nn.Linear(config.hidden_size, kv_heads * head_dim, bias=bias)
-        self.v_proj = nn.Linear(config.hidden_size, kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(heads * head_dim, config.hidden_size, bias=bias)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every query head's queries, ``(B, T, H D)``."""
-        return self.q_proj(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every key/value head's keys and values, ``(B, S, K D)`` each."""
-        return self.k_proj(states), self.v_proj(states)
+        self.add_projections(config.hidden_size, bias=getattr(config, "attention_bias", False))
 
     def position(self, query: Tensor, key: Tensor, position_embeddings: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         """Turn every head's queries and keys by the tokens' angles (pairs: the two halves of a head)."""
         return rotate_queries_and_keys(query, key, position_embeddings)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O` (``o_proj``)."""
-        return self.o_proj(context)
 
 
 class LlamaMLP(GatedFeedForward):

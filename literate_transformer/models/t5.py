@@ -230,32 +230,19 @@ class T5Attention(Attention):
         is_decoder: A decoder's bias counts only the keys before the query.
     """
 
+    projections = ("q", "k", "v", "o")
+
     def __init__(self, config: Any, has_relative_attention_bias: bool = False, is_decoder: bool = False) -> None:
         # T5 does not divide the scores by sqrt(D): scale 1.
         super().__init__(config, config.num_heads, config.d_kv, dropout=config.dropout_rate, scale=1.0)
-        inner_dim = config.num_heads * config.d_kv
         self.is_decoder = is_decoder
         self.has_relative_attention_bias = has_relative_attention_bias
-        self.q = nn.Linear(config.d_model, inner_dim, bias=False)
-        self.k = nn.Linear(config.d_model, inner_dim, bias=False)
-        self.v = nn.Linear(config.d_model, inner_dim, bias=False)
-        self.o = nn.Linear(inner_dim, config.d_model, bias=False)
+        # d_model -> H D (not necessarily d_model) and back, without biases.
+        self.add_projections(config.d_model, bias=False)
         if has_relative_attention_bias:
             self.relative_attention_max_distance = config.relative_attention_max_distance
             #: The relative bias table, one number per distance bucket and head, for the whole stack.
             self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_heads)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``q``: ``(B, T, H D)``."""
-        return self.q(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``k`` and ``v`` (of the encoder's output, in cross-attention)."""
-        return self.k(states), self.v(states)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O`, ``o``: ``(B, T, H D) -> (B, T, E)``."""
-        return self.o(context)
 
     def compute_bias(self, query_length: int, key_length: int, past_length: int = 0) -> Tensor:
         """The stack's relative bias ``(1, H, T, S)`` for queries after ``past_length`` cached positions."""

@@ -50,7 +50,7 @@ from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_tensor, check_token_inputs, checks_values, validate_with, value_error
-from ..parts.attention import LinAttention
+from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
@@ -77,18 +77,21 @@ def check_xlm_config(config: Any) -> Any:
     return config
 
 
-class XLMMultiHeadAttention(LinAttention):
+class XLMMultiHeadAttention(Attention):
     """Self-attention under XLM's names, ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin`` (``MultiHeadAttention``).
 
-    The four layers are :class:`~literate_transformer.parts.attention.LinAttention`'s; XLM gives them its width
+    The shared :class:`~literate_transformer.parts.attention.Attention` with four biased layers, XLM's width
     (``emb_dim``), its heads and its attention dropout.
 
     Args:
         config: A ``transformers`` :class:`~transformers.XLMConfig`.
     """
 
+    projections = ("q_lin", "k_lin", "v_lin", "out_lin")
+
     def __init__(self, config: Any) -> None:
-        super().__init__(config, config.emb_dim, config.n_heads, dropout=config.attention_dropout)
+        super().__init__(config, config.n_heads, config.emb_dim // config.n_heads, dropout=config.attention_dropout)
+        self.add_projections(config.emb_dim)
 
 
 class XLMTransformerFFN(nn.Module):

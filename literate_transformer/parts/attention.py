@@ -19,33 +19,29 @@ Everything between is the same in all of them:
    (:func:`~literate_transformer.parts.heads.merge_heads`).
 
 :class:`Attention` is those steps.  A family's attention module subclasses
-it and writes only what it changes: its projections (:meth:`~Attention.project_query`,
-:meth:`~Attention.project_key_value`, or :meth:`~Attention.project` for a
-fused one), its output layer (:meth:`~Attention.output`), and, where it has
-one, what it does to the queries and keys before they meet
+it and writes only what it changes: the names of its four projections
+(:attr:`~Attention.projections`, which :meth:`~Attention.add_projections`
+builds and the default :meth:`~Attention.project_query`,
+:meth:`~Attention.project_key_value` and :meth:`~Attention.output` apply),
+or its own projection where it is fused (:meth:`~Attention.project`), and,
+where it has one, what it does to the queries and keys before they meet
 (:meth:`~Attention.position`: rotary embeddings, a norm per head).  This is
 HuggingFace's "modular transformers" without the generated code: the
 family's file holds the difference, the part holds the rest.
 
 >>> import torch
->>> from torch import nn
 >>> class Plain(Attention):                        # projections under BART's names
+...     projections = ("q_proj", "k_proj", "v_proj", "out_proj")
 ...     def __init__(self):
 ...         super().__init__(config=None, num_heads=2, head_size=3)
-...         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(6, 6) for _ in range(4))
-...     def project_query(self, hidden_states):
-...         return self.q_proj(hidden_states)
-...     def project_key_value(self, states):
-...         return self.k_proj(states), self.v_proj(states)
-...     def output(self, context):
-...         return self.out_proj(context)
+...         self.add_projections(6)
 >>> Plain()(torch.randn(1, 4, 6), output_attentions=True).attention_probs.shape   # (B, H, T, S)
 torch.Size([1, 2, 4, 4])
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -53,7 +49,7 @@ from ..core.kernels import attend
 from ..core.outputs import AttentionOutput
 from .heads import extend_cache, merge_heads, repeat_kv, split_heads
 
-__all__ = ["Attention", "LinAttention"]
+__all__ = ["Attention"]
 
 
 class Attention(nn.Module):
@@ -90,13 +86,38 @@ class Attention(nn.Module):
         self.attention_dropout = nn.Dropout(dropout)
 
     # -- what a family writes ------------------------------------------------------------------------------
+    #: The names of the query, key, value and output projections, each a linear layer, under the family's
+    #: HuggingFace names (Llama's ``("q_proj", "k_proj", "v_proj", "o_proj")``); ``None`` for a family that
+    #: projects its own way (GPT's one fused ``c_attn``, in :meth:`project`).
+    projections: ClassVar[tuple[str, str, str, str] | None] = None
+
+    def add_projections(self, width: int, bias: bool = True, output_bias: bool | None = None) -> None:
+        """Build the four layers named by :attr:`projections`: ``E -> H D`` for the queries, ``E -> K D`` for the
+        keys and the values, ``H D -> E`` for the output.
+
+        Args:
+            width: ``E``, the width of the states the queries, keys and values are made from.
+            bias: Whether the layers add a bias.
+            output_bias: Whether the output layer does, where it differs from the others (GPT-Neo's).
+        """
+        query, key, value, output = self.projections
+        inner, key_value = self.num_heads * self.head_size, self.num_key_value_heads * self.head_size
+        setattr(self, query, nn.Linear(width, inner, bias=bias))
+        setattr(self, key, nn.Linear(width, key_value, bias=bias))
+        setattr(self, value, nn.Linear(width, key_value, bias=bias))
+        setattr(self, output, nn.Linear(inner, width, bias=bias if output_bias is None else output_bias))
+
     def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``(B, T, H D)``."""
-        raise NotImplementedError(f"{type(self).__name__} projects its queries in project() only")
+        """Every head's queries, ``(B, T, H D)``: the family's query projection."""
+        if self.projections is None:
+            raise NotImplementedError(f"{type(self).__name__} projects its queries in project() only")
+        return getattr(self, self.projections[0])(hidden_states)
 
     def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every key/value head's keys and values, ``(B, S, K D)`` each."""
-        raise NotImplementedError(f"{type(self).__name__} projects its keys and values in project() only")
+        """Every key/value head's keys and values, ``(B, S, K D)`` each: the family's key and value projections."""
+        if self.projections is None:
+            raise NotImplementedError(f"{type(self).__name__} projects its keys and values in project() only")
+        return getattr(self, self.projections[1])(states), getattr(self, self.projections[2])(states)
 
     def project(self, hidden_states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Self-attention's queries, keys and values from the same states (one fused layer may do all three)."""
@@ -107,8 +128,10 @@ class Attention(nn.Module):
         return query, key
 
     def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O`: the heads' concatenated outputs mixed back to the model's width."""
-        raise NotImplementedError
+        """:math:`W^O`: the heads' concatenated outputs mixed back to the model's width, the family's output layer."""
+        if self.projections is None:
+            raise NotImplementedError(f"{type(self).__name__} writes its own output()")
+        return getattr(self, self.projections[3])(context)
 
     # -- what every family shares ----------------------------------------------------------------------------
     def forward(
@@ -170,37 +193,3 @@ class Attention(nn.Module):
         # The heads side by side again, then W^O.
         output = self.output(merge_heads(context))  # (B, T, E)
         return AttentionOutput(output, attention_probs, cache)
-
-
-class LinAttention(Attention):
-    """Self-attention whose four layers are ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin``: XLM's names, kept by DistilBERT.
-
-    Facebook's XLM code (``MultiHeadAttention``) named its projections so;
-    DistilBERT took that module as it was, so both families write only their
-    config's names for the width, the heads and the dropout.
-
-    Args:
-        config: The model's config (its attention implementation).
-        dim: ``E``, the model's width (``H D``).
-        num_heads: ``H``.
-        dropout: Dropout on the probabilities.
-    """
-
-    def __init__(self, config: Any, dim: int, num_heads: int, dropout: float = 0.0) -> None:
-        super().__init__(config, num_heads, dim // num_heads, dropout=dropout)
-        self.q_lin = nn.Linear(dim, dim)
-        self.k_lin = nn.Linear(dim, dim)
-        self.v_lin = nn.Linear(dim, dim)
-        self.out_lin = nn.Linear(dim, dim)
-
-    def project_query(self, hidden_states: Tensor) -> Tensor:
-        """Every head's queries, ``(B, T, E)``."""
-        return self.q_lin(hidden_states)
-
-    def project_key_value(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Every head's keys and values, ``(B, S, E)`` each."""
-        return self.k_lin(states), self.v_lin(states)
-
-    def output(self, context: Tensor) -> Tensor:
-        """:math:`W^O`, ``out_lin``."""
-        return self.out_lin(context)

@@ -1,7 +1,11 @@
 r"""GPT-J: rotary positions on part of each head, and attention and MLP side by side in every block.
 
-GPT-J-6B (Wang and Komatsuzaki, 2021, EleutherAI) keeps GPT-Neo's
-projections (:mod:`~literate_transformer.models.gpt_neo`) and changes how
+GPT-J-6B (Wang and Komatsuzaki, 2021, EleutherAI) stands beside GPT-Neo,
+not under it: its stack is GPT-2's (:mod:`~literate_transformer.models.gpt2`)
+without the position table, dense in every layer, and its attention is
+GPT-Neo's (:mod:`~literate_transformer.models.gpt_neo`) with three declared
+differences (the scores scaled by :math:`1/\sqrt{D}` again, no bias on
+``out_proj``, the dropouts under GPT-2's field names).  It changes how
 positions reach attention and how a block is wired:
 
 * **No position table.**  Nothing is added to the token vectors; instead
@@ -22,9 +26,9 @@ positions reach attention and how a block is wired:
 
   one layer norm per block instead of two, and the two sub-layers can run
   at the same time.
-* Dense attention in every layer (no local layers), scores scaled by
-  :math:`1/\sqrt{D}` again, no bias on any projection, an MLP named
-  ``fc_in``/``fc_out``, and a head with a bias, not tied by default.
+* Dense attention in every layer (no local layers: GPT-2's causal mask, not
+  GPT-Neo's pair of masks), an MLP named ``fc_in``/``fc_out``, and a head
+  with a bias, not tied by default.
 
 >>> import torch
 >>> from transformers import GPTJConfig
@@ -48,8 +52,8 @@ from ..core.outputs import LayerCache, LayerOutput
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.rotary import RotaryEmbedding, rotate_queries_and_keys
-from ..parts.stack import DecoderStack
-from .gpt_neo import GPTNeoForCausalLM, GPTNeoModel, GPTNeoSelfAttention
+from .gpt2 import GPT2LMHeadModel, GPT2Model
+from .gpt_neo import GPTNeoSelfAttention
 from .registry import register
 
 __all__ = [
@@ -172,8 +176,8 @@ class GPTJBlock(nn.Module):
         return LayerOutput(hidden_states, attention.attention_probs, None, cache)
 
 
-class GPTJModel(GPTNeoModel):
-    """GPT-J's stack: ``wte`` (no position table), the blocks ``h``, ``ln_f``; GPT's forward, rotary angles for all.
+class GPTJModel(GPT2Model):
+    """GPT-J's stack: GPT-2's, with ``wte`` and no position table, GPT-J's blocks, and rotary angles for all of them.
 
     Args:
         config: A ``transformers`` :class:`~transformers.GPTJConfig`.
@@ -199,16 +203,12 @@ class GPTJModel(GPTNeoModel):
         """The first block's input: the token vectors alone (positions enter inside attention), dropped out."""
         return self.drop(self.wte(input_ids))
 
-    #: The causal mask with the padding, for every block (GPT-J has no local layers): GPT's, not GPT-3's pair
-    #: (:meth:`~literate_transformer.parts.stack.DecoderStack.attention_masks`).
-    attention_masks = DecoderStack.attention_masks
-
     def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
         """The tokens' rotary angles as ``(cos, sin)``, computed once for every block."""
         return {"position_embeddings": self.rotary_emb(position_ids)}
 
 
-class GPTJForCausalLM(GPTNeoForCausalLM):
+class GPTJForCausalLM(GPT2LMHeadModel):
     """GPT-J with its language-model head: ``E -> V`` with a bias, tied to ``wte`` only if the config says so.
 
     Args:

@@ -87,7 +87,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.masks import build_attention_mask
-from ..core.outputs import LayerOutput, ModelOutput
+from ..core.outputs import ModelOutput
 from ..core.validation import check_positive_int
 from ..parts.feed_forward import GatedFeedForward
 from ..parts.heads import causal_lm_loss
@@ -231,10 +231,6 @@ class Gemma2DecoderLayer(LlamaDecoderLayer):
             Sublayer(self.self_attn, self.input_layernorm, self.post_attention_layernorm),
             Sublayer(self.mlp, self.pre_feedforward_layernorm, self.post_feedforward_layernorm),
         )
-
-    def forward(self, hidden_states: Tensor, attention_mask: dict[str, Tensor], **kwargs: Any) -> LayerOutput:
-        """Every decoder layer's forward, on the mask of this layer's kind (``attention_mask`` holds both)."""
-        return super().forward(hidden_states, attention_mask[self.attention_type], **kwargs)
 
 
 class Gemma2Model(LlamaModel):

@@ -62,7 +62,6 @@ from torch import Tensor
 from transformers import GPT2Config
 
 from ..core.masks import build_attention_mask
-from ..core.outputs import LayerOutput
 from ..core.validation import check_positive_int
 from .gpt2 import GPT2Block, GPT2LMHeadModel, GPT2Model, check_gpt2_config
 
@@ -173,10 +172,6 @@ class GPT3Block(GPT2Block):
         super().__init__(config, layer_idx)
         #: ``"global"`` (dense) or ``"local"`` (banded).
         self.attention_type = config.attention_layers[layer_idx]
-
-    def forward(self, hidden_states: Tensor, attention_mask: dict[str, Tensor], **kwargs: Any) -> LayerOutput:
-        """GPT-2's block, on the mask of this block's kind (``attention_mask`` holds both, built by the model)."""
-        return super().forward(hidden_states, attention_mask[self.attention_type], **kwargs)
 
 
 class GPT3Model(GPT2Model):

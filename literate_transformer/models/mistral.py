@@ -84,9 +84,9 @@ class MistralModel(LlamaModel):
 
     def attention_masks(
         self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
-    ) -> Tensor:
-        """The band of ``sliding_window`` keys with the padding, built once for every layer."""
-        return build_attention_mask(
+    ) -> dict[str, Tensor]:
+        """The band of ``sliding_window`` keys with the padding, built once, for every layer (all are ``"full"``)."""
+        band = build_attention_mask(
             attention_mask,
             query_length=length,
             causal=True,
@@ -95,6 +95,7 @@ class MistralModel(LlamaModel):
             dtype=dtype,
             window=self.config.sliding_window,
         )
+        return {"full": band}
 
 
 class MistralForCausalLM(LlamaForCausalLM):

@@ -66,15 +66,18 @@ def run_layers(
     hidden_states: Tensor,
     *args: Any,
     past_key_values: Sequence[LayerCache] | None = None,
+    attention_masks: Sequence[Tensor | None] | None = None,
     **kwargs: Any,
 ) -> tuple[Tensor, list[LayerOutput]]:
-    """Run ``layers`` in order: each reads the previous one's output and its own cache entry.
+    """Run ``layers`` in order: each reads the previous one's output, its own mask and its own cache entry.
 
     Args:
         layers: The stack's layers, each returning a :class:`~literate_transformer.core.outputs.LayerOutput`.
         hidden_states: The first layer's input, ``(B, T, E)``.
-        *args: What every layer reads besides (masks, the encoder's output), the same for all.
+        *args: What every layer reads besides (a mask, the encoder's output), the same for all.
         past_key_values: One cache entry per layer, handed to each as ``past_key_value``; or ``None``.
+        attention_masks: One mask per layer (a decoder stack's, each of its layer's kind), handed to each before
+            ``args``; or ``None``.
         **kwargs: Keyword arguments of every layer (``use_cache``, ``output_attentions``, ...).
 
     Returns:
@@ -84,7 +87,8 @@ def run_layers(
     for index, layer in enumerate(layers):
         # With a cache, each layer reads its own entry (a stack without one, an encoder's, passes none).
         cache = {} if past_key_values is None else {"past_key_value": past_key_values[index]}
-        outputs.append(layer(hidden_states, *args, **cache, **kwargs))
+        mask = () if attention_masks is None else (attention_masks[index],)
+        outputs.append(layer(hidden_states, *mask, *args, **cache, **kwargs))
         # Each layer's output is the next one's input.
         hidden_states = outputs[-1].hidden_states
     return hidden_states, outputs
@@ -111,11 +115,14 @@ class DecoderStack:
 
     def attention_masks(
         self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
-    ) -> Tensor | dict[str, Tensor]:
-        """The causal mask with the padding, built once, in the additive form every layer adds to its scores."""
-        return build_attention_mask(
-            attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
-        )
+    ) -> dict[str, Tensor]:
+        """The masks, built once, each in the additive form its layers add to their scores, by the kind of layer that
+        reads it (a layer's ``attention_type``): here one, ``"full"``, the causal mask with the padding."""
+        return {
+            "full": build_attention_mask(
+                attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
+            )
+        }
 
     def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
         """What every layer reads besides its input and mask, by name: nothing, unless a family says (rotary angles)."""
@@ -158,9 +165,10 @@ class DecoderStack:
             position_ids = self.position_ids(input_ids, attention_mask, past_length)
         # 1) What the first layer reads (the family's embed: positions added to it, or none).
         embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
-        # 2) Which keys each query may see, built once for every layer.
+        # 2) Which keys each query may see, built once for every kind of layer; each layer reads its kind's.
         dtype, device = embedding_output.dtype, input_ids.device
         masks = self.attention_masks(attention_mask, length, past_length, dtype, device)
+        layer_masks = [masks[getattr(layer, "attention_type", "full")] for layer in layers]
         # 3) What every layer reads besides: the family's inputs (rotary angles, computed once for all the
         #    layers), and in the decoder of an encoder-decoder model the source, whose real tokens every target
         #    position may see (no causality: (B, 1, 1, S)).
@@ -174,7 +182,7 @@ class DecoderStack:
         hidden_states, layer_outputs = run_layers(
             layers,
             embedding_output,
-            masks,
+            attention_masks=layer_masks,
             past_key_values=past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
@@ -219,6 +227,9 @@ class DecoderLayer(nn.Module):
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-norm.
     norm_first = True
+    #: Which of its stack's masks (:meth:`DecoderStack.attention_masks`) the layer reads: ``"full"``, the causal one,
+    #: unless a family's layers come in kinds (GPT-3's local and global ones).
+    attention_type = "full"
 
     def sublayers(self) -> tuple[Sublayer, Sublayer]:
         """The self-attention sub-layer and the feed-forward one, under the family's names."""

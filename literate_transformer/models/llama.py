@@ -420,12 +420,6 @@ class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Mo
     #: ``None`` (rotary positions have no table to run past, so generation may go past ``max_position_embeddings``).
     position_limit = None
 
-    def __init__(self, config: Any) -> None:
-        super().__init__()
-        self.model = self.model_class(config)
-        self.config = self.model.config
-        self.add_lm_head(self.model)
-
     @validate_with(check_llama_lm_inputs)
     def forward(
         self,

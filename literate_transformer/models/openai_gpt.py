@@ -396,16 +396,9 @@ class OpenAIGPTLMHeadModel(ConvertsFromHF, LanguageModelHead, GenerationMixin, n
 
     #: The stack a family's language model builds (a descendant names its own).
     model_class: type[nn.Module] = OpenAIGPTModel
-    #: Whether ``lm_head`` adds a bias to the scores (CTRL's and GPT-J's do).
-    lm_head_bias = False
+    stack_name = "transformer"
     #: The head and the token table it is when the config ties them (checked when converting).
     hf_ties = (("lm_head.weight", "transformer.tokens_embed.weight"),)
-
-    def __init__(self, config: Any) -> None:
-        super().__init__()
-        self.transformer = self.model_class(config)
-        self.config = self.transformer.config
-        self.add_lm_head(self.transformer, bias=self.lm_head_bias)
 
     @validate_with(check_language_model_inputs)
     def forward(

@@ -184,11 +184,26 @@ def causal_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
 class LanguageModelHead:
     """A decoder-only language model's head, written once: ``lm_head``, tied as the config says, the scores, the loss.
 
-    A family's language model mixes it in (with ``nn.Module``), builds its
-    stack under HuggingFace's name (``transformer``, ``model``) and calls
-    :meth:`add_lm_head`; its ``forward`` keeps HuggingFace's signature, runs
-    the stack and hands the output to :meth:`score_next_tokens`.
+    A family's language model mixes it in (with ``nn.Module``) and declares
+    its stack's class and the name HuggingFace keeps it under; it builds the
+    stack and :meth:`add_lm_head`.  The family's ``forward`` keeps
+    HuggingFace's signature, runs the stack and hands the output to
+    :meth:`score_next_tokens`.
     """
+
+    #: The stack a family's language model builds, from the config (a family names its own).
+    model_class: type[nn.Module]
+    #: The attribute that holds the stack, under HuggingFace's name (GPT's ``transformer``, Llama's ``model``).
+    stack_name = "model"
+    #: Whether ``lm_head`` adds a bias to the scores (CTRL's and GPT-J's do).
+    lm_head_bias = False
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        stack = self.model_class(config)
+        setattr(self, self.stack_name, stack)
+        self.config = stack.config
+        self.add_lm_head(stack, bias=self.lm_head_bias)
 
     def add_lm_head(self, stack: nn.Module, bias: bool = False) -> None:
         """``lm_head``, ``E -> V``, whose weight *is* the stack's token table when ``config.tie_word_embeddings`` says so.

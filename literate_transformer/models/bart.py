@@ -357,8 +357,8 @@ class BartDecoder(BartStack):
     ) -> ModelOutput:
         """Decode the target ``(B, T)`` against the encoder's ``(B, S, E)``; arguments as in
         :meth:`~literate_transformer.book.decoder.TransformerDecoder.forward`."""
-        # The decoder stack's forward (parts.stack.DecoderStack.decode), its layers reading the source too.
-        return self.decode(
+        # The decoder stack's forward (parts.stack.DecoderStack.run_stack), its layers reading the source too.
+        return self.run_stack(
             self.layers,
             input_ids,
             attention_mask,

@@ -91,7 +91,7 @@ class GPTNeoSelfAttention(Attention):
     projections = ("q_proj", "k_proj", "v_proj", "out_proj")
     # What GPT-J changes in this attention, declared: GPT-Neo's scores are not divided by sqrt(D), its output layer
     # has a bias, and its config names the dropouts its own way.
-    #: The factor on the scores (1: none; ``None``: :math:`1/\sqrt{D}`).
+    #: The factor on the scores; GPT-Neo's 1 leaves them as they are, and ``None`` divides them by :math:`\sqrt{D}`.
     score_scale: float | None = 1.0
     #: Whether ``out_proj`` adds a bias (the query, key and value projections never do).
     output_bias = True

@@ -382,8 +382,8 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
         (:meth:`~literate_transformer.models.openai_gpt.OpenAIGPTModel.forward`), in HuggingFace's order for Llama
         (``position_ids`` and ``past_key_values`` may come by position too), the cache with ``K`` heads per layer.
         """
-        # The layers over the cache, as every decoder stack runs them (parts.stack.DecoderStack.decode).
-        return self.decode(
+        # The layers over the cache, as every decoder stack runs them (parts.stack.DecoderStack.run_stack).
+        return self.run_stack(
             self.layers,
             input_ids,
             attention_mask,

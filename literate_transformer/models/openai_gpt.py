@@ -326,7 +326,7 @@ class OpenAIGPTModel(ConvertsFromHF, DecoderStack, nn.Module):
         """After the last block: nothing (a post-LN block's output is normalised already)."""
         return hidden_states
 
-    # -- the forward every stack of the branch shares (parts.stack.DecoderStack.decode, Llama's too) -----------
+    # -- the forward every stack of the branch shares (parts.stack.DecoderStack.run_stack, Llama's too) -----------
     @validate_with(check_decoder_inputs)
     def forward(
         self,
@@ -360,8 +360,8 @@ class OpenAIGPTModel(ConvertsFromHF, DecoderStack, nn.Module):
                 ``max_position_embeddings``, masks, positions or caches of the wrong shape.
             TypeError: for inputs of the wrong type.
         """
-        # The blocks ``h`` over the cache (parts.stack.DecoderStack.decode: embeddings, mask, blocks, final norm).
-        return self.decode(
+        # The blocks ``h`` over the cache (parts.stack.DecoderStack.run_stack: embeddings, mask, blocks, final norm).
+        return self.run_stack(
             self.h,
             input_ids,
             attention_mask,

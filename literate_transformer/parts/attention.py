@@ -88,7 +88,8 @@ class Attention(nn.Module):
     # -- what a family writes ------------------------------------------------------------------------------
     #: The names of the query, key, value and output projections, each a linear layer, under the family's
     #: HuggingFace names (Llama's ``("q_proj", "k_proj", "v_proj", "o_proj")``); ``None`` for a family that
-    #: projects its own way (GPT's one fused ``c_attn``, in :meth:`project`).
+    #: projects its own way (GPT's one fused ``c_attn``, in
+    #: :meth:`~literate_transformer.parts.attention.Attention.project`).
     projections: ClassVar[tuple[str, str, str, str] | None] = None
 
     def add_projections(self, width: int, bias: bool = True, output_bias: bool | None = None) -> None:

@@ -10,7 +10,7 @@ per-layer tuples) is :meth:`~literate_transformer.core.outputs.ModelOutput.from_
 
 A decoder stack adds a cache and a causal mask around that loop, and its
 forward is the same in every family: :class:`DecoderStack` writes it once
-(:meth:`DecoderStack.decode`); GPT's stack, Llama's and BART's decoder,
+(:meth:`DecoderStack.run_stack`); GPT's stack, Llama's and BART's decoder,
 which are not each other's parents, all call it, and each writes only the
 decisions it changes: how positions are counted, what the first layer
 reads, what every layer reads besides, and what follows the last layer.
@@ -100,7 +100,7 @@ class DecoderStack:
     A stack mixes this class in and writes :meth:`embed` and :meth:`final_norm`
     (and :meth:`position_ids`, :meth:`attention_masks` and :meth:`layer_inputs`,
     where it changes them); its ``forward`` keeps HuggingFace's signature and
-    hands its arguments, with its layers, to :meth:`decode`.
+    hands its arguments, with its layers, to :meth:`run_stack`.
     """
 
     def position_ids(self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int = 0) -> Tensor:
@@ -132,7 +132,7 @@ class DecoderStack:
         """What follows the last layer (a pre-norm stack's final norm)."""
         raise NotImplementedError
 
-    def decode(
+    def run_stack(
         self,
         layers: Sequence[nn.Module],
         input_ids: Tensor,

@@ -100,6 +100,8 @@ extensions = [
     "executed_pages",
     # Beside each line of the annotated source, the tensor it computed on a running example (docs/_ext).
     "runtime_trace",
+    # Each family read top to bottom: the functions its running example's forward pass ran, in call order (docs/_ext).
+    "top_to_bottom",
     # What each module was proved equal to, and by how much, on this build; over tolerance fails it (docs/_ext).
     "proof_badges",
     # The theme's layout (docs/_templates/layout.html) without Font Awesome's 1.6 MB script (docs/_ext).
@@ -264,6 +266,17 @@ proof_badges_page = "proofs"
 proof_badges_tests_root = str(ROOT)
 # A chapter shows the badges of the modules it builds (the manifest's reading order).
 proof_badges_chapters = {chapter.docname: list(chapter.modules) for chapter in manifest.CHAPTERS if chapter.docname}
+# A page per model family (docs/top_to_bottom/, generated): its running example's forward pass, every function in
+# the order of its first call, from the same run as the runtime values.  The families are the model modules of the
+# reading order (every module of models/ but the registry that finds them), each read on the example of its name.
+top_to_bottom_families = [
+    (_dotted(module), module.rsplit(".", 1)[-1])
+    for module in manifest.MODULES
+    if module.startswith("models.") and module != "models.registry"
+]
+# The input checks a call runs first (core/validation.py, and each family's check_* functions) are left out of
+# those pages: they are the door, not the model.
+top_to_bottom_skip = r"core/validation\.py:|(^|[.:])_?check_\w*$"
 # The browser export the "Try your own sentence" page runs (cached in docs/_build/try_it).
 try_it_exporter = "lt_site.export:export_for_browser"
 

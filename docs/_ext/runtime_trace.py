@@ -211,6 +211,11 @@ def _insert_note(doctree: nodes.document, used: list[str], examples: Mapping[str
     target = next(doctree.findall(lambda n: isinstance(n, nodes.container) and "lt-sbs" in n["classes"]), None)
     if target is None:
         return
+    target.parent.insert(target.parent.index(target), example_note(used, examples))
+
+
+def example_note(used: Iterable[str], examples: Mapping[str, Any]) -> nodes.container:
+    """The note that says what the runtime values are and which running examples (``used``) they come from."""
     note = nodes.container(classes=["lt-rt-note"])
     paragraph = nodes.paragraph()
     paragraph += nodes.strong("Runtime values. ", "Runtime values. ")
@@ -233,7 +238,7 @@ def _insert_note(doctree: nodes.document, used: list[str], examples: Mapping[str
             "", f'<span class="lt-rt-dims" data-example="{html.escape(name)}" data-dims="{data}"></span>', format="html"
         )
         note += item
-    target.parent.insert(target.parent.index(target), note)
+    return note
 
 
 def setup(app: Sphinx) -> dict[str, object]:

@@ -44,6 +44,8 @@ __all__ = [
     "intro_nodes",
     "flatten_sections",
     "anchor",
+    "block_id",
+    "block_at",
 ]
 
 #: The lexer name of the code column.  The same Pygments lexer as ``python``
@@ -83,6 +85,17 @@ def optional_link(target: str, kind: str, content: nodes.Node) -> optional_api_l
 def anchor(module: str) -> str:
     """The HTML id prefix of a module's blocks (``pkg.core.masks`` -> ``pkg-core-masks``)."""
     return module.replace(".", "-")
+
+
+def block_id(block: Block, module: str) -> str:
+    """The HTML id of a block's row on its module's page (``pkg-core-masks-L42``, its first code line)."""
+    first = block.first_code_line() or (block.prose[0].first_line if block.prose else 0)
+    return f"{anchor(module)}-L{first}"
+
+
+def block_at(blocks: Sequence[Block], line: int) -> Block | None:
+    """The block whose code column shows source line ``line`` (``None`` for a line no block shows as code)."""
+    return next((block for block in blocks if any(number == line for number, _ in block.code_lines())), None)
 
 
 def comment_nodes(text: str) -> list[nodes.Node]:
@@ -204,8 +217,7 @@ def block_node(block: Block, module: str, render_docstring: DocstringRenderer) -
         A ``container.lt-sbs-block`` with the id ``<module>-L<first line>``, so
         a line of the source can be linked to.
     """
-    first = block.first_code_line() or (block.prose[0].first_line if block.prose else 0)
-    row = nodes.container(classes=["lt-sbs-block"], ids=[f"{anchor(module)}-L{first}"])
+    row = nodes.container(classes=["lt-sbs-block"], ids=[block_id(block, module)])
     prose_column = nodes.container(classes=["lt-sbs-prose"])
     for prose in block.prose:
         if prose.kind == "comment":

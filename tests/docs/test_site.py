@@ -667,6 +667,130 @@ def test_every_executed_page_says_what_it_was_executed_with(site):
 
 
 # ---------------------------------------------------------------------------
+# Each family read top to bottom: its forward pass, every function once, in call order
+# ---------------------------------------------------------------------------
+#: The families: BERT and the model modules of the three branches' chapters (13 to 15).
+FAMILIES = ["models.bert"] + [
+    module
+    for chapter in manifest.CHAPTERS
+    if 13 <= chapter.number <= 15
+    for module in chapter.modules
+    if module.startswith("models.")
+]
+
+
+def top_to_bottom(page_path: Path) -> list[tuple[str, str, int, int, Element]]:
+    """``(name, path, first line, last line, section)`` of each function a family's page shows, in order.
+
+    ``path`` is relative to the package; ``section`` is the function's section (its runtime values included).
+    """
+    content = article(parse_html(page_path))
+    shown = []
+    for marker in content.find_all("span", "lt-ttb-function"):
+        section = marker.parent
+        while section is not None and section.tag != "section":
+            section = section.parent
+        assert section is not None, f"{page_path.name}: {marker.attrs} outside a section"
+        first, last = (int(number) for number in marker.attrs["data-lines"].split("-"))
+        shown.append((marker.attrs["data-name"], marker.attrs["data-path"], first, last, section))
+    return shown
+
+
+def test_every_module_that_registers_models_is_a_family():
+    registering = [
+        f"models.{path.stem}"
+        for path in sorted((PACKAGE_DIR / "models").glob("*.py"))
+        if path.stem != "registry" and re.search(r"^@?register\(", path.read_text(encoding="utf-8"), re.MULTILINE)
+    ]
+    assert registering, "no module of models/ registers a model"
+    assert sorted(set(registering) - set(FAMILIES)) == []
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_reads_top_to_bottom_once_from_its_files(site, family):
+    page_path = site / "top_to_bottom" / f"{manifest.PACKAGE}.{family}.html"
+    assert page_path.is_file(), f"{family} has no page read top to bottom"
+    shown = top_to_bottom(page_path)
+    assert len(shown) >= 5, f"{page_path.name} shows {len(shown)} functions"
+    names = [(path, name) for name, path, *_ in shown]
+    assert len(names) == len(set(names)), f"{page_path.name} shows a function twice"
+    wrong = []
+    for name, path, first, last, section in shown:
+        # Each function's lines, verbatim and numbered as in its file, with a link to its annotated source.
+        lines = (PACKAGE_DIR / path).read_text(encoding="utf-8").splitlines()[first - 1 : last]
+        spans = remove(section, "lt-rt").find_all("span", "lt-line")
+        numbers = [int(span.attrs["data-line"]) for span in spans]
+        if numbers != list(range(first, last + 1)) or [span.text().rstrip() for span in spans] != [
+            line.rstrip() for line in lines
+        ]:
+            wrong.append(f"{name} ({path}:{first}-{last}) is not shown as its file has it")
+        module = f"{manifest.PACKAGE}.{path.removesuffix('.py').replace('/', '.')}".removesuffix(".__init__")
+        hrefs = [node.attrs.get("href", "") for node in section.find_all("a")]
+        if not any(href.startswith(f"../source/{module}.html#") for href in hrefs):
+            wrong.append(f"{name} does not link to the annotated source of {module}")
+    assert not wrong, f"{page_path.name}:\n" + "\n".join(wrong)
+    # Reachable: from the index of the pages (in the site's navigation) and from the family's annotated source.
+    index_links = [
+        a.attrs.get("href", "") for a in article(parse_html(site / "top_to_bottom" / "index.html")).find_all("a")
+    ]
+    assert page_path.name in index_links, f"top_to_bottom/index.html does not list {page_path.name}"
+    source_page = parse_html(site / "source" / f"{manifest.PACKAGE}.{family}.html")
+    assert f"../top_to_bottom/{page_path.name}" in [a.attrs.get("href", "") for a in source_page.find_all("a")]
+
+
+def test_the_pages_read_top_to_bottom_are_in_the_navigation(site):
+    assert "top_to_bottom/index.html" in nav_links(parse_html(site / "index.html"))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_familys_shapes_are_its_own_examples_and_agree_with_the_comments(site, family):
+    page_path = site / "top_to_bottom" / f"{manifest.PACKAGE}.{family}.html"
+    content = article(parse_html(page_path))
+    dims = {
+        node.attrs["data-example"]: json.loads(node.attrs["data-dims"])
+        for node in content.find_all("span", "lt-rt-dims")
+    }
+    assert list(dims) == [family.rsplit(".", 1)[-1]], f"{page_path.name}: the values of the examples {list(dims)}"
+    example, sizes = next(iter(dims.items()))
+    wrong, shapes = [], 0
+    for _, path, _, _, section in top_to_bottom(page_path):
+        comments = shape_comments((PACKAGE_DIR / path).read_text(encoding="utf-8"))
+        for line in section.find_all("span", "lt-line"):
+            for value in line.find_all("span", "lt-rt"):
+                shapes += 1
+                number = int(line.attrs["data-line"])
+                shape = tuple(int(size) for size in re.findall(r"\d+", value.find_all("span", "lt-rt-shape")[0].text()))
+                if value.attrs.get("data-example") != example:
+                    wrong.append(f"{path}:{number}: a value of the {value.attrs.get('data-example')} example")
+                elif number in comments and not agrees(comments[number], shape, sizes):
+                    wrong.append(f"{path}:{number}: comment ({', '.join(comments[number])}) but the page shows {shape}")
+    assert shapes, f"{page_path.name} shows no runtime value"
+    assert not wrong, f"{page_path.name}:\n" + "\n".join(wrong)
+
+
+def test_qwen3_reads_its_stack_layer_attention_and_kernel_in_call_order(site):
+    shown = top_to_bottom(site / "top_to_bottom" / f"{manifest.PACKAGE}.models.qwen3.html")
+    order = [(path, name) for name, path, *_ in shown]
+    expected = [
+        ("models/llama.py", "LlamaModel.forward"),
+        ("parts/stack.py", "DecoderStack.run_stack"),
+        ("parts/stack.py", "DecoderLayer.forward"),
+        ("parts/attention.py", "Attention.forward"),
+        ("models/qwen3.py", "Qwen3Attention.position"),
+        ("core/kernels.py", "attend"),
+        ("core/kernels.py", "scaled_dot_product_attention"),
+    ]
+    missing = [function for function in expected if function not in order]
+    assert not missing, f"the Qwen3 page does not show {missing}; it shows {order}"
+    positions = [order.index(function) for function in expected]
+    assert positions == sorted(positions), [order[position] for position in sorted(positions)]
+    # Qwen3's own change: the norms on each head's queries and keys, in the lines of its position().
+    position = next(section for name, _, _, _, section in shown if name == "Qwen3Attention.position")
+    code = remove(position, "lt-rt").text()
+    assert "self.q_norm(query)" in code and "self.k_norm(key)" in code, code
+
+
+# ---------------------------------------------------------------------------
 # The lesson in front: what a reader sees open teaches, the checks run out of the way
 # ---------------------------------------------------------------------------
 #: The most lines a code cell shown open may have.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -111,3 +113,134 @@ def test_every_proof_names_an_object_of_the_package_and_an_existing_test(proof):
     path, _, function = proof.test.partition("::")
     assert function in defined_names(ROOT / path), proof.test
     assert proof.example in {example.name for example in examples.RUNNING_EXAMPLES}
+
+
+CALLED = """
+import functools
+
+
+def checked(function):
+    @functools.wraps(function)
+    def wrapper(*args):
+        check(*args)
+        return function(*args)
+
+    return wrapper
+
+
+def check(*args):
+    return True
+
+
+class Parent:
+    def __init__(self):
+        self.scale = helper(2)
+
+    @checked
+    def forward(self, x):
+        return self.layer(self.embed(x)) + self.layer(x)
+
+    def embed(self, x):
+        return helper(x)
+
+    def layer(self, x):
+        def inner(y):
+            return helper(y) + 1
+
+        return inner(x)
+
+
+class Child(Parent):
+    def embed(self, x):
+        return super().embed(x) * self.scale
+
+
+def helper(x):
+    return x + 1
+"""
+
+
+def run_called(module) -> None:
+    """What a running example does (from outside the watched file): build, two forward passes, a call after."""
+    model = module.Child()
+    model.forward(1)
+    model.forward(2)
+    module.helper(3)
+
+
+@pytest.fixture
+def called(tmp_path, monkeypatch):
+    """A module of plain functions (a wrapper, a constructor, a closure, a subclass), imported from a file."""
+    (tmp_path / "called_module.py").write_text(CALLED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "called_module", raising=False)  # another test's copy, from another folder
+    return importlib.import_module("called_module"), tmp_path / "called_module.py"
+
+
+def test_the_call_path_is_the_first_forward_in_the_order_of_first_calls(called):
+    module, path = called
+    calls = trace.CallPath([path])
+    with trace.LineTracer([], lambda *args: None, on_call=calls):
+        run_called(module)
+    names = [call.name for call in calls.calls]
+    # The constructor ran before the forward, the second forward and helper(3) after it: none is on the path.
+    # The wrapper that checks the forward's inputs comes first, with what it ran; each function once.
+    assert names == [
+        "checked.<locals>.wrapper",
+        "check",
+        "Parent.forward",
+        "Child.embed",
+        "Parent.embed",
+        "helper",
+        "Parent.layer",
+        "Parent.layer.<locals>.inner",
+    ]
+    by_name = {call.name: call for call in calls.calls}
+    assert by_name["Parent.layer"].calls == 2 and by_name["helper"].calls == 3
+    lines = path.read_text().splitlines()
+    forward = by_name["Parent.forward"]
+    assert lines[forward.line - 1].strip() == "@checked" and "return self.layer" in lines[forward.end_line - 1]
+
+
+def test_a_call_names_its_caller_past_the_wrappers_of_what_it_calls(called):
+    module, path = called
+    calls = trace.CallPath([path])
+    with trace.LineTracer([], lambda *args: None, on_call=calls):
+        run_called(module)
+    by_name = {call.name: call for call in calls.calls}
+    # The entry call (the wrapper) has no caller in the file, nor has the forward (the wrapper only wraps it).
+    assert by_name["checked.<locals>.wrapper"].caller is None
+    assert by_name["Parent.forward"].caller is None
+    # A helper defined beside the wrapper is called by it, not wrapped.
+    assert by_name["check"].caller_name == "checked.<locals>.wrapper"
+    assert by_name["Parent.embed"].caller_name == "Child.embed"
+    inner = by_name["Parent.layer.<locals>.inner"]
+    assert inner.caller_name == "Parent.layer" and inner.caller == (str(path), by_name["Parent.layer"].end_line)
+
+
+def test_trace_examples_records_each_examples_path_with_its_own_values(tmp_path, monkeypatch):
+    package = tmp_path / "tinytraced"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text(
+        "import torch\n\n\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        doubled = x * 2  # (B, E)\n"
+        "        return doubled.sum()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tinytraced.model", raising=False)
+    from tinytraced.model import Model
+
+    def example(name, rows):
+        return SimpleNamespace(name=name, description=name, dims={"B": rows}, run=lambda: Model()(torch.ones(rows, 3)))
+
+    idle = SimpleNamespace(name="idle", description="no forward", dims={}, run=Model)
+    data = trace.trace_examples([example("one", 1), example("two", 2), idle], package)
+    # The annotated source keeps the first example's values; each path its own.
+    assert tuple(data["lines"]["model.py"]["6"]["values"][0]["shape"]) == (1, 3)
+    assert tuple(data["paths"]["two"]["lines"]["model.py"]["6"]["values"][0]["shape"]) == (2, 3)
+    assert set(data["paths"]) == {"one", "two"} and set(data["examples"]) == {"one", "two", "idle"}
+    assert [call["name"] for call in data["paths"]["two"]["calls"]] == ["Model.forward"]
+    assert data["paths"]["two"]["calls"][0]["path"] == "model.py"

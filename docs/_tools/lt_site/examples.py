@@ -3,10 +3,12 @@
 Each :class:`RunningExample` runs some of the package's modules on a small
 input; :func:`site_trace` runs them all under the line recorder of
 :mod:`lt_site.trace` and returns, for every line of the package that
-assigned a tensor, what it computed the first time it ran.  The
+assigned a tensor, what it computed the first time it ran, and for each
+example the functions its forward pass called, in order.  The
 ``runtime_trace`` extension (``docs/_ext``) shows those values beside the
-code.  The sizes of the book's example (:data:`BOOK_EXAMPLE_SIZES`) are also
-the tests' tiny configuration.
+code, and the ``top_to_bottom`` extension each family's forward path.  The
+sizes of the book's example (:data:`BOOK_EXAMPLE_SIZES`) are also the tests'
+tiny configuration.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from literate_transformer.parts.positions import RelativePositionBias, Sinusoida
 from . import families
 from .base import BOOK_EXAMPLE_SIZES, RunningExample
 from .export import BrowserBert
-from .trace import LineRecord, record
+from .trace import trace_examples
 
 __all__ = ["CORE_EXAMPLES", "RUNNING_EXAMPLES", "site_trace"]
 
@@ -133,29 +135,14 @@ RUNNING_EXAMPLES: tuple[RunningExample, ...] = CORE_EXAMPLES + families.collect(
 
 
 def site_trace(package_root: str | Path | None = None) -> dict[str, Any]:
-    """Run every running example and return the records as JSON-ready data, by file and line.
+    """Run every running example (:data:`RUNNING_EXAMPLES`) and return the records as JSON-ready data.
 
     Args:
         package_root: The package's folder (default: ``literate_transformer``'s); paths in the result are
             relative to it.
 
     Returns:
-        ``{"examples": {name: {"description", "dims"}}, "lines": {relative path: {line: record}}}``.
+        What :func:`lt_site.trace.trace_examples` returns.
     """
     root = Path(package_root) if package_root is not None else Path(interop.__file__).resolve().parent
-    paths = sorted(root.rglob("*.py"))
-    merged: dict[tuple[str, int], LineRecord] = {}
-    for example in RUNNING_EXAMPLES:
-        for key, line_record in record(example.run, paths, example.name).items():
-            # A line keeps the first example that ran it, with that example's count of calls.
-            merged.setdefault(key, line_record)
-    lines: dict[str, dict[str, Any]] = {}
-    for (path, line), line_record in merged.items():
-        relative = Path(path).resolve().relative_to(root.resolve()).as_posix()
-        data = line_record.as_dict()
-        data["path"] = relative
-        lines.setdefault(relative, {})[str(line)] = data
-    examples = {
-        example.name: {"description": example.description, "dims": example.dims} for example in RUNNING_EXAMPLES
-    }
-    return {"examples": examples, "lines": lines}
+    return trace_examples(RUNNING_EXAMPLES, root)

@@ -11,7 +11,10 @@ it:
   commented line's tensor against the comment's letters), and
 * the annotated-source pages of the site, which show next to each line the
   shape, dtype and a small preview of what it computed on a running example
-  (:func:`record`, run on the examples of :mod:`lt_site.examples`).
+  (:func:`record`, run on the examples of :mod:`lt_site.examples`), and the
+  pages that read each family top to bottom: the functions its running
+  example's forward pass called, in the order of their first call
+  (:class:`CallPath`, recorded by the same run).
 
 Both see exactly the same statements: :func:`assignments` lists, for a
 file, every statement inside a function that assigns to one name or to a
@@ -43,13 +46,18 @@ import torch
 __all__ = [
     "Assignment",
     "assignments",
+    "Function",
+    "functions",
     "LineTracer",
+    "CallRecord",
+    "CallPath",
     "TensorSummary",
     "HEATMAP_SIZE",
     "PREVIEW_VALUES",
     "LineRecord",
     "summarize",
     "record",
+    "trace_examples",
 ]
 
 
@@ -132,6 +140,50 @@ def assignments(path: str | Path) -> list[Assignment]:
     return sorted(found, key=lambda assignment: assignment.line)
 
 
+@dataclass(frozen=True)
+class Function:
+    """One function (or method) of a file, as its code object names it.
+
+    Attributes:
+        line: Its first line, decorators included (``code.co_firstlineno``).
+        name: Its name (``code.co_name``).
+        qualname: Its name inside the module (``Class.method``; ``outer.<locals>.inner`` for a closure).
+        end_line: Its last line.
+    """
+
+    line: int
+    name: str
+    qualname: str
+    end_line: int
+
+
+def functions(path: str | Path) -> dict[tuple[int, str], Function]:
+    """Every function of a file, by ``(first line, name)`` (how a running frame's code object names it).
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"path {path} is not a file")
+    found: dict[tuple[int, str], Function] = {}
+
+    def visit(body: Iterable[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                line = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
+                found[(line, node.name)] = Function(line, node.name, prefix + node.name, node.end_lineno)
+                visit(node.body, f"{prefix}{node.name}.<locals>.")
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+            else:
+                # Definitions under an if, a try or a with (a fallback for an older release) are the module's too.
+                visit([child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)], prefix)
+
+    visit(ast.parse(path.read_text()).body, "")
+    return found
+
+
 # ---------------------------------------------------------------------------
 # Watching them run
 # ---------------------------------------------------------------------------
@@ -148,12 +200,18 @@ class LineTracer:
     Args:
         watched: The statements to report.
         callback: What to call.
+        on_call: Also called with the frame of every Python function that starts running (a
+            :class:`CallPath`), whether or not it has a watched statement.
     """
 
     def __init__(
-        self, watched: Iterable[Assignment], callback: Callable[[Assignment, dict[str, Any], int], None]
+        self,
+        watched: Iterable[Assignment],
+        callback: Callable[[Assignment, dict[str, Any], int], None],
+        on_call: Callable[[Any], None] | None = None,
     ) -> None:
         self.callback = callback
+        self.on_call = on_call
         self._calls = itertools.count()
         #: path -> (function first line, name) -> line -> assignment
         self.index: dict[str, dict[tuple[int, str], dict[int, Assignment]]] = {}
@@ -173,6 +231,8 @@ class LineTracer:
     def _on_call(self, frame, event, arg):
         if event != "call":
             return None
+        if self.on_call is not None:
+            self.on_call(frame)
         functions = self.index.get(frame.f_code.co_filename)
         if functions is None:
             return None
@@ -201,6 +261,150 @@ class LineTracer:
             return trace
 
         return trace
+
+
+# ---------------------------------------------------------------------------
+# Which functions a forward pass runs, in order
+# ---------------------------------------------------------------------------
+@dataclass
+class CallRecord:
+    """One function of a :class:`CallPath`: where it is, how often it ran and who called it first.
+
+    Attributes:
+        path: Its file.
+        line: Its first line (decorators included).
+        end_line: Its last line.
+        name: Its name inside the module (``Class.method``).
+        calls: How many times it ran during the entry call (once per layer, say).
+        caller: ``(path, line)`` of the call that ran it first, in the nearest watched function above it
+            that is not a decorator's wrapper of it (``None`` for the entry call itself).
+        caller_name: That function's name inside its module.
+    """
+
+    path: str
+    line: int
+    end_line: int
+    name: str
+    calls: int = 1
+    caller: tuple[str, int] | None = None
+    caller_name: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class CallPath:
+    """The functions of some files that one call runs, in the order of their first call.
+
+    The call is the one running when a function named ``entry``
+    (``forward``) starts for the first time: the outermost function of the
+    files then running, the model's forward pass called by a running example
+    (or the wrapper that checks its inputs first).  The constructors run
+    before it and the decoding run after it are not part of it.  Each
+    function that starts running inside it is recorded once, at its first
+    call, with the call that ran it; later calls are counted.  Functions that
+    are not definitions of the files (a lambda, a generator expression) are
+    not recorded.
+
+    Give it to :class:`LineTracer` (``on_call``) or to :func:`record` (``calls``).
+
+    Args:
+        paths: The files to watch.
+        entry: The name of the function whose first outside call is recorded.
+    """
+
+    def __init__(self, paths: Sequence[str | Path], entry: str = "forward") -> None:
+        self.entry = entry
+        #: path -> (first line, name) -> function
+        self.functions = {str(path): functions(path) for path in paths}
+        #: The functions of the entry call, in the order of their first call.
+        self.calls: list[CallRecord] = []
+        self._index: dict[tuple[str, int, str], CallRecord] = {}
+        self._outermost = self._root = None
+        self._finished = False
+
+    def _watched_above(self, frame) -> Iterable[Any]:
+        """The frames of the watched files above ``frame``, nearest first."""
+        frame = frame.f_back
+        while frame is not None:
+            if frame.f_code.co_filename in self.functions:
+                yield frame
+            frame = frame.f_back
+
+    def _function_of(self, frame) -> Function | None:
+        code = frame.f_code
+        return self.functions[code.co_filename].get((code.co_firstlineno, code.co_name))
+
+    def __call__(self, frame) -> None:
+        if self._finished:
+            return
+        code = frame.f_code
+        if code.co_filename not in self.functions:
+            return
+        above = list(self._watched_above(frame))
+        if self._root is None:
+            if not above:
+                # A new outermost call: what the calls before it ran is not the entry call's.
+                self._outermost = frame
+                self.calls, self._index = [], {}
+            if self._outermost is None:
+                return
+            if code.co_name == self.entry:
+                # The entry call is the outermost one now running: the forward, or a wrapper that checks its inputs
+                # first (what it ran before the forward started is recorded already).
+                self._root = self._outermost
+        elif frame is not self._root and not any(caller is self._root for caller in above):
+            # The entry call has returned: the path is complete.
+            self.stop()
+            return
+        self._add(frame, above)
+
+    def _wraps(self, outer, frame) -> bool:
+        """Whether ``outer`` is a decorator's wrapper of ``frame``'s function.
+
+        A wrapper's closure holds the function it wraps, which was defined elsewhere (a helper defined beside
+        the wrapper, in the same enclosing function, is called, not wrapped).
+        """
+        function = self._function_of(outer)
+        if function is None or ".<locals>." not in function.qualname:
+            return False
+        siblings = function.qualname.rpartition(".<locals>.")[0] + ".<locals>."
+        for name in outer.f_code.co_freevars:
+            value = outer.f_locals.get(name)
+            value = getattr(value, "__func__", value)
+            if getattr(value, "__code__", None) is frame.f_code:
+                return not getattr(value, "__qualname__", "").startswith(siblings)
+        return False
+
+    def _add(self, frame, above: list[Any]) -> None:
+        """Record ``frame``'s function at its first call (``above``: the watched frames above it, nearest first)."""
+        function = self._function_of(frame)
+        if function is None:
+            return
+        key = (frame.f_code.co_filename, function.line, function.name)
+        if key in self._index:
+            self._index[key].calls += 1
+            return
+        record = CallRecord(frame.f_code.co_filename, function.line, function.end_line, function.qualname)
+        callee = frame
+        for above_frame in above:
+            # The nearest function above, past the wrappers of what it calls (a generator expression's frame is
+            # its function's, a wrapper's caller is the wrapped function's).
+            if self._wraps(above_frame, callee):
+                callee = above_frame
+                continue
+            calling = self._function_of(above_frame)
+            if calling is not None:
+                record.caller = (above_frame.f_code.co_filename, above_frame.f_lineno)
+                record.caller_name = calling.qualname
+                break
+        self._index[key] = record
+        self.calls.append(record)
+
+    def stop(self) -> None:
+        """Record nothing more (and let the entry call's frame go)."""
+        self._finished = True
+        self._outermost = self._root = None
 
 
 # ---------------------------------------------------------------------------
@@ -309,7 +513,9 @@ class LineRecord:
         return asdict(self)
 
 
-def record(run: Callable[[], object], paths: Sequence[Path], example: str = "") -> dict[tuple[str, int], LineRecord]:
+def record(
+    run: Callable[[], object], paths: Sequence[Path], example: str = "", calls: CallPath | None = None
+) -> dict[tuple[str, int], LineRecord]:
     """Run ``run()`` and record, for every assignment in a function of ``paths``, what it assigned.
 
     Only statements that assigned at least one tensor are kept; the values
@@ -319,6 +525,7 @@ def record(run: Callable[[], object], paths: Sequence[Path], example: str = "") 
         run: What to run (no arguments).
         paths: The source files to watch.
         example: A name stored with each record.
+        calls: Also records, in the same run, the functions its forward pass called (see :class:`CallPath`).
 
     Returns:
         ``{(path, line): LineRecord}``.
@@ -339,6 +546,79 @@ def record(run: Callable[[], object], paths: Sequence[Path], example: str = "") 
             assignment.path, assignment.line, assignment.end_line, assignment.names, summaries, 1, example
         )
 
-    with torch.no_grad(), LineTracer(watched, on_assignment):
-        run()
+    try:
+        with torch.no_grad(), LineTracer(watched, on_assignment, on_call=calls):
+            run()
+    finally:
+        if calls is not None:
+            calls.stop()
     return dict(sorted(records.items()))
+
+
+def trace_examples(examples: Sequence[Any], package_root: str | Path) -> dict[str, Any]:
+    """Run each example once under :func:`record` and return its records as JSON-ready data, by file and line.
+
+    The same run records, for each example, its *forward path*: the functions of the package its model's first
+    forward pass called, in the order of their first call (:class:`CallPath`), and what that example computed
+    on their lines (a line of the annotated source shows the first example that ran it; a family's page read
+    top to bottom shows its own example's).
+
+    Args:
+        examples: The running examples, in order (each has a ``name``, a ``description``, ``dims`` and a
+            ``run`` that takes no arguments, as :class:`lt_site.base.RunningExample` does).
+        package_root: The package's folder: every ``*.py`` file under it is watched, and paths in the result
+            are relative to it.
+
+    Returns:
+        ``{"examples": {name: {"description", "dims"}}, "lines": {relative path: {line: record}},
+        "paths": {name: {"calls": [call record], "lines": {relative path: {line: record}}}}}``: ``lines``
+        holds the first example that ran each line; an example that ran no forward pass has no path.
+    """
+    root = Path(package_root)
+    paths = sorted(root.rglob("*.py"))
+
+    def relative(path: str) -> str:
+        return Path(path).resolve().relative_to(root.resolve()).as_posix()
+
+    merged: dict[tuple[str, int], LineRecord] = {}
+    forward_paths: dict[str, Any] = {}
+    for example in examples:
+        calls = CallPath(paths)
+        records = record(example.run, paths, example.name, calls=calls)
+        for key, line_record in records.items():
+            # A line keeps the first example that ran it, with that example's count of calls.
+            merged.setdefault(key, line_record)
+        if not calls.calls:
+            continue
+        spans = [(call.path, call.line, call.end_line) for call in calls.calls]
+        on_path = [
+            line_record
+            for (path, line), line_record in records.items()
+            if any(path == span_path and first <= line <= last for span_path, first, last in spans)
+        ]
+        forward_paths[example.name] = {
+            "calls": [
+                dict(
+                    call.as_dict(),
+                    path=relative(call.path),
+                    caller=[relative(call.caller[0]), call.caller[1]] if call.caller else None,
+                )
+                for call in calls.calls
+            ],
+            "lines": _by_file(on_path, relative),
+        }
+    return {
+        "examples": {example.name: {"description": example.description, "dims": example.dims} for example in examples},
+        "lines": _by_file(merged.values(), relative),
+        "paths": forward_paths,
+    }
+
+
+def _by_file(records: Iterable[LineRecord], relative: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+    """``{relative path: {line: record}}``: records as JSON-ready data."""
+    lines: dict[str, dict[str, Any]] = {}
+    for line_record in records:
+        data = line_record.as_dict()
+        data["path"] = relative(line_record.path)
+        lines.setdefault(data["path"], {})[str(line_record.line)] = data
+    return lines

@@ -1,10 +1,11 @@
-"""RoBERTa and XLM-RoBERTa on the site: their running example and their proofs (the badges)."""
+"""RoBERTa and XLM-RoBERTa on the site: their running examples and their proofs (the badges)."""
 
 from __future__ import annotations
 
-from transformers import RobertaConfig
+from transformers import RobertaConfig, XLMRobertaConfig
 
 from literate_transformer.models.roberta import RobertaModel
+from literate_transformer.models.xlm_roberta import XLMRobertaModel
 
 from ..base import Proof, RunningExample
 from ._encoder_branch import BERT_SIZES, ENCODER_DIMS, example, proof
@@ -20,6 +21,14 @@ EXAMPLES = (
         "with pad_token_id 1 (its positions are counted from the ids)",
         ENCODER_DIMS,
         example(lambda: RobertaModel(RobertaConfig(**SIZES, pad_token_id=1)), pad_token_id=1),
+    ),
+    # The same model under XLM-R's name: its page read top to bottom is RoBERTa's code, as XLM-R runs it.
+    RunningExample(
+        "xlm_roberta",
+        "a small random XLM-RoBERTa (RoBERTa's model) with the book example's sizes: 2 sequences of 7 tokens, "
+        "the second padded by 2 with pad_token_id 1",
+        ENCODER_DIMS,
+        example(lambda: XLMRobertaModel(XLMRobertaConfig(**SIZES, pad_token_id=1)), pad_token_id=1),
     ),
 )
 

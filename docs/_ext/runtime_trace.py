@@ -118,7 +118,10 @@ def annotation_html(record: Mapping[str, Any], examples: Mapping[str, Any]) -> s
             continue
         shape = shape_text(value["shape"])
         stats = value.get("stats") or {}
-        statistics = " · ".join(f"{key} {_number(stats[key])}" for key in ("mean", "std", "min", "max") if key in stats)
+        statistics = " · ".join(
+            [f"{key} {_number(stats[key])}" for key in ("mean", "std", "min", "max") if key in stats]
+            + [f"{stats[key]} entries {key}" for key in ("-inf", "+inf", "nan") if key in stats]
+        )
         first = ", ".join(_number(v) for v in value.get("values", []))
         label = f"{name}: shape {shape}, {value['dtype']}, {ran}; open for its values"
         heatmap = ""

@@ -5,10 +5,13 @@ every score :math:`s_{ij} = q_i \cdot k_j / \sqrt{D}` first, a
 ``(B, H, T, S)`` tensor, then softmaxes each row and multiplies by
 :math:`V`.  For long sequences that tensor is the largest thing in memory,
 and on a GPU reading and writing it is slower than the arithmetic itself.
-FlashAttention (Dao et al., 2022, "FlashAttention: Fast and Memory-Efficient
-Exact Attention with IO-Awareness", NeurIPS 2022, arXiv:2205.14135,
-Algorithm 1) never forms it: it reads the keys and values in *tiles* and keeps,
-for every query, three running quantities.
+The online softmax (Milakov and Gimelshein, 2018, "Online normalizer
+calculation for softmax", arXiv:1805.02867), in the form FlashAttention-2
+uses (Dao, 2023, arXiv:2307.08691, §3.1), never forms it: it reads the keys
+and values in *tiles* and keeps, for every query, three running quantities,
+and divides once, at the end.  (FlashAttention's Algorithm 1, Dao et al.,
+2022, arXiv:2205.14135, also tiles the queries and rescales its output at
+every tile.)
 
 The online softmax
 ------------------

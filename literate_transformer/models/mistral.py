@@ -4,7 +4,9 @@ Mistral 7B (Jiang et al., 2023, "Mistral 7B", arXiv:2310.06825, §2) is
 Llama's architecture (:mod:`~literate_transformer.models.llama`) with
 grouped-query attention in every layer and one change to what a query
 sees: in every layer, the last ``sliding_window`` tokens, its own included,
-and none before them (*sliding-window attention*),
+and none before them (*sliding-window attention*; that is ``transformers``'
+rule, which this file builds, where the paper's §2 lets position :math:`i`
+attend to positions :math:`i - W` to :math:`i`, :math:`W + 1` tokens),
 
 .. math::
 

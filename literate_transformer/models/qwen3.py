@@ -13,9 +13,10 @@ the heads of a layer),
     q_h \leftarrow \operatorname{RMS}_q(q_h), \quad k_h \leftarrow \operatorname{RMS}_k(k_h), \qquad
     \text{score}_{ij} = \frac{\langle R_i\, q_i, R_j\, k_j \rangle}{\sqrt{D}} ,
 
-so that no score can grow without bound however large the projections'
-weights become (the report names this *QK-Norm*, replacing the biases on
-the projections of Qwen2).  This file is that difference, and the names of
+so that a score's size is set by the norms' learned gains however large the
+projections' weights become (the report names this *QK-Norm*, replacing the
+biases on the projections of Qwen2, and gives stable training as its
+reason).  This file is that difference, and the names of
 the classes it swaps into Llama's (``attention_class``, ``layer_class``,
 ``model_class``).  Qwen3's config has no ``mlp_bias``, so its feed-forward
 network, Llama's :class:`~literate_transformer.models.llama.LlamaMLP`

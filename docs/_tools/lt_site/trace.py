@@ -431,10 +431,11 @@ class TensorSummary:
         shape: The shape.
         dtype: The dtype, e.g. ``"float32"``.
         values: The first :data:`PREVIEW_VALUES` values, flattened.
-        stats: ``mean``, ``std``, ``min`` and ``max``, computed in float64 whatever the
-            tensor's dtype (for booleans the fraction ``True`` as ``mean``), so that they
-            cannot overflow: a masked score is ``finfo(float32).min``, and a float32 mean of
-            a row of them is ``-inf``.
+        stats: ``mean``, ``std``, ``min`` and ``max`` of its finite entries, computed in
+            float64 whatever the tensor's dtype (for booleans the fraction ``True`` as
+            ``mean``), so that they cannot overflow: a masked score is ``finfo(float32).min``,
+            and a float32 mean of a row of them is ``-inf``; and how many entries are
+            ``-inf``, ``+inf`` or NaN, where any are.
         heatmap: For a tensor with at least two dimensions: the last two
             dimensions of its first matrix (index 0 of the others), at most
             :data:`HEATMAP_SIZE` squared, as rows of values; else ``None``.
@@ -454,6 +455,8 @@ def summarize(tensor: torch.Tensor) -> TensorSummary:
 
     >>> summarize(torch.arange(6.0).view(2, 3)).stats
     {'mean': 2.5, 'std': 1.708, 'min': 0.0, 'max': 5.0}
+    >>> summarize(torch.tensor([1.0, 3.0, -torch.inf, -torch.inf])).stats    # filtered scores: the finite ones
+    {'mean': 2.0, 'std': 1.0, 'min': 1.0, 'max': 3.0, '-inf': 2}
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
@@ -462,13 +465,20 @@ def summarize(tensor: torch.Tensor) -> TensorSummary:
     numeric = data.double()
     flat = numeric.flatten()
     stats: dict[str, float] = {}
-    if flat.numel():
+    # The statistics of the finite entries; infinite ones (a filtered score is -inf) and NaNs are counted apart.
+    finite = flat[torch.isfinite(flat)]
+    if finite.numel():
         stats = {
-            "mean": _round(flat.mean().item()),
-            "std": _round(flat.std(unbiased=False).item()) if flat.numel() > 1 else 0.0,
-            "min": _round(flat.min().item()),
-            "max": _round(flat.max().item()),
+            "mean": _round(finite.mean().item()),
+            "std": _round(finite.std(unbiased=False).item()) if finite.numel() > 1 else 0.0,
+            "min": _round(finite.min().item()),
+            "max": _round(finite.max().item()),
         }
+    for key, count in (("-inf", int((flat == -torch.inf).sum())), ("+inf", int((flat == torch.inf).sum()))):
+        if count:
+            stats[key] = count
+    if int(flat.isnan().sum()):
+        stats["nan"] = int(flat.isnan().sum())
     heatmap = heatmap_of = None
     if numeric.dim() >= 2 and numeric.shape[-1] > 1 and numeric.shape[-2] > 1:
         matrix = numeric.reshape(-1, *numeric.shape[-2:])[0]

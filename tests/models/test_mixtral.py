@@ -20,7 +20,7 @@ import families
 import pytest
 import torch
 import transformers
-from shapes import LLAMA_GROUPED
+from shapes import LLAMA_GROUPED, LLAMA_HEAD_OF_10
 from transformers.models.mixtral import modeling_mixtral
 
 from literate_transformer import from_hf
@@ -40,14 +40,11 @@ SHAPES = {
     "4_experts_top_2_4_heads_2_kv_heads_window_3": dict(
         LLAMA_GROUPED, num_local_experts=4, num_experts_per_tok=2, sliding_window=3
     ),
+    # The one-layer row of the Llama branch, without its head size of 10 (Mixtral's heads share E).
     "3_experts_top_1_3_heads_3_kv_heads_no_window_tied": dict(
-        vocab_size=47,
-        hidden_size=24,
-        intermediate_size=40,
-        num_hidden_layers=1,
+        {key: value for key, value in LLAMA_HEAD_OF_10.items() if key != "head_dim"},
         num_attention_heads=3,
         num_key_value_heads=3,
-        max_position_embeddings=24,
         num_local_experts=3,
         num_experts_per_tok=1,
         sliding_window=None,

@@ -61,22 +61,23 @@ with :math:`\operatorname{RMS}'(x) = (1 + w) \odot x / \operatorname{rms}(x)`, :
 This file refuses ``use_bidirectional_attention=True`` (attention without
 the causal mask; ``transformers``' default, ``None``, is causal).
 
-A tiny Gemma 2 of three layers, local, global, local, with a window of 2;
-its logits never go past :math:`\pm 2`:
+Two of its differences on numbers (chapter 14 runs a whole Gemma 2): a new
+norm's weight :math:`w` is 0, and its gain :math:`1 + w` is 1, as a new
+Llama norm's is; a logit soft-capped at :math:`c = 2` keeps a small value
+and never passes :math:`c`:
 
 >>> import torch
->>> from transformers import Gemma2Config
->>> from literate_transformer.core.masks import causal_mask
->>> config = Gemma2Config(vocab_size=40, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
-...                       num_attention_heads=4, num_key_value_heads=2, head_dim=6, sliding_window=2,
-...                       final_logit_softcapping=2.0)
->>> model = Gemma2ForCausalLM(config).eval()
->>> output = model(torch.tensor([[5, 6, 7, 8]]), output_attentions=True)
->>> band = causal_mask(4, window=2)              # each query: its own key and the one before
->>> [torch.equal(probs[0, 0] > 0, band) for probs in output.attentions]   # banded every other layer
-[True, False, True]
->>> bool(output.logits.abs().max() <= 2.0)     # final_logit_softcapping
-True
+>>> norm = Gemma2RMSNorm(4)
+>>> x = torch.tensor([[3.0, -3.0, 3.0, -3.0]])
+>>> with torch.no_grad():
+...     print(norm(x))                                  # divided by its RMS, 3, times 1 + 0
+...     _ = norm.weight.fill_(1.0)
+...     print(norm(x))                                  # times 1 + 1
+tensor([[ 1.0000, -1.0000,  1.0000, -1.0000]])
+tensor([[ 2.0000, -2.0000,  2.0000, -2.0000]])
+>>> cap = 2.0                                                          # final_logit_softcapping
+>>> (cap * torch.tanh(torch.tensor([0.5, 5.0, 50.0]) / cap)).round(decimals=3)
+tensor([0.4900, 1.9730, 2.0000])
 """
 
 from __future__ import annotations
@@ -246,7 +247,7 @@ class Gemma2Model(LlamaModel):
 
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The token vectors times :math:`\\sqrt{E}`, a float32 number cast to their dtype (as ``transformers``)."""
-        embeddings = self.embed_tokens(input_ids)  # (B, T, E)
+        embeddings = self.embed_tokens(input_ids)
         normalizer = torch.tensor(self.config.hidden_size**0.5, dtype=torch.float32, device=embeddings.device)
         return embeddings * normalizer.to(embeddings.dtype)
 

@@ -140,6 +140,10 @@ def validate_with(check: Callable[..., object]) -> Callable[[Callable[..., Any]]
     Args:
         check: The check function; it raises on bad input.
 
+    The decorated function keeps the check as ``check_call(*args, **kwargs)``, which
+    binds and checks a call without running it (a caller that hands its
+    arguments on checks them this way, before anything runs).
+
     Returns:
         A decorator.
     """
@@ -160,6 +164,9 @@ def validate_with(check: Callable[..., object]) -> Callable[[Callable[..., Any]]
             else:
                 check(Arguments(**arguments))
 
+        def run_check_call(*args: Any, **kwargs: Any) -> None:
+            run_check(args, kwargs)
+
         @functools.wraps(function)
         def checked(*args: Any, **kwargs: Any) -> Any:
             if torch.compiler.is_compiling():
@@ -173,6 +180,7 @@ def validate_with(check: Callable[..., object]) -> Callable[[Callable[..., Any]]
             finally:
                 _calls.depth = depth
 
+        checked.check_call = run_check_call  # type: ignore[attr-defined]
         return checked
 
     return decorate

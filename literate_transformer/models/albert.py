@@ -36,14 +36,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
 from ..core.config import as_config, check_config
 from ..core.outputs import LayerOutput
 from ..core.residual import add_and_norm
-from ..core.validation import Arguments, check_token_inputs, validate_with
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
 from ..parts.stack import EncoderModel
@@ -82,12 +80,8 @@ def check_albert_config(config: Any) -> Any:
     return config
 
 
-def _check_embeddings_inputs(embeddings: AlbertEmbeddings, args: Arguments) -> None:
-    check_token_inputs(args, embeddings.config)
-
-
 class AlbertEmbeddings(BertEmbeddings):
-    """BERT's embeddings at ALBERT's ``embedding_size``: the same three tables and norm, narrower (``W``).
+    """BERT's embeddings at ALBERT's ``embedding_size``: the same three tables, norm and forward, narrower (``W``).
 
     Args:
         config: A ``transformers`` :class:`~transformers.AlbertConfig`.
@@ -96,23 +90,6 @@ class AlbertEmbeddings(BertEmbeddings):
     def __init__(self, config: Any) -> None:
         # BERT's tables and norm, built at the embedding width W (one head: no attention is built here).
         super().__init__(as_config(config).replace(hidden_size=config.embedding_size, num_attention_heads=1))
-
-    @validate_with(_check_embeddings_inputs)
-    def forward(
-        self, input_ids: Tensor, token_type_ids: Tensor | None = None, position_ids: Tensor | None = None
-    ) -> Tensor:
-        """BERT's embeddings (:meth:`~literate_transformer.models.bert.BertEmbeddings.forward`), ``W`` wide."""
-        if position_ids is None:
-            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        # BERT's three lookups, summed in BERT's order; the vectors are W wide, not E.
-        embeddings = (
-            self.word_embeddings(input_ids)
-            + self.token_type_embeddings(token_type_ids)
-            + self.position_embeddings(position_ids)
-        )  # (B, T, W)
-        return self.dropout(self.LayerNorm(embeddings))
 
 
 class AlbertAttention(BertSelfAttention):

@@ -292,12 +292,14 @@ class BertEmbeddings(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         # Three lookups, summed in HuggingFace's order (for bit-for-bit closeness):
-        # what the token is, which sentence it belongs to, where it is.
+        # what the token is, which sentence it belongs to, where it is.  Each
+        # vector is as wide as the tables: E here, (B, T, E); ALBERT builds
+        # these tables narrower, at its embedding width W.
         embeddings = (
             self.word_embeddings(input_ids)
             + self.token_type_embeddings(token_type_ids)
             + self.position_embeddings(position_ids)
-        )  # (B, T, E)
+        )
         # Normalise each token vector, then dropout (active in training only).
         return self.dropout(self.LayerNorm(embeddings))
 

@@ -82,7 +82,6 @@ from .openai_gpt import (
     OpenAIGPTMLP,
     OpenAIGPTModel,
     check_decoder_inputs,
-    check_language_model_inputs,
 )
 from .registry import register
 
@@ -254,32 +253,6 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
     #: Greedy decoding, sampling or beam search (:class:`~literate_transformer.book.decoding.GenerationMixin`),
     #: listed here so that GPT-2's own page documents it.
     generate = GenerationMixin.generate
-
-    @validate_with(check_language_model_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        past_key_values: tuple[LayerCache, ...] | None = None,
-        attention_mask: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Next-token scores for every position, as :meth:`~literate_transformer.models.openai_gpt.OpenAIGPTLMHeadModel.forward`, in HuggingFace's order for GPT-2."""
-        # The stack, its arguments in GPT-2's order, then the head (parts.heads.LanguageModelHead).
-        output = self.transformer(
-            input_ids,
-            past_key_values,
-            attention_mask,
-            position_ids=position_ids,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        return self.score_next_tokens(output, labels)
 
 
 register(GPT2Model, GPT2LMHeadModel)

@@ -80,7 +80,7 @@ from ..core.validation import (
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import GatedFeedForward
-from ..parts.heads import LanguageModelHead, language_model_check
+from ..parts.heads import LanguageModelHead
 from ..parts.norms import RMSNorm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
@@ -395,10 +395,6 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
         )
 
 
-#: The check of a Llama language model's inputs: the stack's (:func:`check_llama_inputs`), and labels of the ids' shape.
-check_llama_lm_inputs = language_model_check(check_llama_inputs, "model")
-
-
 class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Module):
     """Llama with its language-model head (``lm_head``, tied to ``embed_tokens`` only if the config says so).
 
@@ -419,40 +415,6 @@ class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Mo
     hf_ties = (("lm_head.weight", "model.embed_tokens.weight"),)
     #: ``None`` (rotary positions have no table to run past, so generation may go past ``max_position_embeddings``).
     position_limit = None
-
-    @validate_with(check_llama_lm_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        past_key_values: tuple[LayerCache, ...] | None = None,
-        *,
-        labels: Tensor | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Next-token scores for every position; the other arguments as in :meth:`LlamaModel.forward`.
-
-        Args:
-            labels: ``(B, T)`` token ids to score the next-token predictions against (``-100``: ignored).
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T, V)``, and ``loss``
-            with ``labels`` (:meth:`~literate_transformer.parts.heads.LanguageModelHead.score_next_tokens`).
-        """
-        # The stack, its arguments in Llama's order, then the head.
-        output = self.model(
-            input_ids,
-            attention_mask,
-            position_ids,
-            past_key_values,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        return self.score_next_tokens(output, labels)
 
 
 register(LlamaModel, LlamaForCausalLM)

@@ -90,7 +90,7 @@ from ..core.validation import (
 )
 from ..parts.attention import Attention
 from ..parts.feed_forward import feed_forward
-from ..parts.heads import LanguageModelHead, language_model_check
+from ..parts.heads import LanguageModelHead
 from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
@@ -373,10 +373,6 @@ class OpenAIGPTModel(ConvertsFromHF, DecoderStack, nn.Module):
         )
 
 
-#: The check of a GPT language model's inputs: the stack's (:func:`check_decoder_inputs`), and labels of the ids' shape.
-check_language_model_inputs = language_model_check(check_decoder_inputs, "transformer")
-
-
 class OpenAIGPTLMHeadModel(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Module):
     """GPT with its language-model head, whose weight is the token table ``tokens_embed`` (as the config ties it).
 
@@ -399,43 +395,6 @@ class OpenAIGPTLMHeadModel(ConvertsFromHF, LanguageModelHead, GenerationMixin, n
     stack_name = "transformer"
     #: The head and the token table it is when the config ties them (checked when converting).
     hf_ties = (("lm_head.weight", "transformer.tokens_embed.weight"),)
-
-    @validate_with(check_language_model_inputs)
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        past_key_values: tuple[LayerCache, ...] | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        """Next-token scores for every position; the other arguments as in :meth:`OpenAIGPTModel.forward`.
-
-        Args:
-            labels: ``(B, T)`` token ids to score the next-token predictions
-                against (usually ``input_ids``, ``-100`` on padding), as
-                ``transformers``' ``labels=``.
-
-        Returns:
-            A :class:`~literate_transformer.core.outputs.ModelOutput` with
-            ``logits`` ``(B, T, V)``, and ``loss`` with ``labels``
-            (:meth:`~literate_transformer.parts.heads.LanguageModelHead.score_next_tokens`).
-        """
-        # The stack, its arguments in GPT's order, then the head.
-        output = self.transformer(
-            input_ids,
-            attention_mask,
-            position_ids=position_ids,
-            past_key_values=past_key_values,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        return self.score_next_tokens(output, labels)
 
 
 register(OpenAIGPTModel, OpenAIGPTLMHeadModel)

@@ -34,9 +34,9 @@ loss should not score).
 Every decoder-only language model (GPT's ``...LMHeadModel``, Llama's
 ``...ForCausalLM``) is its stack and that head: :class:`LanguageModelHead`
 builds the head once and turns the stack's output into scores and a loss;
-the family's forward keeps HuggingFace's signature and runs its stack, and
-what it refuses is its stack's check and the labels'
-(:func:`language_model_check`).
+its forward takes the stack's arguments, in the stack's own (HuggingFace's)
+order, and ``labels``, so a family writes no forward of its own, and what it
+refuses is its stack's check and the labels'.
 
 >>> import torch
 >>> x = torch.randn(2, 5, 12)                        # (B, T, H*D) with H = 3, D = 4
@@ -50,7 +50,6 @@ torch.Size([2, 3, 5, 4])
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -58,7 +57,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.outputs import ModelOutput
-from ..core.validation import Arguments, check_labels
+from ..core.validation import Arguments, check_labels, validate_with
 
 __all__ = [
     "split_heads",
@@ -69,7 +68,6 @@ __all__ = [
     "IGNORE_INDEX",
     "causal_lm_loss",
     "LanguageModelHead",
-    "language_model_check",
 ]
 
 #: The label that the loss ignores (PyTorch's and HuggingFace's convention).
@@ -181,14 +179,22 @@ def causal_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     return F.cross_entropy(next_token_logits.flatten(0, 1), next_tokens.flatten(), ignore_index=IGNORE_INDEX)
 
 
+def _check_language_model_inputs(model: LanguageModelHead, args: Arguments) -> None:
+    # The stack's own check (its nearest checked forward's), on the arguments handed on to it, then the labels.
+    stack = getattr(model, model.stack_name)
+    forward = next(c.forward for c in type(stack).__mro__ if hasattr(c.__dict__.get("forward"), "check_call"))
+    forward.check_call(stack, args.input_ids, *args.args, **args.kwargs)
+    if args.labels is not None:
+        check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+
+
 class LanguageModelHead:
     """A decoder-only language model's head, written once: ``lm_head``, tied as the config says, the scores, the loss.
 
     A family's language model mixes it in (with ``nn.Module``) and declares
     its stack's class and the name HuggingFace keeps it under; it builds the
-    stack and :meth:`add_lm_head`.  The family's ``forward`` keeps
-    HuggingFace's signature, runs the stack and hands the output to
-    :meth:`score_next_tokens`.
+    stack and :meth:`add_lm_head`.  Its :meth:`forward` runs the stack on the
+    stack's own arguments and hands the output to :meth:`score_next_tokens`.
     """
 
     #: The stack a family's language model builds, from the config (a family names its own).
@@ -218,6 +224,30 @@ class LanguageModelHead:
             # Tied: the next token's scores are dot products with the token embeddings themselves.
             tie_weights(self.lm_head, stack.get_input_embeddings())
 
+    @validate_with(_check_language_model_inputs)
+    def forward(self, input_ids: Tensor, *args: Any, labels: Tensor | None = None, **kwargs: Any) -> ModelOutput:
+        """Next-token scores for every position: the stack's forward, then the head.
+
+        Args:
+            input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
+            *args: The stack's other arguments, in its forward's order, which is HuggingFace's for the family
+                (GPT's ``attention_mask``; GPT-2's ``past_key_values, attention_mask``; Llama's
+                ``attention_mask, position_ids, past_key_values``).
+            labels: ``(B, T)`` token ids to score the next-token predictions against (usually ``input_ids``,
+                ``-100`` where the loss ignores them), as ``transformers``' ``labels=``.
+            **kwargs: The stack's arguments by name (``use_cache``, ``output_attentions``, ...).
+
+        Returns:
+            The stack's :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits`` ``(B, T, V)``, and
+            ``loss`` with ``labels`` (:meth:`score_next_tokens`).
+
+        Raises:
+            ValueError, TypeError: what the stack's forward refuses, and labels not of the ids' shape or outside
+                the vocabulary; checked before anything runs.
+        """
+        output = getattr(self, self.stack_name)(input_ids, *args, **kwargs)
+        return self.score_next_tokens(output, labels)
+
     def score_next_tokens(self, output: ModelOutput, labels: Tensor | None) -> ModelOutput:
         """The stack's ``output`` with ``logits`` ``(B, T, V)``, and ``loss`` against ``labels`` (:func:`causal_lm_loss`)."""
         # Scores over the vocabulary: the last hidden state against every token's row of the head.
@@ -226,24 +256,3 @@ class LanguageModelHead:
             # Each position's scores against the token after it.
             output.loss = causal_lm_loss(output.logits, labels)
         return output
-
-
-def language_model_check(
-    check_stack: Callable[[Any, Arguments], None], stack: str
-) -> Callable[[LanguageModelHead, Arguments], None]:
-    """The check of a language model's ``forward``: its stack's inputs, and ``labels`` of the ids' shape.
-
-    Args:
-        check_stack: The check of the stack's ``forward`` (``check(stack, args)``).
-        stack: The attribute that holds the stack, under HuggingFace's name (``"transformer"``, ``"model"``).
-
-    Returns:
-        ``check(model, args)``, for :func:`~literate_transformer.core.validation.validate_with`.
-    """
-
-    def check_language_model_inputs(model: LanguageModelHead, args: Arguments) -> None:
-        check_stack(getattr(model, stack), args)
-        if args.labels is not None:
-            check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
-
-    return check_language_model_inputs

@@ -103,7 +103,19 @@ _EXPORTS: dict[str, str] = {
 }
 
 #: The sub-packages and modules a reader may reach as attributes (``lt.interop``).
-_MODULES = ("core", "parts", "book", "models", "fast", "interop", "trained", "manifest", "visualize", "diagrams")
+_MODULES = (
+    "core",
+    "parts",
+    "book",
+    "models",
+    "fast",
+    "interop",
+    "trained",
+    "manifest",
+    "visualize",
+    "diagrams",
+    "lens",
+)
 
 
 def __getattr__(name: str) -> _Any:

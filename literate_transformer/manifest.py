@@ -59,7 +59,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         "BERT's self-attention",
         ("models.bert", "parts.heads", "parts.attention", "interop"),
     ),
-    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize",)),
+    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize", "lens")),
     Chapter(
         6,
         "chapters/06_feed_forward_and_layer_norm",
@@ -171,6 +171,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "the same weights in the book's modules, BERT's and PyTorch's: heads fused and split, layers converted",
     ),
     ("visualize", "attention drawn: bertviz's views and heatmaps; next-token charts; figures shown or saved"),
+    (
+        "lens",
+        "any module's output read and changed with forward hooks, under HuggingFace's names: the cache of a run "
+        "and its attention probabilities, patches",
+    ),
     (
         "family_tree",
         "the families drawn from their modules: the tree, a family's lines beside its parent's, the branches' table",

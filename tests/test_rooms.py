@@ -32,6 +32,7 @@ FLOORS = {
     "trained": 4,
     "family_tree": 4,
     "visualize": 4,
+    "lens": 4,
     "diagrams": 4,
     "": 5,  # the package's own __init__: lazy exports of everything
 }

@@ -25,6 +25,7 @@ reads what each model of a branch chooses off its modules
 
 from __future__ import annotations
 
+import ast
 import difflib
 import html
 import importlib
@@ -210,43 +211,120 @@ def family_tree(modules: Sequence[str]) -> FamilyTree:
     return FamilyTree([_analyse(module) for module in modules])
 
 
+#: Unchanged lines shown around each change; longer runs of unchanged lines are folded into one line.
+CONTEXT = 2
+
+#: The most lines a column shows; the rest is one click away, on the annotated source.
+MAX_LINES = 25
+
+#: Where a column's title links: the module's annotated source page, from a chapter's page.
+SOURCE_PAGE = "../source/{package}.{module}.html"
+
+
 @dataclass
 class Beside:
     """Two pieces of source side by side, the lines that differ marked; shown as HTML in a notebook or a page.
+
+    Only the changes are shown, each with :data:`CONTEXT` unchanged lines around it; a longer run of
+    unchanged lines is folded into one line that counts them, and each column's title links to its
+    module's annotated source, where the whole class is.  Docstrings are left out of the comparison: the
+    code is what changes.
 
     Attributes:
         parent: The parent's lines.
         child: The family's lines.
         titles: The two columns' titles.
         changed: The indices of the family's lines that are not the parent's (added or changed).
+        qualnames: The two objects' qualified names within their modules (the rest of a title is the module).
     """
 
     parent: list[str]
     child: list[str]
     titles: tuple[str, str]
     changed: set[int]
+    qualnames: tuple[str, str] = ("", "")
 
-    def _column(self, lines: list[str], title: str, marked: set[int]) -> str:
-        rows = "".join(
-            f'<span class="{"lt-changed" if index in marked else "lt-same"}">{html.escape(line) or " "}</span>\n'
-            for index, line in enumerate(lines)
-        )
-        return (
-            f'<div class="lt-beside-column"><p class="lt-beside-title">{html.escape(title)}</p><pre>{rows}</pre></div>'
-        )
+    @property
+    def parent_changed(self) -> set[int]:
+        """The indices of the parent's lines that the family does not keep."""
+        matcher = difflib.SequenceMatcher(a=self.parent, b=self.child, autojunk=False)
+        kept = {index for block in matcher.get_matching_blocks() for index in range(block.a, block.a + block.size)}
+        return set(range(len(self.parent))) - kept
+
+    def _column(self, lines: list[str], title: str, qualname: str, marked: set[int]) -> str:
+        rows = []
+        for index in shown_lines(len(lines), marked):
+            if isinstance(index, int):
+                kind = "lt-changed" if index in marked else "lt-same"
+                rows.append(f'<span class="{kind}">{html.escape(lines[index]) or " "}</span>\n')
+            else:
+                rows.append(f'<span class="lt-folded">{html.escape(index)}</span>\n')
+        module = title[: -len(qualname) - 1] if title.endswith("." + qualname) else title
+        href = SOURCE_PAGE.format(package=PACKAGE, module=module)
+        heading = f'<a href="{html.escape(href)}">{html.escape(title)}</a>'
+        return f'<div class="lt-beside-column"><p class="lt-beside-title">{heading}</p><pre>{"".join(rows)}</pre></div>'
 
     def _repr_html_(self) -> str:
-        parent_marked = {index for index in range(len(self.parent)) if self.parent[index] not in self.child}
         return (
             '<div class="lt-beside" style="display:flex;gap:1em;overflow-x:auto">'
-            + self._column(self.parent, self.titles[0], parent_marked)
-            + self._column(self.child, self.titles[1], self.changed)
+            + self._column(self.parent, self.titles[0], self.qualnames[0], self.parent_changed)
+            + self._column(self.child, self.titles[1], self.qualnames[1], self.changed)
             + "</div>"
         )
 
 
+def shown_lines(count: int, marked: set[int], context: int = CONTEXT, limit: int = MAX_LINES) -> list[int | str]:
+    """The lines a column shows: every marked line with ``context`` lines around it, the first line (the
+    ``def`` or ``class``), and a note in place of each longer unchanged run; at most ``limit`` rows, the
+    last of them a note of how many lines are left out.
+
+    >>> shown_lines(12, {6})
+    [0, '  ⋯ 3 lines the same', 4, 5, 6, 7, 8, '  ⋯ 3 lines the same']
+    >>> shown_lines(40, set(range(40)), limit=3)
+    [0, 1, '  ⋯ 38 more lines, on the annotated source (the title links to it)']
+    """
+    keep = {0} | {near for index in marked for near in range(index - context, index + context + 1) if 0 <= near < count}
+    shown: list[int | str] = []
+    index = 0
+    while index < count and len(shown) < limit:
+        if index in keep:
+            shown.append(index)
+            index += 1
+            continue
+        end = index
+        while end < count and end not in keep:
+            end += 1
+        run = end - index
+        # A run of one is shown: its note would take the same room.
+        shown.extend([index] if run == 1 else [f"  ⋯ {run} lines the same"])
+        index = end
+    if index < count:
+        # Past the limit: the rest is on the module's annotated source, which the title links to.
+        shown = shown[: limit - 1]
+        last = max(row for row in shown if isinstance(row, int))
+        shown.append(f"  ⋯ {count - last - 1} more lines, on the annotated source (the title links to it)")
+    return shown
+
+
+def _without_docstrings(lines: list[str]) -> list[str]:
+    """``lines`` (a class's or function's dedented source) less the docstrings of it and its methods."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return lines
+    dropped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first.value.value, str):
+                    dropped.update(range(first.lineno - 1, first.end_lineno))
+    return [line for index, line in enumerate(lines) if index not in dropped]
+
+
 def _source(obj: object) -> list[str]:
-    return textwrap.dedent(inspect.getsource(obj)).rstrip("\n").split("\n")
+    lines = textwrap.dedent(inspect.getsource(obj)).rstrip("\n").split("\n")
+    return _without_docstrings(lines)
 
 
 def _qualified(obj: object) -> str:
@@ -273,7 +351,8 @@ def beside(parent: object, child: object) -> Beside:
     matcher = difflib.SequenceMatcher(a=parent_lines, b=child_lines, autojunk=False)
     same = {index for block in matcher.get_matching_blocks() for index in range(block.b, block.b + block.size)}
     changed = set(range(len(child_lines))) - same
-    return Beside(parent_lines, child_lines, (_qualified(parent), _qualified(child)), changed)
+    qualnames = (getattr(parent, "__qualname__", ""), getattr(child, "__qualname__", ""))
+    return Beside(parent_lines, child_lines, (_qualified(parent), _qualified(child)), changed, qualnames)
 
 
 @dataclass(frozen=True)

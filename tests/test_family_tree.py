@@ -73,3 +73,22 @@ def test_beside_marks_the_lines_a_family_changes_and_only_those():
     assert shown.changed == {0, 2} and shown.child[2].strip() == "return y * 3"
     html = shown._repr_html_()
     assert html.count('class="lt-changed"') == 4  # two lines that went from the parent, two that came
+
+
+def test_beside_shows_the_changes_with_their_context_folds_the_rest_and_links_the_whole():
+    from literate_transformer.family_tree import MAX_LINES, beside, shown_lines
+    from literate_transformer.models import bert, distilbert, gpt2, openai_gpt
+
+    shown = beside(bert.BertLayer.forward, distilbert.DistilBertTransformerBlock.forward)
+    # Docstrings are not compared: no line of either column is one of them.
+    assert not any('"""' in line for line in shown.parent + shown.child)
+    html = shown._repr_html_()
+    assert '<a href="../source/literate_transformer.models.bert.html">models.bert.BertLayer.forward</a>' in html
+    assert '<a href="../source/literate_transformer.models.distilbert.html">' in html
+    # A long unchanged run is one note that counts its lines; every changed line is shown.
+    rows = shown_lines(30, {2, 25})
+    assert rows == [0, 1, 2, 3, 4, "  ⋯ 18 lines the same", 23, 24, 25, 26, 27, "  ⋯ 2 lines the same"]
+    # No column runs past the limit, the whole class included.
+    whole = beside(openai_gpt.OpenAIGPTBlock, gpt2.GPT2Block)
+    for lines, marked in ((whole.parent, whole.parent_changed), (whole.child, whole.changed)):
+        assert len(shown_lines(len(lines), marked)) <= MAX_LINES

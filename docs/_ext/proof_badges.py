@@ -86,6 +86,7 @@ def page_text(measurements: Sequence[Mapping[str, Any]], package: str, tests_roo
         "padding and both layer-norm arrangements where they apply.  A badge over its tolerance",
         "fails the build.",
         "",
+        *summary_table(measurements),
     ]
     for index, measurement in enumerate(measurements):
         path, _, function = measurement["test"].partition("::")
@@ -108,6 +109,32 @@ def page_text(measurements: Sequence[Mapping[str, Any]], package: str, tests_roo
             "",
         ]
     return "\n".join(lines)
+
+
+def summary_table(measurements: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The reST of a table of every proof, a row each, which links to the proof's own section below."""
+    lines = [
+        ".. list-table:: Every proof: the module, what it equals, the largest difference measured on its "
+        "example, the tolerance, and the test that proves it in general",
+        "   :header-rows: 1",
+        "   :class: lt-proofs-table",
+        "",
+        "   * - module",
+        "     - equal to",
+        "     - largest \\|Δ\\|",
+        "     - tolerance",
+        "     - test",
+    ]
+    for index, measurement in enumerate(measurements):
+        path, _, function = measurement["test"].partition("::")
+        lines += [
+            f"   * - :ref:`{measurement['subject']} <{label(index, measurement)}>`",
+            f"     - {measurement['reference']}",
+            f"     - {measurement['max_abs_diff']:.1e}",
+            f"     - {measurement['tolerance']:.0e}",
+            f"     - ``{Path(path).name}::{function}``",
+        ]
+    return [*lines, ""]
 
 
 def subjects_of(module: str, measurements: Iterable[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:

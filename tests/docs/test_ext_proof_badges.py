@@ -39,6 +39,18 @@ def test_the_proofs_page_includes_each_test_by_its_function():
     assert ":dedent:" not in text
 
 
+def test_the_proofs_page_opens_with_a_table_of_every_proof_linking_to_its_section():
+    other = {**MEASUREMENT, "subject": "alpha.Tail", "max_abs_diff": 3.5e-06, "test": "tests/test_alpha.py::test_tail"}
+    text = proof_badges.page_text([MEASUREMENT, other], "tinypkg", "..")
+    table = text[text.index(".. list-table::") : text.index(".. _proof-0-alpha-head:")]
+    rows = table.split("   * - ")[2:]
+    assert [row.split("\n")[0] for row in rows] == [
+        ":ref:`alpha.Head <proof-0-alpha-head>`",
+        ":ref:`alpha.Tail <proof-1-alpha-tail>`",
+    ]
+    assert "     - 3.5e-06\n     - 1e-05\n     - ``test_alpha.py::test_tail``" in rows[1]
+
+
 def test_a_test_method_is_included_flush_left():
     method = {**MEASUREMENT, "test": "tests/shared.py::FamilyTests.test_head"}
     text = proof_badges.page_text([method], "tinypkg", "..")

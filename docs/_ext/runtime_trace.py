@@ -154,6 +154,20 @@ def annotations_for(records: Mapping[str, Mapping[str, Any]], examples: Mapping[
     return found
 
 
+def hook_html(hook: Mapping[str, Any]) -> str:
+    """The HTML placed at the end of a line that called a module: the name the lens caches its result under.
+
+    Args:
+        hook: ``name`` (``model.layers.{i}`` for a line that called each layer's module) and ``example``.
+    """
+    name = html.escape(hook["name"])
+    return (
+        f'<span class="lt-hook" title="lt.lens.run_with_cache keeps what this line called returned as '
+        f'cache[&quot;{name}&quot;] (on the {html.escape(hook.get("example", ""))} example)">'
+        f'cache["{name}"]</span>'
+    )
+
+
 def examples_used(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The examples a file's records come from, in first-seen order."""
     return list(dict.fromkeys(record.get("example", "") for record in records.values()))
@@ -194,13 +208,18 @@ def annotate_code(app: Sphinx, doctree: nodes.document) -> None:
             relative = Path(node["source_path"]).resolve().relative_to(root).as_posix()
         except ValueError:
             continue
-        records = trace["lines"].get(relative)
-        if not records:
+        records = trace["lines"].get(relative) or {}
+        hooks = (trace.get("hooks") or {}).get(relative) or {}
+        if not records and not hooks:
             continue
         lines = set(node["source_lines"])
         mine = {key: record for key, record in records.items() if int(record.get("end_line") or key) in lines}
-        if mine:
-            node["line_annotations"] = annotations_for(mine, trace["examples"])
+        annotations = annotations_for(mine, trace["examples"])
+        for line, hook in hooks.items():
+            if int(line) in lines:
+                annotations[int(line)] = annotations.get(int(line), "") + hook_html(hook)
+        if annotations:
+            node["line_annotations"] = annotations
             used += [name for name in examples_used(mine) if name not in used]
             annotated = True
     if not annotated:

@@ -129,3 +129,9 @@ def test_a_cache_is_current_only_for_its_own_digest(tmp_path):
     assert runtime_trace.is_current(cache, "abc") and not runtime_trace.is_current(cache, "other")
     cache.write_text("{not json")
     assert not runtime_trace.is_current(cache, "abc")
+
+
+def test_a_line_that_called_a_module_shows_the_lens_cache_name_of_its_result():
+    html = runtime_trace.hook_html({"name": "model.layers.{i}", "example": "llama <tiny>"})
+    assert html.startswith('<span class="lt-hook" ') and html.endswith('>cache["model.layers.{i}"]</span>')
+    assert "llama &lt;tiny&gt;" in html and "<tiny>" not in html

@@ -246,3 +246,38 @@ def test_trace_examples_records_each_examples_path_with_its_own_values(tmp_path,
     assert set(data["paths"]) == {"one", "two"} and set(data["examples"]) == {"one", "two", "idle"}
     assert [call["name"] for call in data["paths"]["two"]["calls"]] == ["Model.forward"]
     assert data["paths"]["two"]["calls"][0]["path"] == "model.py"
+
+
+def test_each_line_that_calls_a_module_gets_the_lens_cache_name_of_its_result(tmp_path, monkeypatch):
+    package = tmp_path / "tinyhooked"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text(
+        "import torch\n\n\n"
+        "class Model(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.layers = torch.nn.ModuleList(torch.nn.Linear(3, 3) for _ in range(2))\n"
+        "        self.norm = torch.nn.LayerNorm(3)\n\n"
+        "    def forward(self, x):\n"
+        "        for layer in self.layers:\n"
+        "            x = layer(x)\n"
+        "        return self.norm(x)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tinyhooked.model", raising=False)
+    from tinyhooked.model import Model
+
+    example = SimpleNamespace(name="one", description="one", dims={}, run=lambda: Model()(torch.ones(1, 3)))
+    data = trace.trace_examples([example], package)
+    # The loop's line called both layers: one name, the index a letter; the model itself has no line.
+    assert data["hooks"]["model.py"] == {
+        "12": {"name": "layers.{i}", "example": "one"},
+        "13": {"name": "norm", "example": "one"},
+    }
+    # And what the lens caches under those names is what those lines' calls returned.
+    from literate_transformer import lens
+
+    model = Model()
+    output, cache = lens.run_with_cache(model, x=torch.ones(1, 3))
+    assert torch.equal(cache["norm"], output) and set(cache.keys()) == {"layers.0", "layers.1", "norm"}

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import itertools
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 __all__ = [
     "Assignment",
@@ -55,6 +57,8 @@ __all__ = [
     "HEATMAP_SIZE",
     "PREVIEW_VALUES",
     "LineRecord",
+    "ModuleCalls",
+    "fold_names",
     "summarize",
     "record",
     "trace_examples",
@@ -523,6 +527,84 @@ class LineRecord:
         return asdict(self)
 
 
+class ModuleCalls:
+    """Which line of some files called which module, by the name the lens caches its output under.
+
+    While the block runs, a global forward hook of PyTorch sees every module return.  The outermost module
+    called (the running example's model) names its submodules (``model.named_modules()``, HuggingFace's
+    names); the hook walks up from itself to the first frame of a watched file, the line that called the
+    module, and notes that module's name there: :func:`literate_transformer.lens.run_with_cache` keeps that
+    line's result as ``cache[name]``.  A line that calls a module of each layer in turn gets one name
+    for all of them, the index a letter: ``model.layers.{i}``.
+
+    Args:
+        paths: The files to watch.
+    """
+
+    def __init__(self, paths: Sequence[str | Path]) -> None:
+        self.paths = {str(path) for path in paths}
+        #: (path, line) -> the names of the modules called there, in order, each once.
+        self.names: dict[tuple[str, int], list[str]] = {}
+        self._root_names: dict[int, str] | None = None
+        self._depth = 0
+
+    def _before(self, module: nn.Module, args: Any) -> None:
+        if self._depth == 0:
+            self._root_names = {}
+            for name, child in module.named_modules(remove_duplicate=False):
+                self._root_names.setdefault(id(child), name)
+        self._depth += 1
+
+    def _after(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._depth -= 1
+        name = (self._root_names or {}).get(id(module))
+        if not name:
+            return
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename not in self.paths:
+            if "/torch/" not in frame.f_code.co_filename.replace("\\", "/"):
+                return  # called from outside the watched files (a running example's own code)
+            frame = frame.f_back
+        if frame is not None:
+            names = self.names.setdefault((frame.f_code.co_filename, frame.f_lineno), [])
+            if name not in names:
+                names.append(name)
+
+    def __enter__(self) -> ModuleCalls:
+        self._handles = [
+            nn.modules.module.register_module_forward_pre_hook(self._before),
+            nn.modules.module.register_module_forward_hook(self._after),
+        ]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._depth, self._root_names = 0, None
+
+    def cache_names(self) -> dict[tuple[str, int], str]:
+        """``{(path, line): name}``, a line's several names folded into one (:func:`fold_names`)."""
+        return {key: fold_names(names) for key, names in self.names.items()}
+
+
+def fold_names(names: Sequence[str]) -> str:
+    """One name for the modules a line called: ``model.layers.{i}`` for ``model.layers.0``, ``.1``, ...
+
+    >>> fold_names(["model.layers.0", "model.layers.1"])
+    'model.layers.{i}'
+    >>> fold_names(["encoder.layer.0.attention", "encoder.layer.1.attention"])
+    'encoder.layer.{i}.attention'
+    >>> fold_names(["model.norm"])
+    'model.norm'
+    >>> fold_names(["a.q", "a.k"])
+    'a.q, a.k'
+    """
+    if len(names) == 1:
+        return names[0]
+    pattern = {re.sub(r"\.\d+(?=\.|$)", ".{i}", name) for name in names}
+    return pattern.pop() if len(pattern) == 1 else ", ".join(names)
+
+
 def record(
     run: Callable[[], object], paths: Sequence[Path], example: str = "", calls: CallPath | None = None
 ) -> dict[tuple[str, int], LineRecord]:
@@ -581,8 +663,10 @@ def trace_examples(examples: Sequence[Any], package_root: str | Path) -> dict[st
 
     Returns:
         ``{"examples": {name: {"description", "dims"}}, "lines": {relative path: {line: record}},
-        "paths": {name: {"calls": [call record], "lines": {relative path: {line: record}}}}}``: ``lines``
-        holds the first example that ran each line; an example that ran no forward pass has no path.
+        "paths": {name: {"calls": [call record], "lines": {relative path: {line: record}}}},
+        "hooks": {relative path: {line: {"name", "example"}}}}``: ``lines`` holds the first example that ran
+        each line; an example that ran no forward pass has no path; ``hooks`` names, for each line that called a
+        module, the lens's cache name of that module (:class:`ModuleCalls`).
     """
     root = Path(package_root)
     paths = sorted(root.rglob("*.py"))
@@ -592,9 +676,14 @@ def trace_examples(examples: Sequence[Any], package_root: str | Path) -> dict[st
 
     merged: dict[tuple[str, int], LineRecord] = {}
     forward_paths: dict[str, Any] = {}
+    hooks: dict[str, dict[str, dict[str, str]]] = {}
     for example in examples:
         calls = CallPath(paths)
-        records = record(example.run, paths, example.name, calls=calls)
+        with ModuleCalls(paths) as modules:
+            records = record(example.run, paths, example.name, calls=calls)
+        for (path, line), name in modules.cache_names().items():
+            # A line keeps the first example that called a module there.
+            hooks.setdefault(relative(path), {}).setdefault(str(line), {"name": name, "example": example.name})
         for key, line_record in records.items():
             # A line keeps the first example that ran it, with that example's count of calls.
             merged.setdefault(key, line_record)
@@ -621,6 +710,7 @@ def trace_examples(examples: Sequence[Any], package_root: str | Path) -> dict[st
         "examples": {example.name: {"description": example.description, "dims": example.dims} for example in examples},
         "lines": _by_file(merged.values(), relative),
         "paths": forward_paths,
+        "hooks": hooks,
     }
 
 

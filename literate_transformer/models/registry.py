@@ -22,9 +22,8 @@ check that every tensor of the model is given once, with its shape
 evaluation mode.  What differs between families is data, which each
 declares on its classes: the prefix checkpoints of a model with heads put
 before its keys (``hf_prefix``), the constant buffers older releases saved
-(``hf_dropped``), and the head that is the token table when the config
-ties them (``hf_ties``); the head that is the token table when the config ties them (``hf_ties``),
-older names of parameters (``hf_renames``), the heads of larger models it
+(``hf_dropped``), the head that is the token table when the config
+ties them (``hf_ties``), older names of parameters (``hf_renames``), the heads of larger models it
 does not have (``hf_heads``), a pooler that a checkpoint has or not
 (``hf_pooler``); a family that reads the config its own way writes
 :meth:`ConvertsFromHF.hf_config`, and one with a check of its own overrides

@@ -159,6 +159,7 @@ offline_inventories = {
     "torch": ("https://docs.pytorch.org/docs/stable/", "PyTorch", "stable"),
     "transformers": ("https://huggingface.co/docs/transformers/main/en/", "transformers", "main"),
     "numpy": ("https://numpy.org/doc/stable/", "NumPy", "stable"),
+    "matplotlib": ("https://matplotlib.org/stable/", "Matplotlib", "stable"),
 }
 # LT_INTERSPHINX_ONLINE=1 tries the projects' own inventories first (the local lists stay the fallback).
 offline_inventory_online = os.environ.get("LT_INTERSPHINX_ONLINE") == "1"

@@ -59,7 +59,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         "BERT's self-attention",
         ("models.bert", "parts.heads", "parts.attention", "interop"),
     ),
-    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize", "lens")),
+    Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize",)),
     Chapter(
         6,
         "chapters/06_feed_forward_and_layer_norm",
@@ -87,6 +87,8 @@ CHAPTERS: tuple[Chapter, ...] = (
             "models.albert",
             "models.electra",
             "models.deberta_v2",
+            "figures.lineage",
+            "figures.encoders",
         ),
     ),
     Chapter(
@@ -107,24 +109,33 @@ CHAPTERS: tuple[Chapter, ...] = (
             "models.mixtral",
             "models.gemma2",
             "book.decoding",
+            "figures.decoders",
         ),
     ),
     Chapter(
         15,
         "chapters/15_encoder_decoder_branch",
         "The encoder-decoder branch",
-        ("models.bart", "models.t5", "models.m2m_100", "models.bigbird_pegasus", "pretraining.denoising"),
+        (
+            "models.bart",
+            "models.t5",
+            "models.m2m_100",
+            "models.bigbird_pegasus",
+            "pretraining.denoising",
+            "figures.encoder_decoders",
+        ),
     ),
     Chapter(
         16,
         "chapters/16_making_attention_fast",
         "Making attention fast",
-        ("fast.bert", "fast.encode", "fast.corpus", "fast.flash", "fast.parallel"),
+        ("fast.bert", "fast.encode", "fast.corpus", "fast.flash", "fast.parallel", "figures.fast"),
     ),
     Chapter(
         17, "chapters/17_a_trained_decoder", "A trained decoder, read from its 4-bit file", ("core.gguf", "trained")
     ),
-    Chapter(18, "chapters/18_errata", "What other tutorials get wrong", ()),
+    Chapter(18, "chapters/18_reading_a_trained_model", "Reading a trained model", ("lens", "figures.lens")),
+    Chapter(19, "chapters/19_errata", "What other tutorials get wrong", ()),
 )
 
 #: The modules every chapter leans on and none is about.
@@ -181,6 +192,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "the families drawn from their modules: the tree, a family's lines beside its parent's, the branches' table",
     ),
     ("diagrams", "the architecture drawn from the modules themselves: layers, the head split, the cache"),
+    (
+        "figures",
+        "the chapters' figures, drawn from the package's own tensors: the lineage of the families, what each "
+        "branch changes and why, the fast kernels, what a trained model does inside",
+    ),
     ("manifest", "this reading order"),
 )
 

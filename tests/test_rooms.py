@@ -34,6 +34,7 @@ FLOORS = {
     "visualize": 4,
     "lens": 4,
     "diagrams": 4,
+    "figures": 4,
     "": 5,  # the package's own __init__: lazy exports of everything
 }
 

@@ -9,9 +9,12 @@ The online softmax (Milakov and Gimelshein, 2018, "Online normalizer
 calculation for softmax", arXiv:1805.02867), in the form FlashAttention-2
 uses (Dao, 2023, arXiv:2307.08691, §3.1), never forms it: it reads the keys
 and values in *tiles* and keeps, for every query, three running quantities,
-and divides once, at the end.  (FlashAttention's Algorithm 1, Dao et al.,
-2022, arXiv:2205.14135, also tiles the queries and rescales its output at
-every tile.)
+and divides once, at the end.  (Both FlashAttention kernels also cut the
+queries into blocks, each block's running values held in the GPU's on-chip
+memory while the key tiles stream past: FlashAttention-2's outer loop.  This
+loop takes every query at once and tiles only the keys.  The first
+FlashAttention, Dao et al., 2022, arXiv:2205.14135, Algorithm 1, also
+rescales its output at every tile instead of dividing once.)
 
 The online softmax
 ------------------
@@ -88,11 +91,20 @@ def _check_flash_inputs(args: Arguments) -> None:
     if args.attention_mask is not None:
         check_mask(args.attention_mask, (*query.shape[:3], key.shape[2]))
     check_positive_int(args.block_size, "block_size")
+    if args.history is not None and not isinstance(args.history, list):
+        raise TypeError(
+            f"history must be a list (each tile's (m, l, a) is appended to it) or None, got {args.history!r}"
+        )
 
 
 @validate_with(_check_flash_inputs)
 def flash_attention(
-    query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None = None, block_size: int = 64
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None = None,
+    block_size: int = 64,
+    history: list[tuple[Tensor, Tensor, Tensor]] | None = None,
 ) -> Tensor:
     r"""Attention over tiles of ``block_size`` keys with an online softmax (FlashAttention's forward).
 
@@ -102,6 +114,8 @@ def flash_attention(
         value: ``(B, H, S, D)``.
         attention_mask: ``None``, boolean (``True`` = may attend) or additive, broadcastable to ``(B, H, T, S)``.
         block_size: Keys per tile.
+        history: A list that receives, after each tile, what the loop keeps: ``(m, l, a)``, shapes
+            ``(B, H, T, 1)``, ``(B, H, T, 1)`` and ``(B, H, T, D)`` (chapter 16 draws them); ``None`` keeps nothing.
 
     Returns:
         The context ``(B, H, T, D)``, equal to
@@ -132,6 +146,8 @@ def flash_attention(
         running_sum = correction * running_sum + weights.sum(dim=-1, keepdim=True)  # (B, H, T, 1)
         accumulator = correction * accumulator + weights @ value[:, :, tile]  # (B, H, T, D)
         running_max = new_max
+        if history is not None:
+            history.append((running_max, running_sum, accumulator))
     # Divide once at the end: the softmax-weighted average of the values.
     return accumulator / running_sum
 

@@ -1,0 +1,369 @@
+r"""The families this package builds, by year and paper, each with an arrow from the model it builds on.
+
+The class tree (:mod:`~literate_transformer.family_tree`) tells how the
+*code* is laid out: a family's classes subclass its parent's.  This module
+tells where the *models* came from: who published each, when, and which
+earlier model its paper (or its release) says it starts from.  The two
+mostly agree, not always: GPT-J's file takes GPT-2's stack, where its
+authors followed GPT-3's design; M2M-100's takes BART's modules, where its
+architecture is fairseq's 2017 Transformer; DistilBERT's and XLM's files
+assemble the package's parts, where their papers start from BERT.
+
+:data:`LINEAGE` is the table, one :class:`Paper` a family, and the 2017
+Transformer as the root.  Each row names the package's module and
+``transformers``' (``None`` where ``transformers`` has no such model), the
+year and month of the paper's first public version (for an arXiv paper, the
+year and month its identifier carries, so ``1810.04805`` is October 2018:
+earlier, for some, than the conference version a chapter cites), the title,
+the first author, the arXiv identifier (``None`` for a report or a software
+release) and the keys of the models it builds on.  An arrow skips the
+releases the package does not build (Pegasus, Gemma 1, Llama 2, Qwen 1 to
+2.5): it goes to the nearest built ancestor.
+
+:func:`plot_lineage` draws the table: time flows down, a column per branch
+(encoders, encoder-decoders, decoders), the root in the middle; one branch
+(and the root) or all of them.
+
+>>> [paper.cite for paper in LINEAGE if paper.key in ("bert", "xlm", "gemma2")]
+['Devlin et al. 2018', 'Lample & Conneau 2019', 'Gemma Team 2024']
+>>> [paper.key for paper in lineage("encoder-decoder") if paper.branch != "encoder-decoder"]
+['openai_gpt', 'bert']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
+
+__all__ = ["BRANCHES", "Paper", "LINEAGE", "ROOT", "lineage", "plot_lineage"]
+
+#: The branches, left to right as :func:`plot_lineage` draws them (the root, an encoder-decoder, in the middle).
+BRANCHES: tuple[str, ...] = ("encoder", "encoder-decoder", "decoder")
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One family: its model, where it was published, and what it builds on.
+
+    Attributes:
+        key: The package's module under :mod:`literate_transformer.models` (``"transformer"`` for the root).
+        name: The model's name as its paper writes it.
+        hf_module: ``transformers``' module (``transformers.models.<hf_module>``), or ``None``.
+        branch: One of :data:`BRANCHES`.
+        year: The year of the first public version.
+        month: Its month (for an arXiv paper, the one its identifier carries).
+        title: The paper's (or the release's) title.
+        first_author: The first author's family name, or the team that signs the paper.
+        arxiv: The arXiv identifier, or ``None`` (a report, a software release).
+        parents: The keys of the models it builds on (empty for the root).
+        others: What follows the first author in a short citation: ``"et al."``, ``"& Conneau"``, or ``""``.
+    """
+
+    key: str
+    name: str
+    hf_module: str | None
+    branch: str
+    year: int
+    month: int
+    title: str
+    first_author: str
+    arxiv: str | None
+    parents: tuple[str, ...]
+    others: str = "et al."
+
+    @property
+    def cite(self) -> str:
+        """The short citation: first author, the others, the year (``"Devlin et al. 2018"``)."""
+        return " ".join(part for part in (self.first_author, self.others, str(self.year)) if part)
+
+
+#: The root every branch grows from.
+ROOT = "transformer"
+
+E, ED, D = BRANCHES
+# fmt: off
+#: Every family the package builds, and the root; in order of publication.
+LINEAGE: tuple[Paper, ...] = (
+    Paper("transformer", "Transformer", None, ED, 2017, 6, "Attention Is All You Need",
+          "Vaswani", "1706.03762", ()),
+    # The report has no arXiv version; OpenAI published it in June 2018.
+    Paper("openai_gpt", "GPT", "openai", D, 2018, 6, "Improving Language Understanding by Generative Pre-Training",
+          "Radford", None, ("transformer",)),
+    Paper("bert", "BERT", "bert", E, 2018, 10,
+          "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding",
+          "Devlin", "1810.04805", ("transformer",)),
+    Paper("xlm", "XLM", "xlm", E, 2019, 1, "Cross-lingual Language Model Pretraining",
+          "Lample", "1901.07291", ("bert",), "& Conneau"),
+    # The report has no arXiv version; OpenAI published it in February 2019.
+    Paper("gpt2", "GPT-2", "gpt2", D, 2019, 2, "Language Models are Unsupervised Multitask Learners",
+          "Radford", None, ("openai_gpt",)),
+    Paper("roberta", "RoBERTa", "roberta", E, 2019, 7, "RoBERTa: A Robustly Optimized BERT Pretraining Approach",
+          "Liu", "1907.11692", ("bert",)),
+    Paper("ctrl", "CTRL", "ctrl", D, 2019, 9,
+          "CTRL: A Conditional Transformer Language Model for Controllable Generation",
+          "Keskar", "1909.05858", ("transformer",)),
+    Paper("albert", "ALBERT", "albert", E, 2019, 9,
+          "ALBERT: A Lite BERT for Self-supervised Learning of Language Representations",
+          "Lan", "1909.11942", ("bert",)),
+    Paper("distilbert", "DistilBERT", "distilbert", E, 2019, 10,
+          "DistilBERT, a distilled version of BERT: smaller, faster, cheaper and lighter",
+          "Sanh", "1910.01108", ("bert",)),
+    Paper("t5", "T5", "t5", ED, 2019, 10,
+          "Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer",
+          "Raffel", "1910.10683", ("transformer",)),
+    # Its abstract: "can be seen as generalizing BERT (due to the bidirectional encoder), GPT (with the
+    # left-to-right decoder)".
+    Paper("bart", "BART", "bart", ED, 2019, 10,
+          "BART: Denoising Sequence-to-Sequence Pre-training for Natural Language Generation, Translation, "
+          "and Comprehension", "Lewis", "1910.13461", ("bert", "openai_gpt")),
+    Paper("xlm_roberta", "XLM-R", "xlm_roberta", E, 2019, 11,
+          "Unsupervised Cross-lingual Representation Learning at Scale", "Conneau", "1911.02116", ("roberta",)),
+    Paper("electra", "ELECTRA", "electra", E, 2020, 3,
+          "ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators",
+          "Clark", "2003.10555", ("bert",)),
+    # "The same model and architecture as GPT-2" (section 2.1).
+    Paper("gpt3", "GPT-3", None, D, 2020, 5, "Language Models are Few-Shot Learners",
+          "Brown", "2005.14165", ("gpt2",)),
+    # Its abstract: it "improves the BERT and RoBERTa models"; transformers' docs: it "builds on RoBERTa".
+    # v2 and v3 (the module) keep its architecture.
+    Paper("deberta_v2", "DeBERTa v2/v3", "deberta_v2", E, 2020, 6,
+          "DeBERTa: Decoding-enhanced BERT with Disentangled Attention", "He", "2006.03654", ("roberta",)),
+    # BigBird's attention in Pegasus's encoder-decoder (Pegasus is not built here: the arrow skips it).
+    Paper("bigbird_pegasus", "BigBird-Pegasus", "bigbird_pegasus", ED, 2020, 7,
+          "Big Bird: Transformers for Longer Sequences", "Zaheer", "2007.14062", ("transformer",)),
+    Paper("m2m_100", "M2M-100", "m2m_100", ED, 2020, 10, "Beyond English-Centric Multilingual Machine Translation",
+          "Fan", "2010.11125", ("transformer",)),
+    # Released on EleutherAI's GitHub on 21 March 2021 as "an open source replication of OpenAI's GPT-3".
+    Paper("gpt_neo", "GPT-Neo", "gpt_neo", D, 2021, 3,
+          "GPT-Neo: Large Scale Autoregressive Language Modeling with Mesh-Tensorflow",
+          "Black", None, ("gpt3",)),
+    # Released in June 2021; "design and hyperparameter choice closely follow those of 6.7B GPT-3".
+    Paper("gptj", "GPT-J", "gptj", D, 2021, 6, "GPT-J-6B: A 6 Billion Parameter Autoregressive Language Model",
+          "Wang", None, ("gpt3",), "& Komatsuzaki"),
+    # Section 2.2: pre-normalization "[GPT3]", SwiGLU, rotary embeddings.
+    Paper("llama", "Llama", "llama", D, 2023, 2, "LLaMA: Open and Efficient Foundation Language Models",
+          "Touvron", "2302.13971", ("gpt3",)),
+    # Section 2: "Compared to Llama, it introduces a few changes".
+    Paper("mistral", "Mistral", "mistral", D, 2023, 10, "Mistral 7B", "Jiang", "2310.06825", ("llama",)),
+    # Section 2: Mistral 7B's architecture, with experts in place of each feed-forward network.
+    Paper("mixtral", "Mixtral", "mixtral", D, 2024, 1, "Mixtral of Experts", "Jiang", "2401.04088", ("mistral",)),
+    # Its abstract: "several known technical modifications to the Transformer architecture".
+    Paper("gemma2", "Gemma 2", "gemma2", D, 2024, 8, "Gemma 2: Improving Open Language Models at a Practical Size",
+          "Gemma Team", "2408.00118", ("transformer",), ""),
+    # Qwen3's dense models are Qwen2.5's, whose line starts from LLaMA's architecture (the Qwen report, 2023).
+    Paper("qwen3", "Qwen3", "qwen3", D, 2025, 5, "Qwen3 Technical Report", "Yang", "2505.09388", ("llama",)),
+)
+# fmt: on
+
+
+def _by_key() -> dict[str, Paper]:
+    return {paper.key: paper for paper in LINEAGE}
+
+
+def lineage(branch: str | None = None) -> list[Paper]:
+    """The papers :func:`plot_lineage` draws: one branch's, the root, and the parents they point to; or all.
+
+    Args:
+        branch: ``None`` for every family, or one of :data:`BRANCHES`.
+
+    Returns:
+        The papers in order of publication: the branch's families, the root, and each parent a family of the
+        branch builds on in another branch (drawn, with its arrow, as a visitor).
+
+    Raises:
+        TypeError: if ``branch`` is not a string or ``None``.
+        ValueError: if ``branch`` is not one of :data:`BRANCHES`.
+    """
+    if branch is not None and not isinstance(branch, str):
+        raise TypeError(f"branch must be None or a string, got {branch!r}")
+    if branch is not None and branch not in BRANCHES:
+        raise ValueError(f"branch must be None or one of {BRANCHES}, got {branch!r}")
+    if branch is None:
+        return list(LINEAGE)
+    members = {paper.key for paper in LINEAGE if paper.branch == branch} | {ROOT}
+    visitors = {parent for paper in LINEAGE if paper.key in members for parent in paper.parents}
+    return [paper for paper in LINEAGE if paper.key in members | visitors]
+
+
+# Colours of a branch's boxes: (face, edge).
+_COLOURS = {E: ("#dbe8f6", "#2f6aa8"), ED: ("#dcefd9", "#3a8a3a"), D: ("#fde4cf", "#c8651b")}
+_ROOT_COLOURS = ("#e6e6e6", "#555555")
+_BRANCH_TITLES = {E: "encoders", ED: "encoder-decoders", D: "decoders"}
+# Geometry, in data units: a column is one box wide; a row is one box high.
+_BOX_W, _BOX_H, _COLUMN_GAP, _EMPTY_YEAR = 0.94, 0.68, 0.45, 0.4
+_INCH_X, _INCH_Y = 1.45, 0.6  # inches per data unit
+# The bends an arrow may take (matplotlib's ``arc3`` radius), the straight line first.
+_BENDS = (0.0, 0.15, -0.15, 0.3, -0.3, 0.5, -0.5, 0.75, -0.75, 1.0, -1.0, 1.3, -1.3, 1.7, -1.7, 2.2, -2.2)
+
+
+def _bend(
+    start: tuple[float, float],
+    end: tuple[float, float],
+    others: Sequence[tuple[float, float]],
+    limits: tuple[float, float, float, float],
+) -> float:
+    """The least bend (``arc3`` radius) whose curve from ``start`` to ``end`` crosses the fewest other boxes.
+
+    The curve is the quadratic Bezier matplotlib's ``arc3`` draws, computed in inches (the axes are placed so
+    that a data unit is ``_INCH_X`` by ``_INCH_Y`` inches) with the vertical axis pointing up (the axes are
+    inverted: time flows down), sampled between its two ends; leaving the axes (``limits``: x from, x to,
+    y from, y to) is never chosen while a curve inside them exists.
+    """
+    (x0, y0), (x1, y1) = (start[0] * _INCH_X, -start[1] * _INCH_Y), (end[0] * _INCH_X, -end[1] * _INCH_Y)
+    half_w, half_h = (_BOX_W / 2 + 0.04) * _INCH_X, (_BOX_H / 2 + 0.04) * _INCH_Y
+    centres = [(x * _INCH_X, -y * _INCH_Y) for x, y in others]
+    x_from, x_to, y_from, y_to = limits[0] * _INCH_X, limits[1] * _INCH_X, limits[2] * _INCH_Y, limits[3] * _INCH_Y
+
+    def crossings(rad: float) -> int:
+        cx, cy = (x0 + x1) / 2 + rad * (y1 - y0), (y0 + y1) / 2 - rad * (x1 - x0)
+        hit, outside = set(), False
+        for step in range(1, 40):
+            t = step / 40
+            px = (1 - t) ** 2 * x0 + 2 * t * (1 - t) * cx + t**2 * x1
+            py = (1 - t) ** 2 * y0 + 2 * t * (1 - t) * cy + t**2 * y1
+            hit |= {i for i, (bx, by) in enumerate(centres) if abs(px - bx) < half_w and abs(py - by) < half_h}
+            outside = outside or not (x_from <= px <= x_to and -y_to <= py <= -y_from)
+        return len(hit) + 100 * outside
+
+    return min(_BENDS, key=lambda rad: (crossings(rad), abs(rad)))
+
+
+def _layout(papers: Sequence[Paper]) -> tuple[dict[str, tuple[float, float]], dict[str, float], dict[int, tuple]]:
+    """Box centres ``{key: (x, y)}`` (y grows downwards), the centre of each branch's columns, and each year's rows.
+
+    A year is a band of rows; within it each branch stacks its papers of that year by month, ``per_row`` side
+    by side (two in a branch where a year holds four or more of its papers, one elsewhere).
+    """
+    branches = [branch for branch in BRANCHES if any(paper.branch == branch for paper in papers)]
+    years = range(min(paper.year for paper in papers), max(paper.year for paper in papers) + 1)
+    cells: dict[tuple[str, int], list[Paper]] = {}
+    for paper in sorted(papers, key=lambda paper: (paper.year, paper.month)):
+        cells.setdefault((paper.branch, paper.year), []).append(paper)
+    per_row = {b: 2 if max((len(cells.get((b, y), [])) for y in years), default=0) >= 4 else 1 for b in branches}
+    # Columns: each branch's first column's left edge.
+    left, x = {}, 0.0
+    for branch in branches:
+        left[branch] = x
+        x += per_row[branch] + _COLUMN_GAP
+    centres = {branch: left[branch] + per_row[branch] / 2 - 0.5 for branch in branches}
+    positions: dict[str, tuple[float, float]] = {}
+    bands: dict[int, tuple] = {}
+    y = 0.0
+    for year in years:
+        rows = max((math.ceil(len(cells.get((b, year), [])) / per_row[b]) for b in branches), default=0)
+        for branch in branches:
+            for index, paper in enumerate(cells.get((branch, year), [])):
+                row, column = divmod(index, per_row[branch])
+                positions[paper.key] = (left[branch] + column, y + row)
+        height = rows if rows else _EMPTY_YEAR
+        bands[year] = (y - 0.5, y - 0.5 + height)
+        y += height
+    return positions, centres, bands
+
+
+def plot_lineage(branch: str | None = None) -> Figure:
+    """The families by year and paper, an arrow from each model to the ones that build on it.
+
+    Time flows down, one band of rows a year; each branch is a column (encoders, encoder-decoders with the 2017
+    Transformer at the top, decoders).  A box names the model and its paper (first author and year); an arrow
+    goes from the model a paper says it builds on, skipping the releases the package does not build.  With a
+    ``branch``, only that branch's families are drawn, with the root and, in white with a dashed edge, the
+    models of another branch that they build on.
+
+    Args:
+        branch: ``None`` for every family, or one of :data:`BRANCHES`.
+
+    Returns:
+        A matplotlib ``Figure`` (not registered with ``pyplot``): its axes hold one box (a ``FancyBboxPatch``
+        with the paper's ``key`` as its ``gid``) per paper drawn and one ``FancyArrowPatch`` per arrow.
+
+    Raises:
+        TypeError: if ``branch`` is not a string or ``None``.
+        ValueError: if ``branch`` is not one of :data:`BRANCHES`.
+    """
+    papers = lineage(branch)
+    keys = {paper.key for paper in papers}
+    positions, centres, bands = _layout(papers)
+    width = max(x for x, _ in positions.values()) + 1.0
+    height = max(end for _, end in bands.values()) + 0.5
+    # The axes placed by hand, so that a data unit is exactly _INCH_X by _INCH_Y inches (the bends rely on it).
+    limits = (-1.3, width + 0.3, -0.5, height - 0.5)
+    left, right, top, bottom = 0.95, 0.1, 0.95, 0.1
+    axes_w, axes_h = (limits[1] - limits[0]) * _INCH_X, (limits[3] - limits[2]) * _INCH_Y
+    size = (left + axes_w + right, top + axes_h + bottom)
+    figure = Figure(figsize=size)
+    ax = figure.add_axes((left / size[0], bottom / size[1], axes_w / size[0], axes_h / size[1]))
+    ax.set_xlim(limits[0], limits[1])
+    ax.set_ylim(limits[3], limits[2])
+    boxes = {}
+    for paper in papers:
+        x, y = positions[paper.key]
+        visitor = branch is not None and paper.branch != branch and paper.key != ROOT
+        face, edge = _ROOT_COLOURS if paper.key == ROOT else _COLOURS[paper.branch]
+        box = FancyBboxPatch(
+            (x - _BOX_W / 2, y - _BOX_H / 2),
+            _BOX_W,
+            _BOX_H,
+            boxstyle="round,pad=0,rounding_size=0.08",
+            facecolor="white" if visitor else face,
+            edgecolor=edge,
+            linestyle="--" if visitor else "-",
+            linewidth=1.0,
+            zorder=3,
+            gid=paper.key,
+        )
+        ax.add_patch(box)
+        boxes[paper.key] = box
+        ax.text(x, y - 0.14, paper.name, ha="center", va="center", fontsize=8.5, weight="bold", zorder=4)
+        ax.text(x, y + 0.17, paper.cite, ha="center", va="center", fontsize=7, zorder=4)
+    # Arrows: parent to child, each bent around the boxes in its way (over a box, under its text, where none is
+    # free).
+    for paper in papers:
+        if branch is not None and paper.branch != branch and paper.key != ROOT:
+            continue  # a visitor is drawn for its arrow to this branch, not for its own ancestry
+        for parent in paper.parents:
+            if parent not in keys:
+                continue
+            (x0, y0), (x1, y1) = positions[parent], positions[paper.key]
+            others = [positions[key] for key in keys if key not in (parent, paper.key)]
+            bend = _bend((x0, y0), (x1, y1), others, limits)
+            arrow = FancyArrowPatch(
+                (x0, y0),
+                (x1, y1),
+                patchA=boxes[parent],
+                patchB=boxes[paper.key],
+                arrowstyle="-|>",
+                mutation_scale=9,
+                connectionstyle=f"arc3,rad={bend}",
+                color="#555555",
+                linewidth=0.8,
+                shrinkA=1,
+                shrinkB=1,
+                zorder=3.5,
+            )
+            ax.add_patch(arrow)
+    # The years: a label and a light band each; the branches: a label above each column.
+    for index, (top, bottom) in enumerate(bands.values()):
+        if index % 2 == 0:
+            ax.axhspan(top, bottom, color="#f3f3f3", zorder=0, linewidth=0)
+    ax.set_yticks([(top + bottom) / 2 for top, bottom in bands.values()], [str(year) for year in bands])
+    ax.set_xticks(list(centres.values()), [_BRANCH_TITLES[b] for b in centres])
+    ax.xaxis.tick_top()
+    ax.xaxis.set_label_position("top")
+    ax.tick_params(length=0)
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+    ax.set_ylabel("year of the paper (its first public version)")
+    ax.set_xlabel("branch")
+    which = "every family the package builds" if branch is None else f"the {_BRANCH_TITLES[branch]}"
+    ax.set_title(f"Where the models came from: {which}, by paper and year", fontsize=11)
+    handles: list = [Line2D([], [], color="#555555", linewidth=0.8, marker=">", markersize=4, label="builds on")]
+    if any(branch is not None and paper.branch != branch and paper.key != ROOT for paper in papers):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", linestyle="--", label="from another branch"))
+    ax.legend(handles=handles, loc="lower left", fontsize=7.5, frameon=False)
+    return figure

@@ -1,0 +1,127 @@
+"""Chapter 16's figures draw what the package computes: the tiled loop's running values, the split, the timings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import transformers
+
+import literate_transformer as lt
+from literate_transformer.fast.flash import flash_attention
+from literate_transformer.figures.fast import (
+    AttentionTimings,
+    _owners,
+    machine_description,
+    plot_attention_timings,
+    plot_generation_timings,
+    plot_online_softmax,
+    plot_tensor_parallel_split,
+    time_attention_kernels,
+    time_generation,
+)
+from literate_transformer.models.bert import BertLayer
+
+
+@pytest.fixture
+def head():
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(3, 10, 4, generator=generator).unbind(0)  # one head: T = S = 10, D = 4
+
+
+def test_the_history_holds_each_tiles_running_values_and_the_last_gives_the_output(head):
+    query, key, value = (tensor[None, None] for tensor in head)
+    history = []
+    output = flash_attention(query, key, value, block_size=4, history=history)
+    assert len(history) == math.ceil(10 / 4)
+    running_max, running_sum, accumulator = history[-1]
+    torch.testing.assert_close(running_max[..., 0], (query @ key.transpose(-2, -1) / 2).amax(dim=-1))
+    torch.testing.assert_close(accumulator / running_sum, output)
+    with pytest.raises(TypeError, match="history"):
+        flash_attention(query, key, value, history=())
+
+
+def test_the_online_softmax_figure_draws_the_kernels_running_values(head):
+    query, key, value = head
+    figure = plot_online_softmax(query, key, value, block_size=4, queries=range(2, 5))
+    maximum, total, size, distance = figure.subfigs[1].axes
+    scores = query @ key.T / 2
+    # One line per query followed (and the eager stars); each line has a point per tile, the last the row's max.
+    lines = [line for line in maximum.get_lines() if line.get_label().startswith("query")]
+    assert [line.get_label() for line in lines] == ["query 2", "query 3", "query 4"]
+    for line, row in zip(lines, range(2, 5), strict=True):
+        assert list(line.get_xdata()) == [1, 2, 3]
+        assert line.get_ydata()[-1] == pytest.approx(scores[row].max().item(), abs=1e-6)
+    assert distance.get_yscale() == "log" and all(line.get_ydata()[-1] < 1e-5 for line in distance.get_lines())
+    assert "largest difference from eager" in figure.subfigs[1]._suptitle.get_text()
+    assert total.get_title().startswith("running sum") and size.get_title().startswith("accumulator")
+    with pytest.raises(ValueError, match="queries"):
+        plot_online_softmax(query, key, value, block_size=4, queries=range(8, 12))
+    with pytest.raises(TypeError, match="queries"):
+        plot_online_softmax(query, key, value, block_size=4, queries=[2, 3])
+    with pytest.raises(ValueError, match="block_size"):
+        plot_online_softmax(query, key, value, block_size=0, queries=range(2))
+
+
+def test_the_split_keeps_rows_of_the_column_parallel_weights_and_columns_of_the_row_parallel_ones():
+    torch.manual_seed(0)
+    layer = BertLayer(lt.TransformerConfig(hidden_size=8, num_attention_heads=2, intermediate_size=16)).eval()
+    whole = layer.attention.self.query.weight.detach()
+    owners = _owners(whole, [whole[4:], whole[:4]], "rows")
+    assert owners[:4].eq(1).all() and owners[4:].eq(0).all()
+    columns = _owners(whole, [whole[:, :4], whole[:, 4:]], "columns")
+    assert columns[:, :4].eq(0).all() and columns[:, 4:].eq(1).all()
+    figure = plot_tensor_parallel_split(layer, world_size=2)
+    titles = [ax.get_title() for ax in figure.axes]
+    assert (
+        sum("keeps rows" in title for title in titles) == 4 and sum("keeps columns" in title for title in titles) == 2
+    )
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == ["process 0", "process 1"]
+    with pytest.raises(TypeError, match="layer"):
+        plot_tensor_parallel_split(layer.attention)
+    with pytest.raises(ValueError, match="world_size"):
+        plot_tensor_parallel_split(layer, world_size=3)
+
+
+def test_the_attention_timings_are_positive_and_plotted_as_measured():
+    timings = time_attention_kernels([8, 16], num_heads=1, head_dim=4, repeats=1, block_size=4)
+    assert isinstance(timings, AttentionTimings) and set(timings.seconds) == {"eager", "sdpa", "tiled"}
+    assert all(value > 0 for values in timings.seconds.values() for value in values)
+    ax = plot_attention_timings(timings).axes[0]
+    assert len(ax.get_lines()) == 3 and ax.get_xscale() == "log"
+    for line, seconds in zip(ax.get_lines(), timings.seconds.values(), strict=True):
+        assert list(line.get_xdata()) == [8, 16]
+        assert list(line.get_ydata()) == pytest.approx([1000 * value for value in seconds])
+    assert timings.machine in ax.get_title()
+    with pytest.raises(TypeError, match="lengths"):
+        time_attention_kernels(128)
+    with pytest.raises(TypeError, match="timings"):
+        plot_attention_timings(timings.seconds)
+
+
+def test_generation_with_and_without_the_cache_writes_the_same_tokens_and_is_plotted_as_measured():
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
+    )
+    model = lt.GPT2LMHeadModel(config)
+    timings = time_generation(model, torch.tensor([[3, 5, 7]]), max_new_tokens=4, repeats=1)
+    assert timings.same_tokens and timings.prompt_length == 3
+    assert timings.model == "GPT2LMHeadModel, 1 layer of width 16"
+    assert len(timings.with_cache) == len(timings.without_cache) == 4
+    assert all(value > 0 for value in timings.with_cache + timings.without_cache)
+    ax = plot_generation_timings(timings).axes[0]
+    with_cache, without = ax.get_lines()
+    assert list(with_cache.get_ydata()) == pytest.approx([1000 * value for value in timings.with_cache])
+    assert list(without.get_ydata()) == pytest.approx([1000 * value for value in timings.without_cache])
+    assert with_cache.get_label().startswith("with the cache") and "tokens/s" in without.get_label()
+    with pytest.raises(ValueError, match="prompt"):
+        time_generation(model, torch.tensor([[3], [5]]), max_new_tokens=2)
+
+
+def test_the_machine_is_named_with_torchs_version_and_the_dtype():
+    description = machine_description(torch.bfloat16)
+    assert torch.__version__ in description and description.endswith("bfloat16") and "cores" in description
+    with pytest.raises(TypeError, match="dtype"):
+        machine_description("float32")

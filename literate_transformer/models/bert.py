@@ -468,11 +468,16 @@ class BertAttention(nn.Module):
         is_cross_attention: Passed to :class:`BertSelfAttention`.
     """
 
+    #: The attention itself, built from ``(config)`` (and ``is_cross_attention=True`` for a cross-attention): a
+    #: family swaps it for its own (DeBERTa's disentangled attention).
+    self_attention_class: type[nn.Module] = BertSelfAttention
+
     def __init__(self, config: TransformerConfig | Any, is_cross_attention: bool = False) -> None:
         super().__init__()
         # `self` is an odd attribute name in Python, but it is the checkpoints'
         # (attention.self.query.weight, ...), so it stays.
-        self.self = BertSelfAttention(config, is_cross_attention=is_cross_attention)
+        cross = {"is_cross_attention": True} if is_cross_attention else {}
+        self.self = self.self_attention_class(config, **cross)
         self.output = BertSelfOutput(config)
 
     def forward(
@@ -565,12 +570,16 @@ class BertLayer(nn.Module):
         ValueError: for ``add_cross_attention`` without ``is_decoder``.
     """
 
+    #: The attention sub-layer, built from ``(config)``: a family swaps it for its own (DeBERTa's).
+    attention_class: type[nn.Module] = BertAttention
+
     def __init__(self, config: TransformerConfig | Any) -> None:
         super().__init__()
+        # The attention gets the config as given: a family's reads its own fields (DeBERTa's position buckets).
+        self.attention = self.attention_class(config)
         config = as_config(config)
         self.is_decoder = config.is_decoder
         self.add_cross_attention = config.add_cross_attention
-        self.attention = BertAttention(config)
         if config.add_cross_attention:
             if not config.is_decoder:
                 raise ValueError("add_cross_attention=True needs is_decoder=True: only a decoder reads an encoder")

@@ -397,9 +397,7 @@ class DebertaV2Attention(BertAttention):
         config: A ``transformers`` :class:`~transformers.DebertaV2Config`.
     """
 
-    def __init__(self, config: Any) -> None:
-        super().__init__(config)
-        self.self = DisentangledSelfAttention(config)
+    self_attention_class = DisentangledSelfAttention
 
     def forward(
         self,
@@ -426,9 +424,7 @@ class DebertaV2Layer(BertLayer):
         config: A ``transformers`` :class:`~transformers.DebertaV2Config`.
     """
 
-    def __init__(self, config: Any) -> None:
-        super().__init__(config)
-        self.attention = DebertaV2Attention(config)
+    attention_class = DebertaV2Attention
 
     def forward(
         self,

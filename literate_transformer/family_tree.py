@@ -225,7 +225,7 @@ SOURCE_PAGE = "../source/{package}.{module}.html"
 class Beside:
     """Two pieces of source side by side, the lines that differ marked; shown as HTML in a notebook or a page.
 
-    Only the changes are shown, each with :data:`CONTEXT` unchanged lines around it; a longer run of
+    Only the changes are shown, each with ``CONTEXT`` unchanged lines around it; a longer run of
     unchanged lines is folded into one line that counts them, and each column's title links to its
     module's annotated source, where the whole class is.  Docstrings are left out of the comparison: the
     code is what changes.

@@ -306,7 +306,7 @@ class AttentionTimings(NamedTuple):
 
     #: The sequence lengths ``T = S``.
     lengths: tuple[int, ...]
-    #: Seconds per call, one list (a value per length) per kernel: ``"eager"``, ``"sdpa"``, ``"tiled"``.
+    #: For each kernel (``"eager"``, ``"sdpa"``, ``"tiled"``), its seconds per call, a value per length.
     seconds: dict[str, list[float]]
     #: Heads and head size of the inputs (batch 1).
     num_heads: int
@@ -347,7 +347,7 @@ def time_attention_kernels(
     then the softmax), the fused one :func:`~literate_transformer.core.kernels.fused_attention`
     (:func:`torch.nn.functional.scaled_dot_product_attention`) and the tiled one
     :func:`~literate_transformer.fast.flash.flash_attention`; batch 1, no mask, float32, under
-    :func:`torch.inference_mode`, with the threads PyTorch is set to use.
+    :class:`torch.inference_mode`, with the threads PyTorch is set to use.
 
     Args:
         lengths: Sequence lengths (queries = keys), each a positive int.
@@ -432,7 +432,7 @@ class GenerationTimings(NamedTuple):
     prompt_length: int
     #: Whether both ways wrote the same tokens.
     same_tokens: bool
-    #: The model: its class, and its layers and width where its config names them.
+    #: The model's class, and its layers and width where its config names them.
     model: str
     #: :func:`machine_description` of the machine that ran them.
     machine: str

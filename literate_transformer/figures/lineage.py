@@ -78,7 +78,7 @@ class Paper:
 
     @property
     def cite(self) -> str:
-        """The short citation: first author, the others, the year (``"Devlin et al. 2018"``)."""
+        """The short citation, first author, the others and the year (``"Devlin et al. 2018"``)."""
         return " ".join(part for part in (self.first_author, self.others, str(self.year)) if part)
 
 

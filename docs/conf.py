@@ -334,6 +334,9 @@ html_theme_options = {
     "use_fullscreen_button": True,
     "show_toc_level": 2,
     "home_page_in_toc": True,
+    # The sidebar opens the reader's own branch only: the whole tree of every page (the API's, the annotated
+    # source's, the top-to-bottom pages') drawn into each of them would be most of the time spent writing pages.
+    "collapse_navbar": True,
 }
 # Light by default (readers can switch): the figures and bertviz's attention
 # views are drawn for a light background, and without a default the theme

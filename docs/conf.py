@@ -92,6 +92,8 @@ extensions = [
     "bertviz_offline",
     # "Try your own sentence": our BERT exported to ONNX (cached in _build/try_it) and run in the reader's browser (docs/_ext).
     "try_it",
+    # "Try your own prompt": the trained decoder exported to ONNX in its 4- and 8-bit blocks, run in the browser.
+    "try_prompt",
     # A side-by-side page of each module's source, commentary left and code right (docs/_ext).
     "sidebyside",
     # The chapters' table of contents and the API page, generated from the package's reading order (docs/_ext).

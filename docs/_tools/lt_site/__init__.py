@@ -10,7 +10,8 @@ chapters' hidden cells and the tests:
 * :mod:`lt_site.proofs` measures each module against the reference it
   equals: the proof badges;
 * :mod:`lt_site.export` exports BERT to ONNX for the page that runs it in
-  the reader's browser;
+  the reader's browser, and :mod:`lt_site.export_decoder` the trained
+  decoder, its weights in the GGUF file's blocks, for the prompt page;
 * :mod:`lt_site.environment` names the versions and the device a page was
   computed with;
 * :mod:`lt_site.digest` is the one digest of the package's source that

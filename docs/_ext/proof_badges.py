@@ -164,6 +164,8 @@ def start_proofs(app: Sphinx) -> None:
     app.proof_badges_pending = None  # type: ignore[attr-defined]
     if not config.proof_badges_provider or is_current(Path(config.proof_badges_cache), _digest(config)):
         return
+    if not config.proof_badges_in_own_process:
+        return  # run_proofs measures, in this process
     logger.info("proof badges: running %s in a process of its own", config.proof_badges_provider)
     # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the provider's business.
     executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
@@ -309,6 +311,8 @@ def _badges_beside_docstrings(
 
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("proof_badges_provider", "", "env", types=frozenset({str}))
+    # False: measure in the build's own process (a provider that costs less than starting an interpreter).
+    app.add_config_value("proof_badges_in_own_process", True, "env", types=frozenset({bool}))
     app.add_config_value("proof_badges_sources", [], "env", types=frozenset({list, tuple}))
     app.add_config_value("proof_badges_cache", "", "env", types=frozenset({str}))
     app.add_config_value("proof_badges_package", "", "env", types=frozenset({str}))

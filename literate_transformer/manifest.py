@@ -129,7 +129,15 @@ CHAPTERS: tuple[Chapter, ...] = (
         16,
         "chapters/16_making_attention_fast",
         "Making attention fast",
-        ("fast.bert", "fast.encode", "fast.corpus", "fast.flash", "fast.parallel", "figures.fast"),
+        (
+            "fast.bert",
+            "fast.encode",
+            "fast.corpus",
+            "fast.flash",
+            "fast.parallel",
+            "parts.static_cache",
+            "figures.fast",
+        ),
     ),
     Chapter(
         17, "chapters/17_a_trained_decoder", "A trained decoder, read from its 4-bit file", ("core.gguf", "trained")
@@ -154,7 +162,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (
         "parts",
         "what models assemble: norms, positional schemes, feed-forward variants, heads, the attention between "
-        "a family's projections, a stack of layers",
+        "a family's projections, a stack of layers, and its decoding steps over a static cache",
     ),
     (
         "book",

@@ -74,6 +74,7 @@ from torch import Tensor
 
 from ..core.outputs import LayerCache
 from ..core.validation import Arguments, check_positive_int, validate_with
+from ..parts.static_cache import StaticCache, StaticCacheGeneration, static_cache_applies
 from .generation import (
     check_eos_token_id,
     check_generate_inputs,
@@ -275,10 +276,16 @@ def sample_generate(
 # ---------------------------------------------------------------------------
 # Beam search
 # ---------------------------------------------------------------------------
-def _reorder_cache(past_key_values: tuple[LayerCache, ...] | None, beam_index: Tensor) -> tuple[LayerCache, ...] | None:
+def _reorder_cache(
+    past_key_values: tuple[LayerCache, ...] | StaticCache | None, beam_index: Tensor
+) -> tuple[LayerCache, ...] | StaticCache | None:
     """Each new beam takes over the keys and values of the beam it extends (``(B k, ...)`` rows, gathered)."""
     if past_key_values is None:
         return None
+    if isinstance(past_key_values, StaticCache):
+        # A static cache is reordered where it is (parts.static_cache).
+        past_key_values.reorder(beam_index)
+        return past_key_values
 
     def pick(pair: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor] | None:
         return None if pair is None else (pair[0][beam_index], pair[1][beam_index])
@@ -470,6 +477,27 @@ def _check_generate_options(args: Arguments) -> None:
     check_generate_inputs(args)
     _check_sampling_options(args.temperature, args.top_k, args.top_p)
     _check_beam_options(args.num_beams, args.length_penalty, args.early_stopping)
+    if args.cache_implementation not in CACHE_IMPLEMENTATIONS:
+        raise ValueError(
+            f"cache_implementation must be one of {CACHE_IMPLEMENTATIONS}, got {args.cache_implementation!r}"
+        )
+    if args.cache_implementation == "static":
+        if not args.use_cache:
+            raise ValueError("cache_implementation='static' needs use_cache=True")
+        reason = _why_no_static_cache(args.model)
+        if reason is not None:
+            raise ValueError(f"cache_implementation='static' cannot run this model: {reason}")
+
+
+#: ``generate()``'s caches, by ``transformers``' names: ``None``, the fastest that computes the same tokens.
+CACHE_IMPLEMENTATIONS = (None, "static", "dynamic")
+
+
+def _why_no_static_cache(model: torch.nn.Module) -> str | None:
+    """Why ``model`` cannot decode over a static cache (:mod:`~literate_transformer.parts.static_cache`), or ``None``."""
+    if not isinstance(model, StaticCacheGeneration):
+        return f"{type(model).__name__}'s family does not decode over a static cache"
+    return static_cache_applies(model)
 
 
 @validate_with(_check_generate_options)
@@ -490,12 +518,21 @@ def generate(
     bos_token_id: int | None = None,
     eos_token_id: int | list[int] | None = None,
     use_cache: bool = True,
+    cache_implementation: str | None = None,
 ) -> Tensor:
     """Greedy decoding, sampling or beam search, chosen as ``transformers``' ``generate()`` chooses.
 
     ``num_beams=1``: greedy (``do_sample=False``) or sampling; ``num_beams > 1``:
     beam search (or beam sampling with ``do_sample=True``).  The defaults are
     ``transformers``' (``top_k=50`` applies only when sampling).
+
+    A model whose family decodes over a static cache
+    (:class:`~literate_transformer.parts.static_cache.StaticCacheGeneration`:
+    Llama's and its descendants') runs the same loops over its
+    :class:`~literate_transformer.parts.static_cache.StaticCacheDecoder`,
+    which computes the same tokens with less work per step; every other
+    model, or ``cache_implementation="dynamic"``, runs them over the model
+    itself, its cache growing by one position a step.
 
     Args:
         model: An encoder-decoder or a decoder-only model.
@@ -514,16 +551,22 @@ def generate(
         bos_token_id: The start token of an encoder-decoder model's target.
         eos_token_id: Stop a sequence at this token (or any of a list of them).
         use_cache: Reuse cached keys and values.
+        cache_implementation: ``None``: a static cache where the model's family has one, else the growing one;
+            ``"static"``: the static cache (refused where there is none); ``"dynamic"``: the growing cache.
 
     Returns:
         The sequences ``(B, P + N)``: the prompt (or the start token), then the new tokens.
 
     Raises:
         ValueError: for ``temperature <= 0``, ``top_p`` outside ``(0, 1]``, ``num_beams < 1``, negative
-            ``top_k``, a ``max_length`` that leaves no room for a new token, and whatever the decoding refuses
-            (ids outside the vocabulary, masks of the wrong shape, more positions than the model has).
+            ``top_k``, a ``max_length`` that leaves no room for a new token, an unknown ``cache_implementation``
+            (or ``"static"`` for a model without one), and whatever the decoding refuses (ids outside the
+            vocabulary, masks of the wrong shape, more positions than the model has).
     """
     max_new_tokens = new_tokens_for(model, input_ids, max_new_tokens, max_length)
+    if use_cache and cache_implementation != "dynamic" and _why_no_static_cache(model) is None:
+        # The same loops, over the model's steps on a static cache of the prompt's and the new tokens' positions.
+        model = model.static_cache_decoder(input_ids.shape[1] + max_new_tokens)
     special = dict(bos_token_id=bos_token_id, eos_token_id=eos_token_id, attention_mask=attention_mask)
     if num_beams > 1:
         sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
@@ -575,7 +618,8 @@ class GenerationMixin:
         **options: Any,
     ) -> Tensor:
         """Continue the prompts: greedy by default; ``max_length``, ``do_sample``, ``temperature``, ``top_k``,
-        ``top_p``, ``num_beams``, ``length_penalty``, ``early_stopping`` and ``use_cache`` as in :func:`generate`.
+        ``top_p``, ``num_beams``, ``length_penalty``, ``early_stopping``, ``use_cache`` and ``cache_implementation``
+        as in :func:`generate`.
 
         Args:
             input_ids: The prompts ``(B, P)``, padded on the left.

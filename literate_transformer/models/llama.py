@@ -84,6 +84,7 @@ from ..parts.heads import LanguageModelHead
 from ..parts.norms import RMSNorm
 from ..parts.rotary import RotaryEmbedding, inverse_frequencies, llama3_inverse_frequencies, rotate_queries_and_keys
 from ..parts.stack import DecoderLayer, DecoderStack, Sublayer
+from ..parts.static_cache import StaticCacheGeneration
 from .registry import ConvertsFromHF, register
 
 __all__ = [
@@ -395,11 +396,14 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
         )
 
 
-class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Module):
+class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, StaticCacheGeneration, GenerationMixin, nn.Module):
     """Llama with its language-model head (``lm_head``, tied to ``embed_tokens`` only if the config says so).
 
     The head, its scores and its loss are every decoder's
-    (:class:`~literate_transformer.parts.heads.LanguageModelHead`).
+    (:class:`~literate_transformer.parts.heads.LanguageModelHead`); its
+    ``generate()`` runs over a static cache
+    (:class:`~literate_transformer.parts.static_cache.StaticCacheGeneration`),
+    and ``compile()`` compiles its decoding step.
 
     Args:
         config: A ``transformers`` :class:`~transformers.LlamaConfig`.

@@ -1,0 +1,244 @@
+"""Decoding over a static cache writes what the eager loop writes, on every decoding, and refuses what it refuses.
+
+``generate()`` of Llama, Qwen3 and Mistral runs over the static cache by
+default, so their family tests (``tests/families.py``) already prove its ids
+equal to ``transformers``' (greedy, sampled under one seed, beam search, on
+left-padded prompts).  Here the static path is run beside the eager one on
+random models of each family whose end token occurs (so that finished rows
+are padded and beams end): the same ids, and the same scores within
+``1e-5`` at every step; the compiled step (traced, without Inductor's C++
+build, which the benchmark runs) writes the same ids; a weight changed after
+a call is read by the next; and bad input gets the eager path's errors.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from shapes import LLAMA_GROUPED, padded_batch
+
+from literate_transformer.book.decoding import generate
+from literate_transformer.book.generation import greedy_generate
+from literate_transformer.models.gpt2 import GPT2LMHeadModel
+from literate_transformer.models.llama import LlamaForCausalLM
+from literate_transformer.models.mistral import MistralForCausalLM
+from literate_transformer.parts.static_cache import (
+    StaticCache,
+    StaticCacheDecoder,
+    fused_layers,
+    static_cache_applies,
+)
+
+NEW_TOKENS = 6
+#: Every decoding of ``generate()``, by transformers' names; beam search under each stopping rule.
+DECODINGS = {
+    "greedy": {},
+    "sampled": {"do_sample": True, "temperature": 0.8, "top_k": 7, "top_p": 0.9},
+    "beam": {"num_beams": 3},
+    "beam_early_stopping": {"num_beams": 2, "early_stopping": True, "length_penalty": 2.0},
+    "beam_sampling": {"num_beams": 3, "do_sample": True},
+}
+
+
+def _families() -> dict:
+    families = {
+        # Biases on every projection (Llama's attention_bias and mlp_bias), grouped-query attention.
+        "llama": (transformers.LlamaConfig, LlamaForCausalLM, dict(attention_bias=True, mlp_bias=True)),
+        # A band of 3 keys, shorter than the prompts: the masks of the steps differ from the causal one.
+        "mistral": (transformers.MistralConfig, MistralForCausalLM, dict(sliding_window=3)),
+    }
+    if hasattr(transformers, "Qwen3Config"):  # transformers 4.41 has no Qwen3
+        from literate_transformer.models.qwen3 import Qwen3ForCausalLM
+
+        families["qwen3"] = (transformers.Qwen3Config, Qwen3ForCausalLM, dict(head_dim=8))
+    return families
+
+
+FAMILIES = _families()
+
+
+def _prompts(vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Three prompts of 6, two left-padded (by 2 and 4)."""
+    return padded_batch(vocab_size, 6, (0, 2, 4), seed=2, side="left")
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def model(request, randomize):
+    """A random model of the family whose end token is the one it writes most often (so that rows finish)."""
+    config_class, model_class, fields = FAMILIES[request.param]
+    config = config_class(**LLAMA_GROUPED, **fields, bos_token_id=1, eos_token_id=None, pad_token_id=0)
+    torch.manual_seed(0)
+    ours = randomize(model_class(config), scale=0.5)
+    input_ids, attention_mask = _prompts(config.vocab_size)
+    written = ours.generate(input_ids, attention_mask, 8, cache_implementation="dynamic")[:, 6:]
+    ours.config.eos_token_id = int(written.flatten().mode().values)
+    return ours
+
+
+def _counting(monkeypatch) -> list[int]:
+    """Count the calls of the static-cache decoder (the path is taken, or the test is vacuous)."""
+    calls = [0]
+    forward = StaticCacheDecoder.forward
+
+    def counted(self, *args, **kwargs):
+        calls[0] += 1
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(StaticCacheDecoder, "forward", counted)
+    return calls
+
+
+@pytest.mark.parametrize("decoding", list(DECODINGS))
+def test_generate_over_the_static_cache_writes_the_eager_loops_ids(model, decoding, monkeypatch):
+    options = DECODINGS[decoding]
+    input_ids, attention_mask = _prompts(model.config.vocab_size)
+    torch.manual_seed(3)
+    eager = model.generate(input_ids, attention_mask, NEW_TOKENS, cache_implementation="dynamic", **options)
+    calls = _counting(monkeypatch)
+    torch.manual_seed(3)
+    static = model.generate(input_ids, attention_mask, NEW_TOKENS, **options)
+    assert torch.equal(static, eager), f"{decoding}:\nstatic {static.tolist()}\neager  {eager.tolist()}"
+    assert calls[0] == static.shape[1] - input_ids.shape[1]  # one call per token written, the prompt's first
+    if decoding == "greedy":
+        # Not vacuous: the end token occurs, and rows that finished early are padded.
+        assert (static[:, 6:] == model.config.eos_token_id).any()
+
+
+@torch.no_grad()
+def test_every_steps_scores_equal_the_eager_loops(model):
+    input_ids, attention_mask = _prompts(model.config.vocab_size)
+    model.config.eos_token_id, eos = None, model.config.eos_token_id  # every step written
+    try:
+        decoder = model.static_cache_decoder(input_ids.shape[1] + NEW_TOKENS)
+        static = greedy_generate(decoder, input_ids, NEW_TOKENS, attention_mask=attention_mask)
+        eager = greedy_generate(model, input_ids, NEW_TOKENS, attention_mask=attention_mask)
+    finally:
+        model.config.eos_token_id = eos
+    assert torch.equal(static.sequences, eager.sequences)
+    torch.testing.assert_close(static.logits, eager.logits, atol=1e-5, rtol=0)
+    assert static.logits.shape == (3, NEW_TOKENS, model.config.vocab_size)
+
+
+def test_the_compiled_step_writes_the_eager_loops_ids(randomize):
+    # Traced as torch.compile traces it ("eager" backend: Dynamo's graph run as it is, without Inductor's C++
+    # build, which would take the suite's time; the benchmark runs Inductor), on a one-layer Llama.
+    config = transformers.LlamaConfig(**dict(LLAMA_GROUPED, num_hidden_layers=1), eos_token_id=None)
+    torch.manual_seed(0)
+    ours = randomize(LlamaForCausalLM(config), scale=0.5)
+    input_ids, attention_mask = _prompts(config.vocab_size)
+    eager = ours.generate(input_ids, attention_mask, 4, cache_implementation="dynamic")
+    assert ours.compile(backend="eager") is ours
+    compiled_calls = [0]
+    step = ours._compiled_step
+
+    def counted(*args):
+        compiled_calls[0] += 1
+        return step(*args)
+
+    ours._compiled_step = counted
+    assert torch.equal(ours.generate(input_ids, attention_mask, 4), eager)
+    assert compiled_calls[0] == 3  # every step after the prompt's
+    # Its cache is rounded up, so that calls of other lengths share one compilation.
+    assert ours.static_cache_decoder(10).capacity == 128
+
+
+def test_a_weight_changed_after_a_call_is_read_by_the_next(model):
+    input_ids, attention_mask = _prompts(model.config.vocab_size)
+    model.generate(input_ids, attention_mask, 2)
+    before = fused_layers(model)
+    projection = model.model.layers[0].self_attn.k_proj.weight
+    with torch.no_grad():
+        projection.mul_(-1.0)
+    try:
+        after = fused_layers(model)
+        assert after is not before
+        width = model.model.layers[0].self_attn.q_proj.out_features
+        assert torch.equal(after[0].query_key_value[width : width + projection.shape[0]], projection)
+        eager = model.generate(input_ids, attention_mask, NEW_TOKENS, cache_implementation="dynamic")
+        assert torch.equal(model.generate(input_ids, attention_mask, NEW_TOKENS), eager)
+        # Unchanged weights: the fused ones are kept.
+        assert fused_layers(model) is after
+    finally:
+        with torch.no_grad():
+            projection.mul_(-1.0)
+
+
+def test_beams_take_over_their_parents_cached_positions():
+    cache = StaticCache(num_layers=2, batch_size=3, num_key_value_heads=1, capacity=4, head_size=2)
+    with torch.inference_mode():
+        for layer in cache.keys:
+            layer[:, :, :2] = torch.arange(3.0)[:, None, None, None]
+    cache.length = 2
+    cache.reorder(torch.tensor([2, 2, 0]))
+    for layer in cache.keys:
+        assert layer[:, 0, :2, 0].tolist() == [[2.0, 2.0], [2.0, 2.0], [0.0, 0.0]]
+        assert layer[:, :, 2:].abs().sum() == 0  # positions not yet written are left alone
+
+
+def test_bad_input_gets_the_eager_paths_errors(model):
+    vocab_size = model.config.vocab_size
+    prompt = torch.tensor([[3, 4, 5]])
+    for cache_implementation in (None, "dynamic"):
+        options = dict(max_new_tokens=2, cache_implementation=cache_implementation)
+        with pytest.raises(ValueError, match=rf"input_ids must be token ids in \[0, vocab_size={vocab_size}\)"):
+            model.generate(torch.tensor([[1, vocab_size]]), **options)
+        with pytest.raises(ValueError, match=r"attention_mask must have shape \(1, 3\)"):
+            model.generate(prompt, torch.ones(1, 4, dtype=torch.long), **options)
+        with pytest.raises(ValueError, match="max_new_tokens must be at least 1"):
+            model.generate(prompt, max_new_tokens=0, cache_implementation=cache_implementation)
+        with pytest.raises(ValueError, match="top_p must be a number in"):
+            model.generate(prompt, do_sample=True, top_p=0.0, **options)
+        with pytest.raises(ValueError, match="num_beams must be a positive int"):
+            model.generate(prompt, num_beams=0, **options)
+
+
+def test_the_cache_options_are_checked():
+    model = LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_GROUPED)).eval()
+    prompt = torch.tensor([[3, 4, 5]])
+    with pytest.raises(ValueError, match=r"cache_implementation must be one of \(None, 'static', 'dynamic'\)"):
+        model.generate(prompt, max_new_tokens=2, cache_implementation="offloaded")
+    with pytest.raises(ValueError, match="cache_implementation='static' needs use_cache=True"):
+        model.generate(prompt, max_new_tokens=2, cache_implementation="static", use_cache=False)
+    gpt2 = GPT2LMHeadModel(transformers.GPT2Config(vocab_size=20, n_embd=12, n_layer=1, n_head=2)).eval()
+    with pytest.raises(ValueError, match="GPT2LMHeadModel's family does not decode over a static cache"):
+        generate(gpt2, prompt, max_new_tokens=2, cache_implementation="static")
+    assert static_cache_applies(gpt2) is not None
+    # Static, asked for, is what the default runs.
+    assert torch.equal(
+        model.generate(prompt, max_new_tokens=3, cache_implementation="static"),
+        model.generate(prompt, max_new_tokens=3),
+    )
+
+
+def test_compile_refuses_an_unknown_backend():
+    model = LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_GROUPED)).eval()
+    with pytest.raises(ValueError, match=r"backend must be one of \[.*'inductor'.*\], got 'nope'"):
+        model.compile(backend="nope")
+    with pytest.raises(TypeError, match="backend must be a string such as 'inductor', got int"):
+        model.compile(backend=3)
+    with pytest.raises(TypeError, match="dynamic must be True, False or None, got 'yes'"):
+        model.compile(dynamic="yes")
+    assert model._compiled_step is None  # nothing compiled by a refused call
+
+
+@torch.no_grad()
+def test_the_decoder_refuses_a_cache_it_did_not_make_and_positions_past_its_capacity():
+    model = LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_GROUPED)).eval()
+    decoder = model.static_cache_decoder(4)
+    with pytest.raises(TypeError, match="past_key_values must be None at the first call.*before a first call"):
+        decoder(torch.tensor([[3]]), past_key_values=StaticCache(2, 1, 2, 4, 8))
+    cache = decoder(torch.tensor([[3, 4, 5]])).past_key_values
+    assert cache.length == 3
+    with pytest.raises(ValueError, match="the cache holds 4 positions and 3 are written: no room for 2 more"):
+        decoder(torch.tensor([[3, 4]]), past_key_values=cache)
+    with pytest.raises(TypeError, match="got tuple"):
+        decoder(torch.tensor([[3]]), past_key_values=())
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_generate_leaves_the_model_in_the_mode_it_found_it_in(training):
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_GROUPED)).train(training)
+    model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=2)
+    assert model.training is training

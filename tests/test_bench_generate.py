@@ -1,0 +1,78 @@
+"""The generation benchmark: the bytes a step reads, the agreement it reports, and its target's verdict."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import transformers
+from shapes import LLAMA_GROUPED
+
+from literate_transformer.models.llama import LlamaForCausalLM
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load("bench_generate", ROOT / "benchmarks" / "bench_generate.py")
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_step_reads_every_parameter_once_a_tied_head_counted_once(tied):
+    model = LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_GROUPED, tie_word_embeddings=tied))
+    table = model.model.embed_tokens.weight.numel()
+    counted = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
+    assert bench.weight_bytes(model) == 4 * (counted - table if tied else counted)
+    # The multiplies alone: every 2-D weight once, the head included (tied or not), the token table not twice.
+    assert bench.multiplies_alone_s(model, batch_size=2, repeats=1) > 0
+
+
+def test_agreement_counts_the_tokens_before_the_first_difference():
+    assert bench.leading_agreement([5, 6, 7, 8], [5, 6, 9, 8]) == 2
+    assert bench.leading_agreement([5, 6], [5, 6]) == 2
+    assert bench.leading_agreement([4], [5]) == 0
+
+
+def _shape(batch_size: int, speedups: dict[str, float], same: bool = True) -> dict:
+    paths = {"transformers": {"vs_transformers": 1.0, "ids_equal_transformers": True}}
+    for name, speedup in speedups.items():
+        paths[name] = {"vs_transformers": speedup, "ids_equal_transformers": same}
+    return {"batch_size": batch_size, "paths": paths}
+
+
+def test_the_target_reads_batch_one_at_its_worst_prompt_and_wants_the_same_ids():
+    shapes = [_shape(1, {"ours static": 3.4}), _shape(1, {"ours static": 3.1}), _shape(8, {"ours static": 1.2})]
+    (static,) = bench.evaluate_targets(shapes)
+    assert static["measured"] == pytest.approx(3.1) and static["met"]
+    # Fast enough with other ids is not met; a compiled path gets its own verdict.
+    shapes = [_shape(1, {"ours static": 3.5, "ours compiled": 2.0}, same=False)]
+    static, compiled = bench.evaluate_targets(shapes)
+    assert not static["met"] and compiled["measured"] == pytest.approx(2.0) and not compiled["met"]
+
+
+def test_the_table_shows_each_path_its_ratio_and_its_agreement():
+    entry = dict(tokens_per_s=30.0, vs_transformers=1.5, ids_equal_transformers=True)
+    other = dict(tokens_per_s=90.0, vs_transformers=4.5, ids_equal_transformers=False)
+    other["tokens_agreeing_with_transformers"] = 7
+    shape = {
+        "batch_size": 1,
+        "prompt_length": 32,
+        "paths": {"transformers": {**entry, "tokens_per_s": 20.0, "vs_transformers": 1.0}, "ours static": entry},
+        "limits": {"streaming_tokens_per_s": 45.0, "multiplies_alone_tokens_per_s": 41.0},
+    }
+    shape["paths"]["llama.cpp"] = other
+    results = {"shapes": [shape], "weight_bytes": 538e6, "streaming_gb_per_s": 24.0, "targets": []}
+    table = bench.markdown_table(results)
+    assert (
+        "| 1 | 32 | 20.0 (1.00x, same ids) | 30.0 (1.50x, same ids) | 90.0 (4.50x, 7 ids agree) | 45.0 | 41.0 |"
+        in table
+    )

@@ -116,9 +116,10 @@ __all__ = [
     "static_cache_applies",
     "StaticCacheDecoder",
     "StaticCacheGeneration",
+    "CallTables",
 ]
 
-#: A compiled step's capacity is rounded up to a multiple of this: calls of similar lengths share one compilation.
+#: The multiple a compiled step's capacity is rounded up to, so that calls of similar lengths share one compilation.
 CAPACITY_STEP = 128
 
 
@@ -190,7 +191,7 @@ class FusedLayer:
     query_key_value: Tensor
     #: Their biases side by side, or ``None``.
     query_key_value_bias: Tensor | None
-    #: ``[W_gate; W_up]``, ``(2 F, E)``, where the network is a gated one (:class:`GatedFeedForward`); else ``None``.
+    #: ``[W_gate; W_up]``, ``(2 F, E)``, where the network is a gated one (:class:`~literate_transformer.parts.feed_forward.GatedFeedForward`); else ``None``.
     gate_up: Tensor | None
     #: Their biases side by side, or ``None``.
     gate_up_bias: Tensor | None

@@ -44,7 +44,7 @@ def _sparse_ticks(count: int, most: int = 12) -> list[int]:
     return sorted({*range(0, count, step), count - 1})
 
 
-def plot_logit_lens(ranks: Tensor, probabilities: Tensor, token: str, labels: Sequence[str]) -> Figure:
+def plot_logit_lens(ranks: Tensor, probabilities: Tensor, token: str, labels: Sequence[str] | None = None) -> Figure:
     """When a model knows its answer: one token's rank and probability, read from each layer's residual stream.
 
     The *logit lens* (nostalgebraist, 2020) sends the residual stream after each layer through the model's
@@ -56,13 +56,16 @@ def plot_logit_lens(ranks: Tensor, probabilities: Tensor, token: str, labels: Se
         ranks: ``(N,)`` integer ranks, 0 for the top guess, one per reading.
         probabilities: ``(N,)`` the token's probability at each reading.
         token: The token, as text, for the titles.
-        labels: ``N`` names of the readings (``"embeddings"``, ``"layer 0"``, ...), for the x axis.
+        labels: ``N`` names of the readings, for the x axis; by default ``"embeddings"``, then ``"layer 0"``,
+            ``"layer 1"``, ... (the embeddings, then each layer's output).
 
     Returns:
         The figure: two panels.
     """
     ranks = check_tensor(ranks, "ranks", ndim=1, dtypes=("int",))
     probabilities = check_tensor(probabilities, "probabilities", shape=(ranks.shape[0],), dtypes=("float",))
+    if labels is None:
+        labels = ["embeddings"] + [f"layer {index}" for index in range(ranks.shape[0] - 1)]
     if not isinstance(token, str):
         raise TypeError(f"token must be a string (the token as text), got {type(token).__name__}")
     if (ranks < 0).any():

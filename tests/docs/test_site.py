@@ -391,8 +391,8 @@ def test_the_annotated_source_page_shows_every_line(site, module):
     name = module_name(module)
     page_path = site / "source" / f"{name}.html"
     assert page_path.is_file(), f"no annotated source page {page_path} for {module.name}"
-    # The code as the module has it: the runtime values at the ends of lines are not part of it.
-    content = remove(article(parse_html(page_path)), "lt-rt")
+    # The code as the module has it: the runtime values and cache names at the ends of lines are not part of it.
+    content = remove(remove(article(parse_html(page_path)), "lt-rt"), "lt-hook")
     code_lines = [
         line.rstrip()
         for column in content.find_all("div", "lt-sbs-code")
@@ -548,6 +548,16 @@ def test_every_shape_comment_shows_the_shape_its_line_computed(site, module):
                 wrong.append(f"{module.name}:{line}: comment ({', '.join(letters)}) but the page shows {shape_text}")
     assert not missing, "shape-commented lines without a runtime shape on the page:\n" + "\n".join(missing)
     assert not wrong, "runtime shapes that contradict their line's comment:\n" + "\n".join(wrong)
+
+
+def test_a_line_that_calls_a_module_shows_the_lens_cache_name_of_its_result(site):
+    # The stack's loop over the layers, on the page of parts/stack.py: the name the lens keeps each layer's
+    # output under, the index a letter; and the same name is one lt.lens.run_with_cache gives for the example.
+    page = parse_html(site / "source" / "literate_transformer.parts.stack.html")
+    names = [node.text() for node in page.find_all("span", "lt-hook")]
+    assert any(re.fullmatch(r'cache\["[\w.]*layers?\.\{i\}"\]', name) for name in names), names
+    # Each name is one the module tree has: "layer.{i}" stands for layer.0, layer.1, ...
+    assert all(name.startswith('cache["') and name.endswith('"]') for name in names), names
 
 
 def test_runtime_values_add_at_most_200_kb_to_a_page(site):

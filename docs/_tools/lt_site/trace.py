@@ -530,12 +530,13 @@ class LineRecord:
 class ModuleCalls:
     """Which line of some files called which module, by the name the lens caches its output under.
 
-    While the block runs, a global forward hook of PyTorch sees every module return.  The outermost module
-    called (the running example's model) names its submodules (``model.named_modules()``, HuggingFace's
-    names); the hook walks up from itself to the first frame of a watched file, the line that called the
-    module, and notes that module's name there: :func:`literate_transformer.lens.run_with_cache` keeps that
-    line's result as ``cache[name]``.  A line that calls a module of each layer in turn gets one name
-    for all of them, the index a letter: ``model.layers.{i}``.
+    While the block runs, a global forward hook of PyTorch sees every module return; it walks up from
+    itself to the first frame of a watched file, the line that called the module, and notes the module
+    there.  The names come last: each module is named as the largest model that ran it names it
+    (``model.named_modules()``, HuggingFace's names), so that a layer a running example also ran on its own
+    is still ``model.layers.0``; :func:`literate_transformer.lens.run_with_cache` keeps that line's result as
+    ``cache[name]``.  The decoder the static cache's loops run wraps the model (as ``model``): it is not a
+    model of its own, and the model inside it names the modules.
 
     Args:
         paths: The files to watch.
@@ -543,32 +544,33 @@ class ModuleCalls:
 
     def __init__(self, paths: Sequence[str | Path]) -> None:
         self.paths = {str(path) for path in paths}
-        #: (path, line) -> the names of the modules called there, in order, each once.
-        self.names: dict[tuple[str, int], list[str]] = {}
-        self._root_names: dict[int, str] | None = None
+        #: (path, line) -> the modules called there, in order, each once.
+        self.modules: dict[tuple[str, int], list[nn.Module]] = {}
+        #: id(module) -> (its name, the number of modules of the model that named it).
+        self._named: dict[int, tuple[str, int]] = {}
         self._depth = 0
 
     def _before(self, module: nn.Module, args: Any) -> None:
         if self._depth == 0:
-            self._root_names = {}
-            for name, child in module.named_modules(remove_duplicate=False):
-                self._root_names.setdefault(id(child), name)
+            root = module.model if type(module).__name__ == "StaticCacheDecoder" else module
+            named = list(root.named_modules(remove_duplicate=False))
+            for name, child in reversed(named):  # reversed: a shared module keeps its first name
+                known = self._named.get(id(child))
+                if known is None or known[1] <= len(named):
+                    self._named[id(child)] = (name, len(named))
         self._depth += 1
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
         self._depth -= 1
-        name = (self._root_names or {}).get(id(module))
-        if not name:
-            return
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename not in self.paths:
             if "/torch/" not in frame.f_code.co_filename.replace("\\", "/"):
                 return  # called from outside the watched files (a running example's own code)
             frame = frame.f_back
         if frame is not None:
-            names = self.names.setdefault((frame.f_code.co_filename, frame.f_lineno), [])
-            if name not in names:
-                names.append(name)
+            called = self.modules.setdefault((frame.f_code.co_filename, frame.f_lineno), [])
+            if not any(module is seen for seen in called):
+                called.append(module)
 
     def __enter__(self) -> ModuleCalls:
         self._handles = [
@@ -580,15 +582,22 @@ class ModuleCalls:
     def __exit__(self, *exc: object) -> None:
         for handle in self._handles:
             handle.remove()
-        self._depth, self._root_names = 0, None
+        self._depth = 0
 
     def cache_names(self) -> dict[tuple[str, int], str]:
-        """``{(path, line): name}``, a line's several names folded into one (:func:`fold_names`)."""
-        return {key: fold_names(names) for key, names in self.names.items()}
+        """``{(path, line): name}``: each line's modules by name (the model itself has none), folded (:func:`fold_names`)."""
+        found = {}
+        for key, modules in self.modules.items():
+            names = [self._named[id(module)][0] for module in modules if id(module) in self._named]
+            names = [name for name in names if name]
+            if names:
+                found[key] = fold_names(names)
+        return found
 
 
 def fold_names(names: Sequence[str]) -> str:
-    """One name for the modules a line called: ``model.layers.{i}`` for ``model.layers.0``, ``.1``, ...
+    """One name for the modules a line called: ``model.layers.{i}`` for ``model.layers.0``, ``.1``, ...; where
+    the line called modules of several kinds, the first kind's, and how many other kinds there were.
 
     >>> fold_names(["model.layers.0", "model.layers.1"])
     'model.layers.{i}'
@@ -596,13 +605,14 @@ def fold_names(names: Sequence[str]) -> str:
     'encoder.layer.{i}.attention'
     >>> fold_names(["model.norm"])
     'model.norm'
-    >>> fold_names(["a.q", "a.k"])
-    'a.q, a.k'
+    >>> fold_names(["h.0.attn", "h.0.mlp", "h.1.attn", "h.1.mlp"])
+    'h.{i}.attn (and 1 other)'
     """
-    if len(names) == 1:
-        return names[0]
-    pattern = {re.sub(r"\.\d+(?=\.|$)", ".{i}", name) for name in names}
-    return pattern.pop() if len(pattern) == 1 else ", ".join(names)
+    kinds = list(dict.fromkeys(re.sub(r"\.\d+(?=\.|$)", ".{i}", name) for name in names))
+    # A kind called once is named as it is: model.layers.0 of a one-layer model stays model.layers.0.
+    first = kinds[0] if sum(re.sub(r"\.\d+(?=\.|$)", ".{i}", n) == kinds[0] for n in names) > 1 else names[0]
+    others = len(kinds) - 1
+    return first if not others else f"{first} (and {others} other{'s' * (others > 1)})"
 
 
 def record(

@@ -532,10 +532,9 @@ class ModuleCalls:
 
     While the block runs, a global forward hook of PyTorch sees every module return; it walks up from
     itself to the first frame of a watched file, the line that called the module, and notes the module
-    there.  The names come last: each module is named as the largest model that ran it names it
-    (``model.named_modules()``, HuggingFace's names), so that a layer a running example also ran on its own
-    is still ``model.layers.0``; :func:`literate_transformer.lens.run_with_cache` keeps that line's result as
-    ``cache[name]``.  The decoder the static cache's loops run wraps the model (as ``model``): it is not a
+    there.  Each module is named as the first model that ran it names it (``model.named_modules()``,
+    HuggingFace's names): :func:`literate_transformer.lens.run_with_cache` keeps that line's result as
+    ``cache[name]`` for that model.  The decoder the static cache's loops run wraps the model (as ``model``): it is not a
     model of its own, and the model inside it names the modules.
 
     Args:
@@ -546,18 +545,16 @@ class ModuleCalls:
         self.paths = {str(path) for path in paths}
         #: (path, line) -> the modules called there, in order, each once.
         self.modules: dict[tuple[str, int], list[nn.Module]] = {}
-        #: id(module) -> (its name, the number of modules of the model that named it).
-        self._named: dict[int, tuple[str, int]] = {}
+        #: id(module) -> its name in the first model that ran it.
+        self._named: dict[int, str] = {}
         self._depth = 0
 
     def _before(self, module: nn.Module, args: Any) -> None:
         if self._depth == 0:
             root = module.model if type(module).__name__ == "StaticCacheDecoder" else module
-            named = list(root.named_modules(remove_duplicate=False))
-            for name, child in reversed(named):  # reversed: a shared module keeps its first name
-                known = self._named.get(id(child))
-                if known is None or known[1] <= len(named):
-                    self._named[id(child)] = (name, len(named))
+            for name, child in root.named_modules(remove_duplicate=False):
+                # The first model that ran a module names it; a module shared within it keeps its first name.
+                self._named.setdefault(id(child), name)
         self._depth += 1
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -588,7 +585,7 @@ class ModuleCalls:
         """``{(path, line): name}``: each line's modules by name (the model itself has none), folded (:func:`fold_names`)."""
         found = {}
         for key, modules in self.modules.items():
-            names = [self._named[id(module)][0] for module in modules if id(module) in self._named]
+            names = [self._named[id(module)] for module in modules if id(module) in self._named]
             names = [name for name in names if name]
             if names:
                 found[key] = fold_names(names)

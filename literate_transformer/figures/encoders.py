@@ -257,12 +257,16 @@ def plot_disentangled_attention(
 
     Content to content is BERT's score.  Content to position, :math:`Q^c_i \cdot K^r_{\delta(i,j)}`, depends on
     the query and the *distance* only, so along a row it takes one value per bucket: near keys (each distance
-    its own bucket) differ, far keys that share a bucket get one colour.  Position to content,
-    :math:`K^c_j \cdot Q^r_{\delta(i,j)}`, depends on the key and the distance: the same holds down each column.
+    its own bucket) differ, far keys that share a bucket get one colour.  Position to content (the paper's
+    :math:`K^c_j \cdot Q^r_{\delta(j,i)}`, which the code indexes by the bucket of :math:`i - j`) depends on the
+    key and the distance: the same holds down each column.
     The fourth panel writes the bucket of :math:`i - j` in each cell.
 
     Args:
-        model, input_ids, layer, head: As :func:`disentangled_terms`.
+        model: The model, as for :func:`disentangled_terms`.
+        input_ids: The ids, as for :func:`disentangled_terms`.
+        layer: The layer, as for :func:`disentangled_terms`.
+        head: The head, as for :func:`disentangled_terms`.
         tokens: The ``T`` tokens' labels.
 
     Returns:
@@ -371,7 +375,10 @@ def plot_replaced_token_detection(
         tokens: The original sequence's ``T`` tokens.
         corrupted_tokens: The ``T`` tokens the discriminator reads (the generator's samples at the masked
             positions).
-        mlm_logits, mlm_labels, rtd_logits, replaced: As :func:`token_losses`.
+        mlm_logits: As for :func:`token_losses`.
+        mlm_labels: As for :func:`token_losses`.
+        rtd_logits: As for :func:`token_losses`.
+        replaced: As for :func:`token_losses`.
 
     Returns:
         A matplotlib ``Figure`` (not registered with ``pyplot``): two axes, each with one bar container of

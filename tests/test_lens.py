@@ -80,7 +80,11 @@ def test_a_llamas_cache_is_transformers_hidden_states_and_attentions(randomize):
     with torch.no_grad():
         _, hf_cache = lt.lens.run_with_cache(hf, input_ids=input_ids)
     shared = [name for name in hf_cache.keys() if name in cache]
-    assert len(shared) == len(hf_cache) > 20 and "model.layers.1.mlp.down_proj" in shared
+    # Every module transformers' Llama runs, this one runs under the same name (older releases of transformers
+    # kept a rotary module in each attention: the angles here are the stack's, computed once).
+    unshared = [name for name in hf_cache.keys() if name not in cache]
+    assert all(name.endswith(".self_attn.rotary_emb") for name in unshared), unshared
+    assert len(shared) > 20 and "model.layers.1.mlp.down_proj" in shared
     for name in shared:
         assert_close(cache[name], hf_cache[name], name)
     # The layers' hidden states are what a LayerOutput leads with, and detached.

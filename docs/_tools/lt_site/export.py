@@ -591,9 +591,10 @@ def compare_with_pytorch(
 # ---------------------------------------------------------------------------
 # The cached export for the site
 # ---------------------------------------------------------------------------
-def _versions() -> dict[str, str]:
+def _versions(names: Sequence[str] = _VERSIONED) -> dict[str, str]:
+    """The installed version of each package of ``names`` (``"absent"`` for one not installed)."""
     versions = {}
-    for name in _VERSIONED:
+    for name in names:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -665,16 +666,19 @@ def load_browser_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
         FileNotFoundError: if the folder holds no export (naming the function that makes one).
         ValueError: if the file is not an export of this format.
     """
+    return _read_export(folder, METADATA_FILE, FORMAT, "browser export", "lt_site.export.export_for_browser")
+
+
+def _read_export(folder: object, metadata_file: str, format: str, what: str, maker: str) -> dict[str, Any]:
+    """The JSON file ``metadata_file`` of an export in ``folder``, checked to be of ``format`` (a ``what``
+    that ``maker(folder)`` makes)."""
     folder = _check_path(folder, "folder")
-    path = folder / METADATA_FILE
+    path = folder / metadata_file
     if not path.is_file():
-        raise FileNotFoundError(
-            f"{folder} holds no browser export ({METADATA_FILE} is missing): "
-            "make one with lt_site.export.export_for_browser(folder)"
-        )
+        raise FileNotFoundError(f"{folder} holds no {what} ({metadata_file} is missing): make one with {maker}(folder)")
     metadata = json.loads(path.read_text(encoding="utf-8"))
-    if metadata.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} file (format {metadata.get('format')!r})")
+    if metadata.get("format") != format:
+        raise ValueError(f"{path} is not a {format} file (format {metadata.get('format')!r})")
     return metadata
 
 

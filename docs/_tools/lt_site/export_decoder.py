@@ -84,7 +84,6 @@ in the JSON file and printed on the page.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -109,6 +108,7 @@ from literate_transformer.models.llama import LlamaForCausalLM, head_dim_of, key
 from literate_transformer.trained import halves_from_pairs, hf_name, llama_config_from_gguf, llama_from_gguf
 
 from .digest import source_digest
+from .export import _check_path, _onnx, _read_export, _versions, _write_atomically
 
 __all__ = [
     "Blocks",
@@ -219,16 +219,6 @@ def _check_blocks_are_the_models(blocks: Mapping[str, Blocks], model: LlamaForCa
 # ---------------------------------------------------------------------------
 # The graph
 # ---------------------------------------------------------------------------
-def _onnx() -> Any:
-    try:
-        import onnx
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "exporting needs onnx and onnxruntime: pip install -c constraints.txt onnx onnxruntime"
-        ) from error
-    return onnx
-
-
 def _pack_uint4(levels: np.ndarray) -> bytes:
     """Integers 0..15 packed two to a byte as ONNX packs ``uint4``: element ``2i`` low, ``2i + 1`` high."""
     flat = levels.reshape(-1).astype(np.uint8)
@@ -651,16 +641,6 @@ def _compare(session: Any, model: LlamaForCausalLM, prompts: Sequence[Sequence[i
 # ---------------------------------------------------------------------------
 # The cached export for the site
 # ---------------------------------------------------------------------------
-def _versions() -> dict[str, str]:
-    versions = {}
-    for name in _VERSIONED:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = "absent"
-    return versions
-
-
 def export_digest(file_id: str, settings: Mapping[str, Any]) -> str:
     """The hex SHA-256 of everything the export depends on: the package's source, this exporter, the file, settings.
 
@@ -671,7 +651,7 @@ def export_digest(file_id: str, settings: Mapping[str, Any]) -> str:
     digest = hashlib.sha256()
     digest.update(source_digest([PACKAGE_SOURCE]).encode())
     digest.update(Path(__file__).read_bytes())
-    for part in (file_id, json.dumps(settings, sort_keys=True), json.dumps(_versions(), sort_keys=True)):
+    for part in (file_id, json.dumps(settings, sort_keys=True), json.dumps(_versions(_VERSIONED), sort_keys=True)):
         digest.update(b"\0")
         digest.update(part.encode())
     return digest.hexdigest()
@@ -698,18 +678,6 @@ class DecoderExport:
     metadata: dict[str, Any]
 
 
-def _check_path(value: object, name: str) -> Path:
-    if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}")
-    return Path(value)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(data)
-    os.replace(partial, path)
-
-
 def load_decoder_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """Read the JSON file of an export.
 
@@ -718,17 +686,8 @@ def load_decoder_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
         FileNotFoundError: if the folder holds no export (naming the function that makes one).
         ValueError: if the file is not an export of this format.
     """
-    folder = _check_path(folder, "folder")
-    path = folder / METADATA_FILE
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{folder} holds no decoder export ({METADATA_FILE} is missing): "
-            "make one with lt_site.export_decoder.export_decoder_for_browser(folder)"
-        )
-    metadata = json.loads(path.read_text(encoding="utf-8"))
-    if metadata.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} file (format {metadata.get('format')!r})")
-    return metadata
+    maker = "lt_site.export_decoder.export_decoder_for_browser"
+    return _read_export(folder, METADATA_FILE, FORMAT, "decoder export", maker)
 
 
 def _file_sha256(path: Path, default: bool) -> str:
@@ -841,7 +800,7 @@ def export_decoder_for_browser(
         },
         "tokenizer": tokenizer_spec(read),
         "chat": wrapping,
-        "versions": _versions(),
+        "versions": _versions(_VERSIONED),
     }
     # Written last: its presence (with this digest) marks the export finished.
     _write_atomically(metadata_path, json.dumps(metadata, ensure_ascii=False, sort_keys=True).encode("utf-8"))

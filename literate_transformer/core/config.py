@@ -41,13 +41,22 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from .activations import ACTIVATIONS
 from .checkpoints import resolve_checkpoint
 from .kernels import ATTENTION_IMPLEMENTATIONS
+from .validation import check_positive_int
 
-__all__ = ["TransformerConfig", "as_config", "check_config", "check_heads", "check_activation", "check_unsupported"]
+__all__ = [
+    "TransformerConfig",
+    "as_config",
+    "ChecksConfig",
+    "check_config",
+    "check_heads",
+    "check_activation",
+    "check_unsupported",
+]
 
 #: The fields that fix the shapes of a model's weights, in HuggingFace's order
 #: (what a saved or exported model and the code that reads it must agree on).
@@ -315,18 +324,26 @@ def check_config(config: Any, model_type: str, name: str, unsupported: Mapping[s
     >>> check_config(GPT2Config(), "llama", "LlamaConfig")
     Traceback (most recent call last):
         ...
-    TypeError: config must be a transformers LlamaConfig, got GPT2Config
+    TypeError: config must be a transformers LlamaConfig, got GPT2Config (model_type 'gpt2', not 'llama')
     """
-    if getattr(config, "model_type", None) != model_type:
-        raise TypeError(f"config must be a transformers {name}, got {type(config).__name__}")
+    found = getattr(config, "model_type", None)
+    if found != model_type:
+        raise TypeError(
+            f"config must be a transformers {name}, got {type(config).__name__} "
+            f"(model_type {found!r}, not {model_type!r})"
+        )
     check_unsupported(config, name, unsupported or {})
     return config
 
 
-def check_heads(config: Any, hidden: str = "n_embd", heads: str = "n_head") -> None:
-    """The heads must divide the hidden size (``hidden`` and ``heads`` are the family's names, for the message)."""
+def check_heads(config: Any, hidden: str = "n_embd", heads: str = "n_head", name: str = "") -> None:
+    """The heads must divide the hidden size (``hidden`` and ``heads`` are the family's names, and ``name`` its
+    config class's, for the message)."""
+    prefix = f"{name}." if name else ""
     if config.num_attention_heads < 1 or config.hidden_size % config.num_attention_heads:
-        raise ValueError(f"{hidden} ({config.hidden_size}) must be divisible by {heads} ({config.num_attention_heads})")
+        raise ValueError(
+            f"{prefix}{hidden} ({config.hidden_size}) must be divisible by {heads} ({config.num_attention_heads})"
+        )
 
 
 def check_activation(name: object, field: str, known: Mapping[str, object] | None = None) -> None:
@@ -353,3 +370,69 @@ def check_unsupported(config: Any, name: str, unsupported: Mapping[str, object])
             raise ValueError(
                 f"{name}.{field_name}={getattr(config, field_name)!r} is not supported (only {supported!r})"
             )
+
+
+class ChecksConfig:
+    """A family's config checks, declared on its model class as data, and a check of its own where it needs one.
+
+    Every family refuses a config of another family and the options of
+    ``transformers``' class that it does not build; most check that their
+    heads divide the width, that the activation is one the package has, and
+    that some counts are positive.  A family states which fields those are,
+    under ``transformers``' names, and :meth:`check_config` checks them, once,
+    before anything is built, each error naming the config's field.  What
+    no table says (GPT-J's rotary width, Mixtral's experts per token against
+    its experts) goes in :meth:`check_own_config`, which a descendant extends
+    by calling its parent's.
+
+    >>> from transformers import GPT2Config
+    >>> class TinyGPT2(ChecksConfig):
+    ...     config_type, config_name, config_heads = "gpt2", "GPT2Config", ("n_embd", "n_head")
+    >>> TinyGPT2.check_config(GPT2Config(n_embd=30, n_head=4))
+    Traceback (most recent call last):
+        ...
+    ValueError: GPT2Config.n_embd (30) must be divisible by n_head (4)
+    """
+
+    #: The ``model_type`` of the family's ``transformers`` configs (``"gpt2"``).
+    config_type: ClassVar[str] = ""
+    #: The config class's name, for the messages (``"GPT2Config"``).
+    config_name: ClassVar[str] = ""
+    #: The options this package does not build, each with the only value it accepts (:func:`check_unsupported`).
+    config_unsupported: ClassVar[Mapping[str, object]] = {}
+    #: The width's and the head count's fields, by the config's own names, where the heads must divide the width
+    #: (``("n_embd", "n_head")``); empty: not checked here.
+    config_heads: ClassVar[tuple[str, ...]] = ()
+    #: The field that names the activation (``"hidden_act"``); ``None``: not checked here.
+    config_activation: ClassVar[str | None] = None
+    #: The activations that field may name (``None``: the package's registry,
+    #: :data:`~literate_transformer.core.activations.ACTIVATIONS`).
+    config_activations: ClassVar[Mapping[str, object] | None] = None
+    #: Fields that must be positive ints (a count of experts, a window).
+    config_positive: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def check_config(cls, config: Any) -> Any:
+        """``config``, checked as the family declares, then by :meth:`check_own_config`.
+
+        Raises:
+            TypeError: for a config of another family.
+            ValueError: naming the field, for an option this package does not build, heads that do not divide
+                the width, an unknown activation, a count that is not a positive int, or what the family's own
+                check refuses.
+        """
+        name = cls.config_name
+        check_config(config, cls.config_type, name, cls.config_unsupported)
+        if cls.config_heads:
+            check_heads(config, *cls.config_heads, name=name)
+        if cls.config_activation is not None:
+            field_name = cls.config_activation
+            check_activation(getattr(config, field_name), f"{name}.{field_name}", cls.config_activations)
+        for field_name in cls.config_positive:
+            check_positive_int(getattr(config, field_name), f"{name}.{field_name}")
+        cls.check_own_config(config)
+        return config
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """What the family checks beyond its declarations: nothing here."""

@@ -39,7 +39,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.config import as_config, check_config
+from ..core.config import as_config
 from ..core.outputs import LayerOutput
 from ..core.residual import add_and_norm
 from ..parts.feed_forward import feed_forward
@@ -49,7 +49,6 @@ from .bert import BertEmbeddings, BertSelfAttention
 from .registry import ConvertsFromHF, register
 
 __all__ = [
-    "check_albert_config",
     "AlbertEmbeddings",
     "AlbertAttention",
     "AlbertLayer",
@@ -57,27 +56,6 @@ __all__ = [
     "AlbertTransformer",
     "AlbertModel",
 ]
-
-#: Options of ALBERT's config that this package does not build, and the only value each accepts.
-_UNSUPPORTED = {"position_embedding_type": "absolute"}
-
-
-def check_albert_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.AlbertConfig`, checked before anything is built.
-
-    Raises:
-        TypeError: for a config of another family.
-        ValueError: for relative position embeddings, or group counts that do not fit the layers.
-    """
-    check_config(config, "albert", "AlbertConfig", _UNSUPPORTED)
-    if not 1 <= config.num_hidden_groups <= config.num_hidden_layers:
-        raise ValueError(
-            f"AlbertConfig.num_hidden_groups must be in [1, num_hidden_layers={config.num_hidden_layers}], "
-            f"got {config.num_hidden_groups}"
-        )
-    if config.inner_group_num < 1:
-        raise ValueError(f"AlbertConfig.inner_group_num must be at least 1, got {config.inner_group_num}")
-    return config
 
 
 class AlbertEmbeddings(BertEmbeddings):
@@ -193,9 +171,21 @@ class AlbertModel(ConvertsFromHF, EncoderModel):
 
     #: Its names are HuggingFace's; a checkpoint may have the pooler or not.
     hf_pooler = "pooler."
+    config_type, config_name, config_unsupported = "albert", "AlbertConfig", {"position_embedding_type": "absolute"}
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """Groups that fit the layers, and at least one layer in each."""
+        if not 1 <= config.num_hidden_groups <= config.num_hidden_layers:
+            raise ValueError(
+                f"AlbertConfig.num_hidden_groups must be in [1, num_hidden_layers={config.num_hidden_layers}], "
+                f"got {config.num_hidden_groups}"
+            )
+        if config.inner_group_num < 1:
+            raise ValueError(f"AlbertConfig.inner_group_num must be at least 1, got {config.inner_group_num}")
 
     def __init__(self, config: Any, add_pooling_layer: bool = True) -> None:
-        check_albert_config(config)
+        self.check_config(config)
         super().__init__()
         self.config = as_config(config)
         self.embeddings = AlbertEmbeddings(config)

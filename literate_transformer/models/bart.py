@@ -78,7 +78,6 @@ from torch import Tensor, nn
 
 from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import get_activation
-from ..core.config import check_config
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
@@ -372,25 +371,6 @@ class BartDecoder(BartStack):
         )
 
 
-def check_bart_config(config: Any, model_type: str = "bart", name: str = "BartConfig") -> Any:
-    """A ``transformers`` :class:`~transformers.BartConfig`, checked once, before anything is built.
-
-    Args:
-        config: The config.
-        model_type: The ``model_type`` it must have (a descendant's file checks its own config with this).
-        name: Its class's name, for the message.
-
-    Raises:
-        TypeError: for a config that is not BART's.
-        ValueError: for a ``d_model`` that a stack's heads do not divide.
-    """
-    check_config(config, model_type, name)
-    for name in ("encoder_attention_heads", "decoder_attention_heads"):
-        if config.d_model % getattr(config, name):
-            raise ValueError(f"d_model ({config.d_model}) must be divisible by {name} ({getattr(config, name)})")
-    return config
-
-
 class BartPreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
     """What BART's two classes share (HuggingFace's name for it): the book's encode, decode, ``forward`` and
     ``generate`` in HuggingFace's order (:class:`~literate_transformer.book.decoder.PreTrainedEncoderDecoderModel`).
@@ -399,8 +379,9 @@ class BartPreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
     (next-token scores, or ``None`` without a language-model head).
     """
 
-    #: How the class checks its config before building anything (a descendant names its own).
-    check_config = staticmethod(check_bart_config)
+    # How the class checks its config before building anything (core.config.ChecksConfig; a descendant names its
+    # own config, and adds its own checks).
+    config_type, config_name = "bart", "BartConfig"
     #: The names of the one token table (a checkpoint of either class, with or without ``model.``).
     hf_shared = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
 
@@ -425,6 +406,13 @@ class BartPreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
                 )
         return super().map_hf_state_dict(state_dict, expected, tied)
 
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """A ``d_model`` that each stack's heads divide."""
+        for name in ("encoder_attention_heads", "decoder_attention_heads"):
+            if config.d_model % getattr(config, name):
+                raise ValueError(f"d_model ({config.d_model}) must be divisible by {name} ({getattr(config, name)})")
+
     def default_decoder_input_ids(self, input_ids: Tensor) -> Tensor:
         """Without a target: ``input_ids`` shifted one place right (:func:`shift_tokens_right`), as HuggingFace's
         ``BartModel`` does."""
@@ -432,6 +420,10 @@ class BartPreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
         if start is None:
             raise ValueError("decoder_input_ids is None and config.decoder_start_token_id is not set")
         return shift_tokens_right(input_ids, self.config.pad_token_id, start)
+
+
+#: The checks of a BART config, by the name they had before they were declared (:class:`BartPreTrainedModel`).
+check_bart_config = BartPreTrainedModel.check_config
 
 
 class BartModel(BartPreTrainedModel):

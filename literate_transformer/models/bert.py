@@ -795,8 +795,12 @@ class BertModel(ConvertsFromHF, nn.Module):
     hf_renames = {"gamma": "weight", "beta": "bias"}
 
     hf_pooler = "pooler."
-    #: The ``model_type`` of the ``transformers`` configs this class converts.
-    hf_model_type = "bert"
+    #: The ``model_type`` of the ``transformers`` configs this class converts (and a descendant's reads).
+    config_type, config_name = "bert", "BertConfig"
+    #: Options of BERT's config that its descendants here (RoBERTa, ELECTRA) do not build, and the only value each
+    #: accepts.  BERT itself reads its config through :func:`~literate_transformer.core.config.as_config`, and
+    #: builds a decoder and cross-attention.
+    config_unsupported = {"is_decoder": False, "add_cross_attention": False, "position_embedding_type": "absolute"}
 
     @classmethod
     def hf_config(cls, hf_model: nn.Module, **config_changes: Any) -> Any:
@@ -806,13 +810,13 @@ class BertModel(ConvertsFromHF, nn.Module):
         dropped).
 
         Raises:
-            ValueError: for a model whose config is not of this family (``hf_model_type``).
+            ValueError: for a model whose config is not of this family (``config_type``).
         """
         config = getattr(hf_model, "config", None)
-        if getattr(config, "model_type", None) != cls.hf_model_type:
+        if getattr(config, "model_type", None) != cls.config_type:
             raise ValueError(
                 f"hf_model must be a transformers model of {cls.__name__}'s family (config.model_type "
-                f"{cls.hf_model_type!r}), got {type(hf_model).__name__}"
+                f"{cls.config_type!r}), got {type(hf_model).__name__}"
             )
         return as_config(config).replace(**config_changes) if config_changes else config
 

@@ -106,7 +106,6 @@ from .bart import (
     BartForConditionalGeneration,
     BartModel,
     BartStack,
-    check_bart_config,
 )
 from .registry import register
 
@@ -120,7 +119,6 @@ __all__ = [
     "BigBirdPegasusStack",
     "BigBirdPegasusEncoder",
     "BigBirdPegasusDecoder",
-    "check_bigbird_pegasus_config",
     "BigBirdPegasusModel",
     "BigBirdPegasusForConditionalGeneration",
 ]
@@ -466,25 +464,6 @@ class BigBirdPegasusDecoder(BigBirdPegasusStack, BartDecoder):
 ATTENTION_TYPES = ("block_sparse", "original_full")
 
 
-def check_bigbird_pegasus_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.BigBirdPegasusConfig`, checked once, before anything is built.
-
-    Raises:
-        TypeError: for a config that is not BigBird-Pegasus's.
-        ValueError: for an unknown ``attention_type``, a ``block_size`` below 1, a negative
-            ``num_random_blocks``, or a ``d_model`` the heads do not divide.
-    """
-    check_bart_config(config, "bigbird_pegasus", "BigBirdPegasusConfig")
-    if config.attention_type not in ATTENTION_TYPES:
-        raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {config.attention_type!r}")
-    if config.block_size < 1 or config.num_random_blocks < 0:
-        raise ValueError(
-            f"block_size must be positive and num_random_blocks non-negative, got {config.block_size} "
-            f"and {config.num_random_blocks}"
-        )
-    return config
-
-
 class BigBirdPegasusModel(BartModel):
     """BigBird-Pegasus's encoder and decoder around one token table, ``shared``; no language-model head.
 
@@ -492,9 +471,25 @@ class BigBirdPegasusModel(BartModel):
         config: A ``transformers`` :class:`~transformers.BigBirdPegasusConfig`.
     """
 
-    check_config = staticmethod(check_bigbird_pegasus_config)
+    config_type, config_name = "bigbird_pegasus", "BigBirdPegasusConfig"
     encoder_class, decoder_class = BigBirdPegasusEncoder, BigBirdPegasusDecoder
     hf_name = "BigBird-Pegasus"
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """BART's, a known ``attention_type``, a ``block_size`` of at least 1 and no negative ``num_random_blocks``."""
+        super().check_own_config(config)
+        if config.attention_type not in ATTENTION_TYPES:
+            raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {config.attention_type!r}")
+        if config.block_size < 1 or config.num_random_blocks < 0:
+            raise ValueError(
+                f"block_size must be positive and num_random_blocks non-negative, got {config.block_size} "
+                f"and {config.num_random_blocks}"
+            )
+
+
+#: The checks of a BigBird-Pegasus config, by the name they had before they were declared (:class:`BigBirdPegasusModel`).
+check_bigbird_pegasus_config = BigBirdPegasusModel.check_config
 
 
 class BigBirdPegasusForConditionalGeneration(BartForConditionalGeneration):

@@ -58,7 +58,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..core.config import check_config, check_heads
 from ..parts.attention import Attention
 from ..parts.norms import make_norm
 from ..parts.stack import DecoderLayer, Sublayer
@@ -66,7 +65,6 @@ from .gpt2 import GPT2LMHeadModel, GPT2Model
 from .registry import register
 
 __all__ = [
-    "check_ctrl_config",
     "ctrl_positional_encoding",
     "CTRLAttention",
     "CTRLBlock",
@@ -76,18 +74,6 @@ __all__ = [
 
 #: The epsilon of every block's two layer norms: fixed in CTRL's code (the config's is the final norm's).
 CTRL_BLOCK_LAYER_NORM_EPS = 1e-6
-
-
-def check_ctrl_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.CTRLConfig`, checked once, before anything is built.
-
-    Raises:
-        TypeError: for a config that is not CTRL's.
-        ValueError: for heads that do not divide ``n_embd``.
-    """
-    check_config(config, "ctrl", "CTRLConfig")
-    check_heads(config)
-    return config
 
 
 def ctrl_positional_encoding(num_positions: int, dim: int, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -168,7 +154,8 @@ class CTRLModel(GPT2Model):
         config: A ``transformers`` :class:`~transformers.CTRLConfig`.
     """
 
-    check_config = staticmethod(check_ctrl_config)
+    # Its config's checks: heads dividing n_embd; its activation is fixed (ReLU), not a field.
+    config_type, config_name, config_activation = "ctrl", "CTRLConfig", None
     block_class = CTRLBlock
     # The table of sines is computed from the config: a checkpoint that lists it has it dropped.
     hf_name = "CTRL"
@@ -202,6 +189,10 @@ class CTRLModel(GPT2Model):
     def final_norm(self, hidden_states: Tensor) -> Tensor:
         """``layernorm``: the pre-LN stack's output, normalised once at the end."""
         return self.layernorm(hidden_states)
+
+
+#: The checks of a CTRL config, by the name they had before they were declared (:class:`CTRLModel`).
+check_ctrl_config = CTRLModel.check_config
 
 
 class CTRLLMHeadModel(GPT2LMHeadModel):

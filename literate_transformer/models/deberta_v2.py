@@ -69,8 +69,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..core.activations import ACTIVATIONS
-from ..core.config import check_config
 from ..core.masks import masked_fill_scores
 from ..core.outputs import LayerOutput
 from ..parts.heads import merge_heads, split_heads
@@ -80,7 +78,6 @@ from .bert import BertAttention, BertLayer
 from .registry import ConvertsFromHF, register
 
 __all__ = [
-    "check_deberta_v2_config",
     "make_log_bucket_position",
     "build_relative_position",
     "DebertaV2Embeddings",
@@ -93,37 +90,6 @@ __all__ = [
 
 #: The position terms disentangled attention can add to the content term.
 POSITION_TERMS = ("c2p", "p2c")
-
-
-def check_deberta_v2_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.DebertaV2Config`, checked before anything is built.
-
-    Raises:
-        TypeError: for a config of another family.
-        ValueError: for an option this file does not build, naming the field.
-    """
-    check_config(config, "deberta-v2", "DebertaV2Config")
-    if getattr(config, "conv_kernel_size", 0) > 0:
-        raise ValueError(f"DebertaV2Config.conv_kernel_size={config.conv_kernel_size} is not supported (only 0)")
-    unknown = [term for term in config.pos_att_type or [] if term not in POSITION_TERMS]
-    if unknown:
-        raise ValueError(f"DebertaV2Config.pos_att_type may hold {POSITION_TERMS}, got {config.pos_att_type!r}")
-    norms = [name.strip() for name in getattr(config, "norm_rel_ebd", "none").lower().split("|")]
-    if not set(norms) <= {"none", "layer_norm"}:
-        raise ValueError(f"DebertaV2Config.norm_rel_ebd must be 'none' or 'layer_norm', got {config.norm_rel_ebd!r}")
-    if config.hidden_size % config.num_attention_heads:
-        raise ValueError(
-            f"DebertaV2Config.hidden_size ({config.hidden_size}) must be divisible by "
-            f"num_attention_heads ({config.num_attention_heads})"
-        )
-    head_size = config.hidden_size // config.num_attention_heads
-    if getattr(config, "attention_head_size", head_size) != head_size:
-        raise ValueError(
-            f"DebertaV2Config.attention_head_size must be hidden_size // num_attention_heads = {head_size}"
-        )
-    if config.hidden_act not in ACTIVATIONS:
-        raise ValueError(f"DebertaV2Config.hidden_act must be one of {sorted(ACTIVATIONS)}, got {config.hidden_act!r}")
-    return config
 
 
 # ---------------------------------------------------------------------------
@@ -511,9 +477,32 @@ class DebertaV2Model(ConvertsFromHF, EncoderModel):
             state_dict = {key: tensor for key, tensor in state_dict.items() if key != unused}
         return super().map_hf_state_dict(state_dict, expected, tied)
 
+    # Its config's checks (core.config.ChecksConfig), and its own below.
+    config_type, config_name = "deberta-v2", "DebertaV2Config"
+    config_heads, config_activation = ("hidden_size", "num_attention_heads"), "hidden_act"
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """No convolution layer, known position terms and norms of the position table, and BERT's head size."""
+        if getattr(config, "conv_kernel_size", 0) > 0:
+            raise ValueError(f"DebertaV2Config.conv_kernel_size={config.conv_kernel_size} is not supported (only 0)")
+        unknown = [term for term in config.pos_att_type or [] if term not in POSITION_TERMS]
+        if unknown:
+            raise ValueError(f"DebertaV2Config.pos_att_type may hold {POSITION_TERMS}, got {config.pos_att_type!r}")
+        norms = [name.strip() for name in getattr(config, "norm_rel_ebd", "none").lower().split("|")]
+        if not set(norms) <= {"none", "layer_norm"}:
+            raise ValueError(
+                f"DebertaV2Config.norm_rel_ebd must be 'none' or 'layer_norm', got {config.norm_rel_ebd!r}"
+            )
+        head_size = config.hidden_size // config.num_attention_heads
+        if getattr(config, "attention_head_size", head_size) != head_size:
+            raise ValueError(
+                f"DebertaV2Config.attention_head_size must be hidden_size // num_attention_heads = {head_size}"
+            )
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.config = check_deberta_v2_config(config)
+        self.config = self.check_config(config)
         self.embeddings = DebertaV2Embeddings(config)
         self.encoder = DebertaV2Encoder(config)
 

@@ -50,8 +50,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..core.activations import ACTIVATIONS, get_activation
-from ..core.config import check_config
+from ..core.activations import get_activation
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
@@ -64,7 +63,6 @@ from ..parts.stack import run_layers
 from .registry import ConvertsFromHF, register
 
 __all__ = [
-    "check_distilbert_config",
     "DistilBertEmbeddings",
     "DistilBertSelfAttention",
     "DistilBertFFN",
@@ -75,26 +73,6 @@ __all__ = [
 
 #: DistilBERT's layer norms: HuggingFace fixes their epsilon in the code (the config has no field for it).
 LAYER_NORM_EPS = 1e-12
-
-
-def check_distilbert_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.DistilBertConfig`, checked before anything is built.
-
-    Raises:
-        TypeError: for a config that is not DistilBERT's.
-        ValueError: for a width the heads do not divide, sinusoids of an odd width, or an activation the
-            package does not have.
-    """
-    check_config(config, "distilbert", "DistilBertConfig")
-    if config.dim % config.n_heads:
-        raise ValueError(f"DistilBertConfig.dim ({config.dim}) must be divisible by n_heads ({config.n_heads})")
-    if config.sinusoidal_pos_embds and config.dim % 2:
-        raise ValueError(
-            f"DistilBertConfig.sinusoidal_pos_embds needs an even dim (sin and cos pairs), got {config.dim}"
-        )
-    if config.activation not in ACTIVATIONS:
-        raise ValueError(f"DistilBertConfig.activation must be one of {sorted(ACTIVATIONS)}, got {config.activation!r}")
-    return config
 
 
 class DistilBertEmbeddings(nn.Module):
@@ -208,9 +186,21 @@ class DistilBertModel(ConvertsFromHF, nn.Module):
         config: A ``transformers`` :class:`~transformers.DistilBertConfig`.
     """
 
+    # Its config's checks (core.config.ChecksConfig): the heads divide dim, a known activation; and its own.
+    config_type, config_name = "distilbert", "DistilBertConfig"
+    config_heads, config_activation = ("dim", "n_heads"), "activation"
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """Sinusoids of an even width (sines and cosines in pairs)."""
+        if config.sinusoidal_pos_embds and config.dim % 2:
+            raise ValueError(
+                f"DistilBertConfig.sinusoidal_pos_embds needs an even dim (sin and cos pairs), got {config.dim}"
+            )
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.config = check_distilbert_config(config)
+        self.config = self.check_config(config)
         self.embeddings = DistilBertEmbeddings(config)
         self.transformer = DistilBertTransformer(config)
 

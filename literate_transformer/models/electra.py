@@ -37,33 +37,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.config import check_config
 from ..core.validation import check_tensor, checks_values, value_error
 from .albert import AlbertEmbeddings
 from .bert import BertModel, BertWithTokenHead
 from .registry import register
 
 __all__ = [
-    "check_electra_config",
     "ElectraEmbeddings",
     "ElectraModel",
     "ElectraDiscriminatorPredictions",
     "ElectraForPreTraining",
 ]
-
-#: Options of ELECTRA's config that this package does not build, and the only value each accepts.
-_UNSUPPORTED = {"is_decoder": False, "add_cross_attention": False, "position_embedding_type": "absolute"}
-
-
-def check_electra_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.ElectraConfig`, checked before anything is built.
-
-    Raises:
-        TypeError: for a config of another family.
-        ValueError: for an option this package does not build (a decoder, cross-attention, relative positions).
-    """
-    check_config(config, "electra", "ElectraConfig", _UNSUPPORTED)
-    return config
 
 
 class ElectraEmbeddings(AlbertEmbeddings):
@@ -88,13 +72,13 @@ class ElectraModel(BertModel):
     """
 
     # Converting reads BERT's declarations (models.registry.ConvertsFromHF) under ELECTRA's names; it has no pooler.
-    hf_model_type = "electra"
+    config_type, config_name = "electra", "ElectraConfig"
     hf_prefix = "electra."
     hf_heads = ("discriminator_predictions.", "generator_")
     hf_pooler = None
 
     def __init__(self, config: Any) -> None:
-        check_electra_config(config)
+        self.check_config(config)
         super().__init__(config, add_pooling_layer=False)
         self.embeddings = ElectraEmbeddings(config)
         if config.embedding_size != config.hidden_size:

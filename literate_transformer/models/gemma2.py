@@ -99,14 +99,12 @@ from .llama import (
     LlamaDecoderLayer,
     LlamaForCausalLM,
     LlamaModel,
-    check_llama_config,
 )
 from .registry import register
 
 __all__ = [
     "LAYER_TYPES",
     "layer_types_of",
-    "check_gemma2_config",
     "Gemma2RMSNorm",
     "Gemma2MLP",
     "Gemma2Attention",
@@ -123,31 +121,6 @@ def layer_types_of(config: Any) -> list[str]:
     """Each layer's kind: the config's ``layer_types``, or, where a config has none (older ``transformers``), the
     alternation those releases hard-coded (``sliding_window if not bool(layer_idx % 2)``): local, global, local, ..."""
     return list(getattr(config, "layer_types", None) or [LAYER_TYPES[i % 2] for i in range(config.num_hidden_layers)])
-
-
-def check_gemma2_config(config: Any) -> Any:
-    """A ``transformers`` ``Gemma2Config``: Llama's checks, and Gemma 2's own fields.
-
-    Raises:
-        TypeError: for another config.
-        ValueError: for what Llama refuses; an unknown ``hidden_activation``; a layer type other than
-            :data:`LAYER_TYPES`, or not one per layer; local layers without a positive ``sliding_window``; a
-            ``query_pre_attn_scalar`` or a soft-cap that is not positive; or ``use_bidirectional_attention``.
-    """
-    check_llama_config(config, model_type="gemma2", name="Gemma2Config", activation="hidden_activation")
-    kinds = layer_types_of(config)
-    if len(kinds) != config.num_hidden_layers or not set(kinds) <= set(LAYER_TYPES):
-        raise ValueError(f"Gemma2Config.layer_types={kinds!r} must name one of {LAYER_TYPES} for each layer")
-    if "sliding_attention" in kinds:
-        check_positive_int(config.sliding_window, "Gemma2Config.sliding_window")
-    # The query scale is a positive number; so is each soft-cap, or None (no cap).
-    for field in ("query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"):
-        value = getattr(config, field)
-        if not ((value is None and field.endswith("softcapping")) or (isinstance(value, (int, float)) and value > 0)):
-            raise ValueError(f"Gemma2Config.{field}={value!r} must be a positive number")
-    if getattr(config, "use_bidirectional_attention", None):
-        raise ValueError("Gemma2Config.use_bidirectional_attention=True is not supported (only causal attention)")
-    return config
 
 
 class Gemma2RMSNorm(RMSNorm):
@@ -242,8 +215,27 @@ class Gemma2Model(LlamaModel):
     """
 
     hf_name = "Gemma 2"
-    check_config = staticmethod(check_gemma2_config)
+    config_type, config_name, config_activation = "gemma2", "Gemma2Config", "hidden_activation"
     layer_class = Gemma2DecoderLayer
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """Llama's, and Gemma 2's own fields: a kind per layer, a window where a layer is local, positive scales
+        and soft-caps (a soft-cap may be ``None``: no cap), and causal attention."""
+        super().check_own_config(config)
+        kinds = layer_types_of(config)
+        if len(kinds) != config.num_hidden_layers or not set(kinds) <= set(LAYER_TYPES):
+            raise ValueError(f"Gemma2Config.layer_types={kinds!r} must name one of {LAYER_TYPES} for each layer")
+        if "sliding_attention" in kinds:
+            check_positive_int(config.sliding_window, "Gemma2Config.sliding_window")
+        for field in ("query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"):
+            value = getattr(config, field)
+            if not (
+                (value is None and field.endswith("softcapping")) or (isinstance(value, (int, float)) and value > 0)
+            ):
+                raise ValueError(f"Gemma2Config.{field}={value!r} must be a positive number")
+        if getattr(config, "use_bidirectional_attention", None):
+            raise ValueError("Gemma2Config.use_bidirectional_attention=True is not supported (only causal attention)")
 
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The token vectors times :math:`\\sqrt{E}`, a float32 number cast to their dtype (as ``transformers``)."""
@@ -260,6 +252,10 @@ class Gemma2Model(LlamaModel):
             "full_attention": build_attention_mask(attention_mask, **options),
             "sliding_attention": build_attention_mask(attention_mask, window=self.config.sliding_window, **options),
         }
+
+
+#: The checks of a Gemma 2 config, by the name they had before they were declared (:class:`Gemma2Model`).
+check_gemma2_config = Gemma2Model.check_config
 
 
 class Gemma2ForCausalLM(LlamaForCausalLM):

@@ -69,7 +69,6 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
-from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import validate_with
 from ..parts.norms import make_norm
@@ -86,40 +85,12 @@ from .openai_gpt import (
 from .registry import register
 
 __all__ = [
-    "check_gpt2_config",
     "GPT2Attention",
     "GPT2MLP",
     "GPT2Block",
     "GPT2Model",
     "GPT2LMHeadModel",
 ]
-
-#: GPT-2 options this package does not build, with the only value it accepts.
-_UNSUPPORTED = {"add_cross_attention": False}
-
-
-def check_gpt2_config(config: Any, model_type: str = "gpt2") -> Any:
-    """A ``transformers`` :class:`~transformers.GPT2Config`, checked once, before anything is built.
-
-    GPT-2's fields keep their own names (``n_embd``, ``n_head``,
-    ``n_positions``, ``layer_norm_epsilon``, ...), and ``transformers`` lets
-    every config answer to the standard ones too (``hidden_size``,
-    ``num_attention_heads``, ``max_position_embeddings``), which this file
-    reads.
-
-    Args:
-        config: The config.
-        model_type: The ``model_type`` expected (a family built on GPT-2's config names its own).
-
-    Raises:
-        TypeError: for a config that is not GPT-2's.
-        ValueError: for an option this package does not build (cross-attention),
-            an unknown activation, or a hidden size that the heads do not divide.
-    """
-    check_config(config, model_type, "GPT2Config", _UNSUPPORTED)
-    check_activation(config.activation_function, "GPT2Config.activation_function")
-    check_heads(config)
-    return config
 
 
 class GPT2Attention(OpenAIGPTAttention):
@@ -176,8 +147,9 @@ class GPT2Model(OpenAIGPTModel):
         config: A ``transformers`` :class:`~transformers.GPT2Config`.
     """
 
-    #: The config check of the family (a descendant names its own).
-    check_config = staticmethod(check_gpt2_config)
+    # Its config's checks: GPT's, with the activation under GPT-2's name and no cross-attention.
+    config_type, config_name, config_unsupported = "gpt2", "GPT2Config", {"add_cross_attention": False}
+    config_activation, config_activations = "activation_function", None
     #: The block a family's stack builds (a descendant names its own).
     block_class: type[nn.Module] = GPT2Block
     # Older checkpoints saved the constant causal-mask buffers attn.bias and attn.masked_bias: the conversion drops
@@ -231,6 +203,10 @@ class GPT2Model(OpenAIGPTModel):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+
+
+#: The checks of a GPT-2 config, by the name they had before they were declared (:class:`GPT2Model`).
+check_gpt2_config = GPT2Model.check_config
 
 
 class GPT2LMHeadModel(OpenAIGPTLMHeadModel):

@@ -62,8 +62,7 @@ from torch import Tensor
 from transformers import GPT2Config
 
 from ..core.masks import build_attention_mask
-from ..core.validation import check_positive_int
-from .gpt2 import GPT2Block, GPT2LMHeadModel, GPT2Model, check_gpt2_config
+from .gpt2 import GPT2Block, GPT2LMHeadModel, GPT2Model
 
 __all__ = [
     "ATTENTION_TYPES",
@@ -72,8 +71,6 @@ __all__ = [
     "GPT3_CONTEXT",
     "GPT3Config",
     "table_2_1_config",
-    "check_attention_layers",
-    "check_gpt3_config",
     "GPT3Block",
     "GPT3Model",
     "GPT3LMHeadModel",
@@ -137,29 +134,6 @@ def table_2_1_config(name: str, **fields: Any) -> GPT3Config:
     return GPT3Config(**{**sizes, **fields})
 
 
-def check_attention_layers(config: Any, name: str) -> None:
-    """One ``"global"`` or ``"local"`` per layer, and a positive ``window_size`` (``name``: the config's, for messages)."""
-    layers = config.attention_layers
-    if len(layers) != config.num_hidden_layers or any(kind not in ATTENTION_TYPES for kind in layers):
-        raise ValueError(
-            f"{name}.attention_layers must give each of the {config.num_hidden_layers} layers one of "
-            f"{ATTENTION_TYPES}, got {layers!r}"
-        )
-    check_positive_int(config.window_size, f"{name}.window_size")
-
-
-def check_gpt3_config(config: Any) -> Any:
-    """A :class:`GPT3Config`: GPT-2's checks, and one kind of attention per layer with a positive window.
-
-    Raises:
-        TypeError: for another config.
-        ValueError: for what GPT-2 refuses, or attention layers that do not fit the model.
-    """
-    check_gpt2_config(config, model_type="gpt3")
-    check_attention_layers(config, "GPT3Config")
-    return config
-
-
 class GPT3Block(GPT2Block):
     """GPT-2's block, dense or locally banded: it reads the mask of its kind.
 
@@ -181,8 +155,19 @@ class GPT3Model(GPT2Model):
         config: A :class:`GPT3Config`.
     """
 
-    check_config = staticmethod(check_gpt3_config)
+    # Its config's checks: GPT-2's, a positive window, and one kind of attention per layer.
+    config_type, config_name, config_positive = "gpt3", "GPT3Config", ("window_size",)
     block_class = GPT3Block
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """One ``"global"`` or ``"local"`` per layer (GPT-Neo's config, under its own name, too)."""
+        layers = config.attention_layers
+        if len(layers) != config.num_hidden_layers or any(kind not in ATTENTION_TYPES for kind in layers):
+            raise ValueError(
+                f"{cls.config_name}.attention_layers must give each of the {config.num_hidden_layers} layers one "
+                f"of {ATTENTION_TYPES}, got {layers!r}"
+            )
 
     def attention_masks(
         self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
@@ -193,6 +178,10 @@ class GPT3Model(GPT2Model):
             "global": build_attention_mask(attention_mask, **options),
             "local": build_attention_mask(attention_mask, window=self.config.window_size, **options),
         }
+
+
+#: The checks of a GPT-3 config, by the name they had before they were declared (:class:`GPT3Model`).
+check_gpt3_config = GPT3Model.check_config
 
 
 class GPT3LMHeadModel(GPT2LMHeadModel):

@@ -46,16 +46,14 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import AttentionOutput
 from ..parts.attention import Attention
 from ..parts.positions import LearnedPositionalEmbedding
 from .gpt2 import GPT2MLP
-from .gpt3 import GPT3Block, GPT3LMHeadModel, GPT3Model, check_attention_layers
+from .gpt3 import GPT3Block, GPT3LMHeadModel, GPT3Model
 from .registry import register
 
 __all__ = [
-    "check_gpt_neo_config",
     "GPTNeoSelfAttention",
     "GPTNeoAttention",
     "GPTNeoMLP",
@@ -63,21 +61,6 @@ __all__ = [
     "GPTNeoModel",
     "GPTNeoForCausalLM",
 ]
-
-
-def check_gpt_neo_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.GPTNeoConfig`, checked once, before anything is built.
-
-    Raises:
-        TypeError: for a config that is not GPT-Neo's.
-        ValueError: for heads that do not divide ``hidden_size``, an unknown activation, or attention layers
-            that do not fit the model.
-    """
-    check_config(config, "gpt_neo", "GPTNeoConfig")
-    check_heads(config, "hidden_size", "num_heads")
-    check_activation(config.activation_function, "GPTNeoConfig.activation_function")
-    check_attention_layers(config, "GPTNeoConfig")
-    return config
 
 
 class GPTNeoSelfAttention(Attention):
@@ -167,7 +150,8 @@ class GPTNeoModel(GPT3Model):
         config: A ``transformers`` :class:`~transformers.GPTNeoConfig`.
     """
 
-    check_config = staticmethod(check_gpt_neo_config)
+    # Its config's checks: GPT-3's, the heads under GPT-Neo's names.
+    config_type, config_name, config_heads = "gpt_neo", "GPTNeoConfig", ("hidden_size", "num_heads")
     block_class = GPTNeoBlock
     # Older releases saved each attention's constant mask and the value that filled it: dropped when converting.
     hf_name = "GPT-Neo"
@@ -178,6 +162,10 @@ class GPTNeoModel(GPT3Model):
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         self.wpe = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.drop = nn.Dropout(float(config.embed_dropout))
+
+
+#: The checks of a GPT-Neo config, by the name they had before they were declared (:class:`GPTNeoModel`).
+check_gpt_neo_config = GPTNeoModel.check_config
 
 
 class GPTNeoForCausalLM(GPT3LMHeadModel):

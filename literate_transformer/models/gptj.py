@@ -47,7 +47,6 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import LayerCache, LayerOutput
 from ..parts.feed_forward import feed_forward
 from ..parts.norms import make_norm
@@ -57,38 +56,12 @@ from .gpt_neo import GPTNeoSelfAttention
 from .registry import register
 
 __all__ = [
-    "check_gptj_config",
     "GPTJAttention",
     "GPTJMLP",
     "GPTJBlock",
     "GPTJModel",
     "GPTJForCausalLM",
 ]
-
-
-def check_gptj_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.GPTJConfig`, checked once, before anything is built.
-
-    Raises:
-        TypeError: for a config that is not GPT-J's.
-        ValueError: for heads that do not divide ``n_embd``, an unknown activation, or a ``rotary_dim`` that is
-            not an even number of features at most a head's.
-    """
-    check_config(config, "gptj", "GPTJConfig")
-    check_heads(config)
-    check_activation(config.activation_function, "GPTJConfig.activation_function")
-    head_size = config.hidden_size // config.num_attention_heads
-    rotary_dim = config.rotary_dim
-    if (
-        not isinstance(rotary_dim, int)
-        or isinstance(rotary_dim, bool)
-        or rotary_dim % 2
-        or not 0 < rotary_dim <= head_size
-    ):
-        raise ValueError(
-            f"GPTJConfig.rotary_dim={rotary_dim!r} must be an even number of features, at most a head's {head_size}"
-        )
-    return config
 
 
 class GPTJAttention(GPTNeoSelfAttention):
@@ -183,7 +156,8 @@ class GPTJModel(GPT2Model):
         config: A ``transformers`` :class:`~transformers.GPTJConfig`.
     """
 
-    check_config = staticmethod(check_gptj_config)
+    # Its config's checks: GPT-2's, and a rotary width that fits a head.
+    config_type, config_name = "gptj", "GPTJConfig"
     block_class = GPTJBlock
     # Older releases saved constant buffers (the causal mask, its fill value, the rotary table): dropped.
     hf_name = "GPT-J"
@@ -193,6 +167,15 @@ class GPTJModel(GPT2Model):
         super().__init__(config)
         #: The angles' frequencies, a buffer that is not saved; GPT-J's pairs are neighbouring features.
         self.rotary_emb = RotaryEmbedding(config.rotary_dim, interleaved=True)
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """``rotary_dim``: an even number of features (they turn in pairs), at most a head's."""
+        head_size, rotary_dim = config.hidden_size // config.num_attention_heads, config.rotary_dim
+        if type(rotary_dim) is not int or rotary_dim % 2 or not 0 < rotary_dim <= head_size:
+            raise ValueError(
+                f"GPTJConfig.rotary_dim={rotary_dim!r} must be an even number of features, at most a head's {head_size}"
+            )
 
     def build_embeddings(self, config: Any) -> None:
         """The token table ``wte`` and ``drop``: no position table (positions enter inside attention)."""
@@ -206,6 +189,10 @@ class GPTJModel(GPT2Model):
     def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
         """The tokens' rotary angles as ``(cos, sin)``, computed once for every block."""
         return {"position_embeddings": self.rotary_emb(position_ids)}
+
+
+#: The checks of a GPT-J config, by the name they had before they were declared (:class:`GPTJModel`).
+check_gptj_config = GPTJModel.check_config
 
 
 class GPTJForCausalLM(GPT2LMHeadModel):

@@ -59,14 +59,11 @@ refuses the other kinds with a ValueError that names the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
-from ..core.activations import ACTIVATIONS
-from ..core.config import check_config, check_unsupported
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
@@ -94,7 +91,6 @@ __all__ = [
     "key_value_heads_of",
     "rotary_inverse_frequencies",
     "kv_cache_bytes_per_token",
-    "check_llama_config",
     "LlamaAttention",
     "LlamaMLP",
     "LlamaDecoderLayer",
@@ -162,59 +158,6 @@ def kv_cache_bytes_per_token(config: Any, bytes_per_number: int = 2) -> int:
         bytes_per_number: 2 for float16 and bfloat16 (the dtype checkpoints are released in), 4 for float32.
     """
     return 2 * config.num_hidden_layers * key_value_heads_of(config) * head_dim_of(config) * bytes_per_number
-
-
-def check_llama_config(
-    config: Any,
-    model_type: str = "llama",
-    name: str = "LlamaConfig",
-    unsupported: Mapping[str, object] | None = None,
-    activation: str = "hidden_act",
-) -> Any:
-    """A ``transformers`` :class:`~transformers.LlamaConfig` (or a descendant's), checked once, before anything is built.
-
-    Args:
-        config: The config.
-        model_type: The ``model_type`` expected.
-        name: The config class's name, for the messages.
-        unsupported: A descendant's options this package does not build, each with the only value it accepts
-            (:func:`~literate_transformer.core.config.check_unsupported`).
-        activation: The field that names the feed-forward network's activation (Gemma's ``hidden_activation``).
-
-    Raises:
-        TypeError: for another config.
-        ValueError: for query heads that do not divide into groups of key/value heads, heads that do not divide
-            the hidden size (without ``head_dim``), an odd head size, an unknown activation, a
-            ``rope_scaling`` this package does not build, or an option of ``unsupported`` set otherwise.
-    """
-    check_config(config, model_type, name)
-    heads, kv_heads = config.num_attention_heads, key_value_heads_of(config)
-    if heads < 1 or kv_heads < 1 or heads % kv_heads:
-        raise ValueError(
-            f"{name}.num_attention_heads ({heads}) must be divisible by num_key_value_heads ({kv_heads}): "
-            "each key/value head serves a group of query heads"
-        )
-    if not getattr(config, "head_dim", None) and config.hidden_size % heads:
-        raise ValueError(f"hidden_size ({config.hidden_size}) must be divisible by num_attention_heads ({heads})")
-    if head_dim_of(config) % 2:
-        raise ValueError(f"{name}.head_dim ({head_dim_of(config)}) must be even: rotary positions turn pairs")
-    if getattr(config, activation) not in ACTIVATIONS:
-        raise ValueError(
-            f"{name}.{activation}={getattr(config, activation)!r} is not supported (one of {sorted(ACTIVATIONS)})"
-        )
-    parameters = rope_parameters(config)
-    if parameters["rope_type"] not in ROPE_TYPES:
-        raise ValueError(
-            f"{name}.rope_scaling={parameters!r} is not supported: rope_type {parameters['rope_type']!r} "
-            f"(only None, 'default' and 'llama3')"
-        )
-    if parameters.get("partial_rotary_factor", 1.0) != 1.0:
-        raise ValueError(
-            f"{name}.rope_scaling partial_rotary_factor={parameters['partial_rotary_factor']!r} is not supported "
-            "(Llama turns every feature of a head)"
-        )
-    check_unsupported(config, name, unsupported or {})
-    return config
 
 
 class LlamaAttention(Attention):
@@ -327,14 +270,40 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
         config: A ``transformers`` :class:`~transformers.LlamaConfig`.
     """
 
-    #: The config check of the family.
-    check_config = staticmethod(check_llama_config)
+    # Its config's checks (core.config.ChecksConfig); the rest is its own, below.
+    config_type, config_name, config_activation = "llama", "LlamaConfig", "hidden_act"
     #: The layer a family's stack builds.
     layer_class: type[nn.Module] = LlamaDecoderLayer
     # Older releases saved each layer's rotary frequencies, which the model computes from the config: dropped
     # when converting (models.registry.ConvertsFromHF).
     hf_name = "Llama"
     hf_dropped = (".rotary_emb.inv_freq",)
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """Query heads in groups of key/value heads, an even head size, and a ``rope_scaling`` this file builds."""
+        name = cls.config_name
+        heads, kv_heads = config.num_attention_heads, key_value_heads_of(config)
+        if heads < 1 or kv_heads < 1 or heads % kv_heads:
+            raise ValueError(
+                f"{name}.num_attention_heads ({heads}) must be divisible by num_key_value_heads ({kv_heads}): "
+                "each key/value head serves a group of query heads"
+            )
+        if not getattr(config, "head_dim", None) and config.hidden_size % heads:
+            raise ValueError(f"hidden_size ({config.hidden_size}) must be divisible by num_attention_heads ({heads})")
+        if head_dim_of(config) % 2:
+            raise ValueError(f"{name}.head_dim ({head_dim_of(config)}) must be even: rotary positions turn pairs")
+        parameters = rope_parameters(config)
+        if parameters["rope_type"] not in ROPE_TYPES:
+            raise ValueError(
+                f"{name}.rope_scaling={parameters!r} is not supported: rope_type {parameters['rope_type']!r} "
+                f"(only None, 'default' and 'llama3')"
+            )
+        if parameters.get("partial_rotary_factor", 1.0) != 1.0:
+            raise ValueError(
+                f"{name}.rope_scaling partial_rotary_factor={parameters['partial_rotary_factor']!r} is not "
+                "supported (Llama turns every feature of a head)"
+            )
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -394,6 +363,10 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+
+
+#: The checks of a Llama config, by the name they had before they were declared (:class:`LlamaModel`).
+check_llama_config = LlamaModel.check_config
 
 
 class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, StaticCacheGeneration, GenerationMixin, nn.Module):

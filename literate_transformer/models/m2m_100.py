@@ -98,12 +98,10 @@ from .bart import (
     BartForConditionalGeneration,
     BartModel,
     BartStack,
-    check_bart_config,
 )
 from .registry import register
 
 __all__ = [
-    "check_m2m_100_config",
     "M2M100SinusoidalPositionalEmbedding",
     "M2M100EncoderLayer",
     "M2M100DecoderLayer",
@@ -113,24 +111,6 @@ __all__ = [
     "M2M100Model",
     "M2M100ForConditionalGeneration",
 ]
-
-
-def check_m2m_100_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.M2M100Config`, checked once, before anything is built.
-
-    Raises:
-        TypeError: for a config that is not M2M-100's.
-        ValueError: for a ``d_model`` the heads do not divide or too narrow for two
-            sinusoid frequencies, or no ``pad_token_id`` (positions are counted from it).
-    """
-    check_bart_config(config, "m2m_100", "M2M100Config")
-    if config.d_model < 4:
-        raise ValueError(f"d_model must be at least 4 (two sine and two cosine frequencies), got {config.d_model}")
-    if not isinstance(config.pad_token_id, int):
-        raise ValueError(
-            f"pad_token_id must be a token id (M2M-100 counts positions after it), got {config.pad_token_id!r}"
-        )
-    return config
 
 
 class M2M100SinusoidalPositionalEmbedding(nn.Module):
@@ -234,11 +214,27 @@ class M2M100Model(BartModel):
         config: A ``transformers`` :class:`~transformers.M2M100Config`.
     """
 
-    check_config = staticmethod(check_m2m_100_config)
+    config_type, config_name = "m2m_100", "M2M100Config"
     encoder_class, decoder_class = M2M100Encoder, M2M100Decoder
     # BART's dropped keys, and the sinusoid tables, which are computed, never loaded.
     hf_name = "M2M-100"
     hf_dropped = (*BartModel.hf_dropped, "encoder.embed_positions.weights", "decoder.embed_positions.weights")
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """BART's, a ``d_model`` wide enough for two sinusoid frequencies, and a ``pad_token_id`` (positions are
+        counted from it)."""
+        super().check_own_config(config)
+        if config.d_model < 4:
+            raise ValueError(f"d_model must be at least 4 (two sine and two cosine frequencies), got {config.d_model}")
+        if not isinstance(config.pad_token_id, int):
+            raise ValueError(
+                f"pad_token_id must be a token id (M2M-100 counts positions after it), got {config.pad_token_id!r}"
+            )
+
+
+#: The checks of an M2M-100 config, by the name they had before they were declared (:class:`M2M100Model`).
+check_m2m_100_config = M2M100Model.check_config
 
 
 class M2M100ForConditionalGeneration(BartForConditionalGeneration):

@@ -51,27 +51,13 @@ from torch import Tensor
 
 from ..core.masks import build_attention_mask
 from ..core.validation import check_positive_int
-from .llama import LlamaForCausalLM, LlamaModel, check_llama_config
+from .llama import LlamaForCausalLM, LlamaModel
 from .registry import register
 
 __all__ = [
-    "check_mistral_config",
     "MistralModel",
     "MistralForCausalLM",
 ]
-
-
-def check_mistral_config(config: Any) -> Any:
-    """A ``transformers`` ``MistralConfig``: Llama's checks, and a positive ``sliding_window`` or ``None``.
-
-    Raises:
-        TypeError: for another config.
-        ValueError: for what Llama refuses, or a window that is not a positive int.
-    """
-    check_llama_config(config, model_type="mistral", name="MistralConfig")
-    if config.sliding_window is not None:
-        check_positive_int(config.sliding_window, "MistralConfig.sliding_window")
-    return config
 
 
 class MistralModel(LlamaModel):
@@ -82,7 +68,14 @@ class MistralModel(LlamaModel):
     """
 
     hf_name = "Mistral"
-    check_config = staticmethod(check_mistral_config)
+    config_type, config_name = "mistral", "MistralConfig"
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """Llama's, and a ``sliding_window`` that is a positive int, or ``None`` (no window)."""
+        super().check_own_config(config)
+        if config.sliding_window is not None:
+            check_positive_int(config.sliding_window, f"{cls.config_name}.sliding_window")
 
     def attention_masks(
         self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
@@ -98,6 +91,10 @@ class MistralModel(LlamaModel):
             window=self.config.sliding_window,
         )
         return {"full": band}
+
+
+#: The checks of a Mistral config, by the name they had before they were declared (:class:`MistralModel`).
+check_mistral_config = MistralModel.check_config
 
 
 class MistralForCausalLM(LlamaForCausalLM):

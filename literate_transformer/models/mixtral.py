@@ -72,13 +72,11 @@ from torch import Tensor, nn
 
 from ..core.activations import get_activation
 from ..core.outputs import ModelOutput
-from ..core.validation import check_positive_int
-from .llama import LlamaDecoderLayer, check_llama_config
+from .llama import LlamaDecoderLayer
 from .mistral import MistralForCausalLM, MistralModel
 from .registry import register
 
 __all__ = [
-    "check_mixtral_config",
     "MixtralExperts",
     "MixtralSparseMoeBlock",
     "MixtralDecoderLayer",
@@ -86,24 +84,6 @@ __all__ = [
     "MixtralForCausalLM",
     "load_balancing_loss_func",
 ]
-
-
-def check_mixtral_config(config: Any) -> Any:
-    """A ``transformers`` ``MixtralConfig``: Llama's checks, Mistral's window, and ``k`` experts of ``n`` to choose.
-
-    Raises:
-        TypeError: for another config.
-        ValueError: for what Llama refuses, a window that is not a positive int, counts of experts that are not
-            positive ints, or more experts per token than there are (a token chooses among the layer's).
-    """
-    check_llama_config(config, model_type="mixtral", name="MixtralConfig")
-    if config.sliding_window is not None:
-        check_positive_int(config.sliding_window, "MixtralConfig.sliding_window")
-    experts = check_positive_int(config.num_local_experts, "MixtralConfig.num_local_experts")
-    chosen = check_positive_int(config.num_experts_per_tok, "MixtralConfig.num_experts_per_tok")
-    if chosen > experts:
-        raise ValueError(f"MixtralConfig.num_experts_per_tok ({chosen}) must be at most num_local_experts ({experts})")
-    return config
 
 
 class MixtralExperts(nn.Module):
@@ -229,8 +209,19 @@ class MixtralModel(MistralModel):
     """
 
     hf_name = "Mixtral"
-    check_config = staticmethod(check_mixtral_config)
+    config_type, config_name = "mixtral", "MixtralConfig"
+    config_positive = ("num_local_experts", "num_experts_per_tok")
     layer_class = MixtralDecoderLayer
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """Mistral's, and at most as many experts per token as there are (a token chooses among the layer's)."""
+        super().check_own_config(config)
+        if config.num_experts_per_tok > config.num_local_experts:
+            raise ValueError(
+                f"MixtralConfig.num_experts_per_tok ({config.num_experts_per_tok}) must be at most "
+                f"num_local_experts ({config.num_local_experts})"
+            )
 
     def forward(self, *args: Any, output_router_logits: bool | None = None, **kwargs: Any) -> ModelOutput:
         """Llama's forward, with its arguments; with ``output_router_logits`` (the config's when ``None``),
@@ -239,6 +230,10 @@ class MixtralModel(MistralModel):
         if self.config.output_router_logits if output_router_logits is None else output_router_logits:
             output.router_logits = tuple(layer.mlp.router_logits for layer in self.layers)
         return output
+
+
+#: The checks of a Mixtral config, by the name they had before they were declared (:class:`MixtralModel`).
+check_mixtral_config = MixtralModel.check_config
 
 
 class MixtralForCausalLM(MistralForCausalLM):

@@ -79,7 +79,6 @@ from torch import Tensor, nn
 
 from ..book.decoding import GenerationMixin
 from ..core.activations import get_activation
-from ..core.config import check_activation, check_config, check_heads
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import (
     Arguments,
@@ -98,7 +97,6 @@ from .registry import ConvertsFromHF, register
 
 __all__ = [
     "GPT_ACTIVATIONS",
-    "check_openai_gpt_config",
     "Conv1D",
     "OpenAIGPTAttention",
     "OpenAIGPTMLP",
@@ -110,19 +108,6 @@ __all__ = [
 #: GPT's own activation table (``afn``), and the package's name for each: GPT's ``"gelu"`` is the tanh
 #: approximation (``transformers``' ``gelu_new``), where BERT's ``"gelu"`` is the exact one.
 GPT_ACTIVATIONS = {"relu": "relu", "silu": "silu", "gelu": "gelu_new", "swish": "silu"}
-
-
-def check_openai_gpt_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.OpenAIGPTConfig`, checked once, before anything is built.
-
-    Raises:
-        TypeError: for a config that is not GPT's.
-        ValueError: for an activation GPT's table does not have, or heads that do not divide ``n_embd``.
-    """
-    check_config(config, "openai-gpt", "OpenAIGPTConfig")
-    check_activation(config.afn, "OpenAIGPTConfig.afn", GPT_ACTIVATIONS)
-    check_heads(config)
-    return config
 
 
 class Conv1D(nn.Module):
@@ -277,8 +262,9 @@ class OpenAIGPTModel(ConvertsFromHF, DecoderStack, nn.Module):
         config: A ``transformers`` :class:`~transformers.OpenAIGPTConfig`.
     """
 
-    #: The config check of the family (a descendant names its own).
-    check_config = staticmethod(check_openai_gpt_config)
+    # The config it checks (core.config.ChecksConfig): GPT's own table of activations, heads dividing n_embd.
+    config_type, config_name = "openai-gpt", "OpenAIGPTConfig"
+    config_heads, config_activation, config_activations = ("n_embd", "n_head"), "afn", GPT_ACTIVATIONS
     # What converting a transformers GPT reads (models.registry.ConvertsFromHF): older releases saved a constant
     # causal mask and the position index, which this stack builds per call.
     hf_name = "GPT"
@@ -371,6 +357,10 @@ class OpenAIGPTModel(ConvertsFromHF, DecoderStack, nn.Module):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+
+
+#: The checks of a GPT config, by the name they had before they were declared (:class:`OpenAIGPTModel`).
+check_openai_gpt_config = OpenAIGPTModel.check_config
 
 
 class OpenAIGPTLMHeadModel(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Module):

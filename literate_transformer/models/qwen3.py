@@ -54,14 +54,12 @@ from .llama import (
     LlamaDecoderLayer,
     LlamaForCausalLM,
     LlamaModel,
-    check_llama_config,
     head_dim_of,
 )
 from .registry import register
 
 __all__ = [
     "QWEN3_UNSUPPORTED",
-    "check_qwen3_config",
     "Qwen3Attention",
     "Qwen3DecoderLayer",
     "Qwen3Model",
@@ -72,16 +70,6 @@ __all__ = [
 #: Qwen3 options this package does not build, each with the only value it accepts (sliding-window attention in the
 #: upper layers, ``use_sliding_window``, which none of Qwen3's released models uses).
 QWEN3_UNSUPPORTED = {"use_sliding_window": False}
-
-
-def check_qwen3_config(config: Any) -> Any:
-    """A ``transformers`` ``Qwen3Config``: Llama's checks, and no sliding window (:data:`QWEN3_UNSUPPORTED`).
-
-    Raises:
-        TypeError: for another config.
-        ValueError: for what Llama refuses, or ``use_sliding_window=True``.
-    """
-    return check_llama_config(config, model_type="qwen3", name="Qwen3Config", unsupported=QWEN3_UNSUPPORTED)
 
 
 class Qwen3Attention(LlamaAttention):
@@ -118,8 +106,12 @@ class Qwen3Model(LlamaModel):
     """
 
     hf_name = "Qwen3"
-    check_config = staticmethod(check_qwen3_config)
+    config_type, config_name, config_unsupported = "qwen3", "Qwen3Config", QWEN3_UNSUPPORTED
     layer_class = Qwen3DecoderLayer
+
+
+#: The checks of a Qwen3 config, by the name they had before they were declared (:class:`Qwen3Model`).
+check_qwen3_config = Qwen3Model.check_config
 
 
 class Qwen3ForCausalLM(LlamaForCausalLM):

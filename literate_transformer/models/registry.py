@@ -29,6 +29,13 @@ does not have (``hf_heads``), a pooler that a checkpoint has or not
 :meth:`ConvertsFromHF.hf_config`, and one with a check of its own overrides
 :meth:`ConvertsFromHF.map_hf_state_dict`.
 
+Its config's checks are declared the same way, as data
+(:class:`~literate_transformer.core.config.ChecksConfig`, which
+:class:`ConvertsFromHF` extends): the ``model_type`` and class name of its
+configs, the options it does not build, the fields of its width, heads and
+activation, its counts that must be positive, and, where no table says it,
+a ``check_own_config`` of its own.
+
 >>> "BertModel" in supported()
 True
 >>> from_hf(torch.nn.Linear(2, 2))
@@ -47,6 +54,8 @@ from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
+
+from ..core.config import ChecksConfig
 
 __all__ = [
     "ConvertsFromHF",
@@ -198,7 +207,7 @@ def map_state_dict(
     return check_state_dict(mapped, expected, unexpected, model)
 
 
-class ConvertsFromHF:
+class ConvertsFromHF(ChecksConfig):
     """The one conversion from ``transformers``, driven by what a family declares on its classes.
 
     A family's stack and its model with a head inherit it (through their

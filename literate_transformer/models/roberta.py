@@ -45,37 +45,10 @@ from .bert import BertEmbeddings, BertModel
 from .registry import register
 
 __all__ = [
-    "check_roberta_config",
     "create_position_ids_from_input_ids",
     "RobertaEmbeddings",
     "RobertaModel",
 ]
-
-#: Options of BERT's config that this branch's families do not build, and the only value each accepts.
-_UNSUPPORTED = {"is_decoder": False, "add_cross_attention": False, "position_embedding_type": "absolute"}
-
-
-def check_roberta_config(config: Any, model_types: tuple[str, ...] = ("roberta",)) -> Any:
-    """A ``transformers`` RoBERTa config (or a descendant's), checked before anything is built.
-
-    Raises:
-        TypeError: for a config of another family.
-        ValueError: for an option this package does not build (a decoder, cross-attention, relative
-            position embeddings), a missing ``pad_token_id``, or a position table too short for one token.
-    """
-    if getattr(config, "model_type", None) not in model_types:
-        raise TypeError(f"config must be a transformers {' or '.join(model_types)} config, got {type(config).__name__}")
-    for name, supported in _UNSUPPORTED.items():
-        if getattr(config, name, supported) != supported:
-            raise ValueError(
-                f"{type(config).__name__}.{name}={getattr(config, name)!r} is not supported ({supported!r})"
-            )
-    if not isinstance(config.pad_token_id, int) or config.max_position_embeddings <= config.pad_token_id + 1:
-        raise ValueError(
-            f"{type(config).__name__}: positions start after pad_token_id ({config.pad_token_id!r}), so "
-            f"max_position_embeddings ({config.max_position_embeddings}) must exceed pad_token_id + 1"
-        )
-    return config
 
 
 def create_position_ids_from_input_ids(input_ids: Tensor, padding_idx: int, past_key_values_length: int = 0) -> Tensor:
@@ -147,17 +120,27 @@ class RobertaModel(BertModel):
         add_pooling_layer: Build the ``pooler`` (as HuggingFace does by default).
     """
 
-    #: The ``model_type`` of the configs this class reads (and converts).
-    hf_model_type = "roberta"
+    # The configs this class reads (and converts), checked (core.config.ChecksConfig): no decoder, no
+    # cross-attention, absolute positions, and its own check of the positions' table.
+    config_type, config_name = "roberta", "RobertaConfig"
     # Converting reads BERT's declarations (models.registry.ConvertsFromHF) under RoBERTa's names.
     hf_prefix = "roberta."
     hf_heads = ("lm_head.",)
 
     def __init__(self, config: Any, add_pooling_layer: bool = True) -> None:
-        check_roberta_config(config, (self.hf_model_type,))
+        self.check_config(config)
         super().__init__(config, add_pooling_layer)
         # The one module RoBERTa changes: its embeddings count positions after the padding.
         self.embeddings = RobertaEmbeddings(config)
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """A ``pad_token_id``, and a position table longer than it: positions are counted after the padding id."""
+        if not isinstance(config.pad_token_id, int) or config.max_position_embeddings <= config.pad_token_id + 1:
+            raise ValueError(
+                f"{cls.config_name}: positions start after pad_token_id ({config.pad_token_id!r}), so "
+                f"max_position_embeddings ({config.max_position_embeddings}) must exceed pad_token_id + 1"
+            )
 
     def check_token_inputs(self, args: Arguments) -> Tensor:
         """BERT's check of the token inputs, with RoBERTa's limit on their length.

@@ -87,7 +87,6 @@ from torch import Tensor, nn
 
 from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import ACTIVATIONS, get_activation
-from ..core.config import check_config
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import Arguments, validate_with
@@ -100,7 +99,6 @@ from ..parts.stack import DecoderLayer, Sublayer, run_layers
 from .registry import ConvertsFromHF, register
 
 __all__ = [
-    "check_t5_config",
     "t5_ties_its_head",
     "T5DenseActDense",
     "T5DenseGatedActDense",
@@ -115,33 +113,6 @@ __all__ = [
     "T5Model",
     "T5ForConditionalGeneration",
 ]
-
-
-def check_t5_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.T5Config`, checked once, before anything is built.
-
-    Raises:
-        TypeError: for a config that is not T5's.
-        ValueError: for a ``feed_forward_proj`` whose activation the package does not have, or
-            relative-position buckets whose logarithmic bins are undefined (fewer than 4 buckets, or a
-            ``relative_attention_max_distance`` not beyond the decoder's exact buckets).
-    """
-    check_config(config, "t5", "T5Config")
-    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
-    # The decoder gives distances below buckets // 2 a bucket each, and bins the rest logarithmically up to
-    # max_distance: with max_distance <= buckets // 2 the bins divide by log(1) or less (transformers then
-    # computes negative buckets, or garbage).  An encoder halves the buckets again, so 4 is the fewest.
-    if buckets < 4 or distance <= buckets // 2:
-        raise ValueError(
-            f"T5Config.relative_attention_num_buckets={buckets} and relative_attention_max_distance={distance}: "
-            "need at least 4 buckets and a max_distance above num_buckets // 2"
-        )
-    if config.dense_act_fn not in ACTIVATIONS:
-        raise ValueError(
-            f"T5Config.feed_forward_proj={config.feed_forward_proj!r} asks for the activation "
-            f"{config.dense_act_fn!r}, which is not one of {sorted(ACTIVATIONS)}"
-        )
-    return config
 
 
 def t5_ties_its_head(config: Any) -> bool:
@@ -517,13 +488,40 @@ class T5Model(T5PreTrainedModel):
         config: A ``transformers`` :class:`~transformers.T5Config`.
     """
 
+    config_type, config_name = "t5", "T5Config"
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """Relative-position buckets whose logarithmic bins are defined, and an activation the package has.
+
+        The decoder gives distances below ``buckets // 2`` a bucket each, and bins the rest logarithmically up to
+        ``relative_attention_max_distance``: with a max distance of at most ``buckets // 2`` the bins divide by
+        log(1) or less (``transformers`` then computes negative buckets, or garbage).  An encoder halves the
+        buckets again, so 4 is the fewest.
+        """
+        buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+        if buckets < 4 or distance <= buckets // 2:
+            raise ValueError(
+                f"T5Config.relative_attention_num_buckets={buckets} and relative_attention_max_distance={distance}: "
+                "need at least 4 buckets and a max_distance above num_buckets // 2"
+            )
+        if config.dense_act_fn not in ACTIVATIONS:
+            raise ValueError(
+                f"T5Config.feed_forward_proj={config.feed_forward_proj!r} asks for the activation "
+                f"{config.dense_act_fn!r}, which is not one of {sorted(ACTIVATIONS)}"
+            )
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.config = check_t5_config(config)
+        self.config = self.check_config(config)
         #: One token table for both stacks (and, tied, the head); its vectors are not scaled.
         self.shared = nn.Embedding(config.vocab_size, config.d_model)
         self.encoder = T5Stack(config, self.shared)
         self.decoder = T5Stack(config, self.shared, is_decoder=True)
+
+
+#: The checks of a T5 config, by the name they had before they were declared (:class:`T5Model`).
+check_t5_config = T5Model.check_config
 
 
 class T5ForConditionalGeneration(T5Model):

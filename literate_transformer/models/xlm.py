@@ -45,7 +45,6 @@ import torch
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.config import check_config
 from ..core.masks import build_attention_mask
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
@@ -56,27 +55,10 @@ from ..parts.norms import make_norm
 from ..parts.positions import LearnedPositionalEmbedding
 from .registry import ConvertsFromHF, register
 
-__all__ = ["check_xlm_config", "XLMMultiHeadAttention", "XLMTransformerFFN", "XLMModel"]
+__all__ = ["XLMMultiHeadAttention", "XLMTransformerFFN", "XLMModel"]
+
 
 #: XLM options this package does not build, and the only value each accepts.
-_UNSUPPORTED = {"causal": False, "is_encoder": True}
-
-
-def check_xlm_config(config: Any) -> Any:
-    """A ``transformers`` :class:`~transformers.XLMConfig`, checked before anything is built.
-
-    Raises:
-        TypeError: for a config of another family.
-        ValueError: for a causal or decoder XLM, a width the heads do not divide, or sinusoids of an odd width.
-    """
-    check_config(config, "xlm", "XLMConfig", _UNSUPPORTED)
-    if config.emb_dim % config.n_heads:
-        raise ValueError(f"XLMConfig.emb_dim ({config.emb_dim}) must be divisible by n_heads ({config.n_heads})")
-    if config.sinusoidal_embeddings and config.emb_dim % 2:
-        raise ValueError(f"XLMConfig.sinusoidal_embeddings needs an even emb_dim, got {config.emb_dim}")
-    return config
-
-
 class XLMMultiHeadAttention(Attention):
     """Self-attention under XLM's names, ``q_lin``, ``k_lin``, ``v_lin`` and ``out_lin`` (``MultiHeadAttention``).
 
@@ -141,9 +123,19 @@ class XLMModel(ConvertsFromHF, nn.Module):
         uses_langs: Whether the model adds language embeddings (where it is given ``langs``).
     """
 
+    # Its config's checks (core.config.ChecksConfig): an encoder, not causal; heads dividing emb_dim; its own.
+    config_type, config_name, config_unsupported = "xlm", "XLMConfig", {"causal": False, "is_encoder": True}
+    config_heads = ("emb_dim", "n_heads")
+
+    @classmethod
+    def check_own_config(cls, config: Any) -> None:
+        """Sinusoids of an even width."""
+        if config.sinusoidal_embeddings and config.emb_dim % 2:
+            raise ValueError(f"XLMConfig.sinusoidal_embeddings needs an even emb_dim, got {config.emb_dim}")
+
     def __init__(self, config: Any) -> None:
         super().__init__()
-        self.config = check_xlm_config(config)
+        self.config = self.check_config(config)
         dim = config.emb_dim
         self.uses_langs = config.n_langs > 1 and config.use_lang_emb
         self.position_embeddings = LearnedPositionalEmbedding(config.max_position_embeddings, dim)

@@ -25,7 +25,7 @@ __all__ = ["XLMRobertaModel"]
 class XLMRobertaModel(RobertaModel):
     """RoBERTa's model under XLM-R's name: it reads a :class:`~transformers.XLMRobertaConfig`."""
 
-    hf_model_type = "xlm-roberta"
+    config_type, config_name = "xlm-roberta", "XLMRobertaConfig"
 
 
 register(XLMRobertaModel)

@@ -422,10 +422,6 @@ class BartPreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
         return shift_tokens_right(input_ids, self.config.pad_token_id, start)
 
 
-#: The checks of a BART config, by the name they had before they were declared (:class:`BartPreTrainedModel`).
-check_bart_config = BartPreTrainedModel.check_config
-
-
 class BartModel(BartPreTrainedModel):
     """BART's encoder and decoder around one token table, ``shared``; no language-model head.
 
@@ -493,3 +489,7 @@ class BartForConditionalGeneration(BartPreTrainedModel):
 
 
 register(BartModel, BartForConditionalGeneration)
+
+
+#: The checks of a BART config, by the name they had before they were declared (:class:`BartPreTrainedModel`).
+check_bart_config = BartPreTrainedModel.check_config

@@ -488,10 +488,6 @@ class BigBirdPegasusModel(BartModel):
             )
 
 
-#: The checks of a BigBird-Pegasus config, by the name they had before they were declared (:class:`BigBirdPegasusModel`).
-check_bigbird_pegasus_config = BigBirdPegasusModel.check_config
-
-
 class BigBirdPegasusForConditionalGeneration(BartForConditionalGeneration):
     """BigBird-Pegasus with BART's head: the shared table plus ``final_logits_bias``.
 
@@ -520,3 +516,7 @@ class BigBirdPegasusForConditionalGeneration(BartForConditionalGeneration):
 
 
 register(BigBirdPegasusModel, BigBirdPegasusForConditionalGeneration)
+
+
+#: The checks of a BigBird-Pegasus config, by the name they had before they were declared (:class:`BigBirdPegasusModel`).
+check_bigbird_pegasus_config = BigBirdPegasusModel.check_config

@@ -191,10 +191,6 @@ class CTRLModel(GPT2Model):
         return self.layernorm(hidden_states)
 
 
-#: The checks of a CTRL config, by the name they had before they were declared (:class:`CTRLModel`).
-check_ctrl_config = CTRLModel.check_config
-
-
 class CTRLLMHeadModel(GPT2LMHeadModel):
     """CTRL with its language-model head: the token table ``w`` (as the config ties it) and a bias.
 
@@ -215,3 +211,7 @@ class CTRLLMHeadModel(GPT2LMHeadModel):
 
 
 register(CTRLModel, CTRLLMHeadModel)
+
+
+#: The checks of a CTRL config, by the name they had before they were declared (:class:`CTRLModel`).
+check_ctrl_config = CTRLModel.check_config

@@ -254,10 +254,6 @@ class Gemma2Model(LlamaModel):
         }
 
 
-#: The checks of a Gemma 2 config, by the name they had before they were declared (:class:`Gemma2Model`).
-check_gemma2_config = Gemma2Model.check_config
-
-
 class Gemma2ForCausalLM(LlamaForCausalLM):
     """Gemma 2 with its language-model head (tied to ``embed_tokens`` when the config says so), its logits soft-capped.
 
@@ -280,3 +276,7 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
 
 
 register(Gemma2Model, Gemma2ForCausalLM)
+
+
+#: The checks of a Gemma 2 config, by the name they had before they were declared (:class:`Gemma2Model`).
+check_gemma2_config = Gemma2Model.check_config

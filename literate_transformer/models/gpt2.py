@@ -54,12 +54,12 @@ a right-padded batch has HuggingFace's positions ``0 .. T-1``.
 >>> from transformers import GPT2Config
 >>> config = GPT2Config(vocab_size=40, n_embd=24, n_layer=2, n_head=3, n_positions=16)
 >>> model = GPT2LMHeadModel(config).eval()
->>> model.lm_head.weight is model.transformer.wte.weight
-True
->>> model(torch.tensor([[5, 6, 7]]), output_attentions=True).attentions[0].shape   # (B, H, T, S)
-torch.Size([1, 3, 3, 3])
->>> model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=4).shape             # prompt + 4 new ids
-torch.Size([1, 7])
+>>> prompts = torch.tensor([[0, 5, 6, 7], [8, 9, 10, 11]])      # the first prompt padded on the left
+>>> mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
+>>> model(prompts, attention_mask=mask, output_attentions=True).attentions[0].shape   # (B, H, T, S)
+torch.Size([2, 3, 4, 4])
+>>> model.generate(prompts, attention_mask=mask, max_new_tokens=4).shape             # prompt + 4 new ids
+torch.Size([2, 8])
 """
 
 from __future__ import annotations
@@ -205,10 +205,6 @@ class GPT2Model(OpenAIGPTModel):
         )
 
 
-#: The checks of a GPT-2 config, by the name they had before they were declared (:class:`GPT2Model`).
-check_gpt2_config = GPT2Model.check_config
-
-
 class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
     """GPT-2 with its language-model head, whose weight is the token table ``wte`` (as the config ties it).
 
@@ -232,3 +228,7 @@ class GPT2LMHeadModel(OpenAIGPTLMHeadModel):
 
 
 register(GPT2Model, GPT2LMHeadModel)
+
+
+#: The checks of a GPT-2 config, by the name they had before they were declared (:class:`GPT2Model`).
+check_gpt2_config = GPT2Model.check_config

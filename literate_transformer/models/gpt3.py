@@ -180,10 +180,6 @@ class GPT3Model(GPT2Model):
         }
 
 
-#: The checks of a GPT-3 config, by the name they had before they were declared (:class:`GPT3Model`).
-check_gpt3_config = GPT3Model.check_config
-
-
 class GPT3LMHeadModel(GPT2LMHeadModel):
     """GPT-3 with GPT-2's language-model head (the token table ``wte``, as the config ties it).
 
@@ -192,3 +188,7 @@ class GPT3LMHeadModel(GPT2LMHeadModel):
     """
 
     model_class = GPT3Model
+
+
+#: The checks of a GPT-3 config, by the name they had before they were declared (:class:`GPT3Model`).
+check_gpt3_config = GPT3Model.check_config

@@ -164,10 +164,6 @@ class GPTNeoModel(GPT3Model):
         self.drop = nn.Dropout(float(config.embed_dropout))
 
 
-#: The checks of a GPT-Neo config, by the name they had before they were declared (:class:`GPTNeoModel`).
-check_gpt_neo_config = GPTNeoModel.check_config
-
-
 class GPTNeoForCausalLM(GPT3LMHeadModel):
     """GPT-Neo with its language-model head (the token table ``wte``, as the config ties it).
 
@@ -179,3 +175,7 @@ class GPTNeoForCausalLM(GPT3LMHeadModel):
 
 
 register(GPTNeoModel, GPTNeoForCausalLM)
+
+
+#: The checks of a GPT-Neo config, by the name they had before they were declared (:class:`GPTNeoModel`).
+check_gpt_neo_config = GPTNeoModel.check_config

@@ -191,10 +191,6 @@ class GPTJModel(GPT2Model):
         return {"position_embeddings": self.rotary_emb(position_ids)}
 
 
-#: The checks of a GPT-J config, by the name they had before they were declared (:class:`GPTJModel`).
-check_gptj_config = GPTJModel.check_config
-
-
 class GPTJForCausalLM(GPT2LMHeadModel):
     """GPT-J with its language-model head: ``E -> V`` with a bias, tied to ``wte`` only if the config says so.
 
@@ -207,3 +203,7 @@ class GPTJForCausalLM(GPT2LMHeadModel):
 
 
 register(GPTJModel, GPTJForCausalLM)
+
+
+#: The checks of a GPT-J config, by the name they had before they were declared (:class:`GPTJModel`).
+check_gptj_config = GPTJModel.check_config

@@ -208,14 +208,9 @@ class LlamaDecoderLayer(DecoderLayer):
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-norm.
     norm_first = True
-    # What a family's layer builds, each a class it may swap for its own (Qwen3 its attention, Mixtral its
-    # feed-forward network, Gemma 2 all three); the stack's final norm is of the layers' kind.
-    #: The attention, built from ``(config, layer_idx)``.
-    attention_class: type[nn.Module] = LlamaAttention
-    #: The feed-forward network, built from ``(config)``.
-    mlp_class: type[nn.Module] = LlamaMLP
-    #: The norms, built from ``(hidden_size, rms_norm_eps)``.
-    norm_class: type[nn.Module] = RMSNorm
+    # The classes it builds (parts.stack.DecoderLayer), and its norms' class, built from (hidden_size,
+    # rms_norm_eps), which a descendant may swap too; the stack's final norm is of the layers' kind.
+    attention_class, mlp_class, norm_class = LlamaAttention, LlamaMLP, RMSNorm
 
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         super().__init__()
@@ -365,10 +360,6 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
         )
 
 
-#: The checks of a Llama config, by the name they had before they were declared (:class:`LlamaModel`).
-check_llama_config = LlamaModel.check_config
-
-
 class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, StaticCacheGeneration, GenerationMixin, nn.Module):
     """Llama with its language-model head (``lm_head``, tied to ``embed_tokens`` only if the config says so).
 
@@ -395,3 +386,7 @@ class LlamaForCausalLM(ConvertsFromHF, LanguageModelHead, StaticCacheGeneration,
 
 
 register(LlamaModel, LlamaForCausalLM)
+
+
+#: The checks of a Llama config, by the name they had before they were declared (:class:`LlamaModel`).
+check_llama_config = LlamaModel.check_config

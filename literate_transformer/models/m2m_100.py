@@ -233,10 +233,6 @@ class M2M100Model(BartModel):
             )
 
 
-#: The checks of an M2M-100 config, by the name they had before they were declared (:class:`M2M100Model`).
-check_m2m_100_config = M2M100Model.check_config
-
-
 class M2M100ForConditionalGeneration(BartForConditionalGeneration):
     """M2M-100 with its language-model head, the shared table (no ``final_logits_bias``).
 
@@ -260,3 +256,7 @@ class M2M100ForConditionalGeneration(BartForConditionalGeneration):
 
 
 register(M2M100Model, M2M100ForConditionalGeneration)
+
+
+#: The checks of an M2M-100 config, by the name they had before they were declared (:class:`M2M100Model`).
+check_m2m_100_config = M2M100Model.check_config

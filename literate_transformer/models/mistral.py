@@ -93,10 +93,6 @@ class MistralModel(LlamaModel):
         return {"full": band}
 
 
-#: The checks of a Mistral config, by the name they had before they were declared (:class:`MistralModel`).
-check_mistral_config = MistralModel.check_config
-
-
 class MistralForCausalLM(LlamaForCausalLM):
     """Mistral with its language-model head.
 
@@ -108,3 +104,7 @@ class MistralForCausalLM(LlamaForCausalLM):
 
 
 register(MistralModel, MistralForCausalLM)
+
+
+#: The checks of a Mistral config, by the name they had before they were declared (:class:`MistralModel`).
+check_mistral_config = MistralModel.check_config

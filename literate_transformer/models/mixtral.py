@@ -232,10 +232,6 @@ class MixtralModel(MistralModel):
         return output
 
 
-#: The checks of a Mixtral config, by the name they had before they were declared (:class:`MixtralModel`).
-check_mixtral_config = MixtralModel.check_config
-
-
 class MixtralForCausalLM(MistralForCausalLM):
     """Mixtral with its language-model head; with ``output_router_logits``, the load-balancing loss too.
 
@@ -273,3 +269,7 @@ class MixtralForCausalLM(MistralForCausalLM):
 
 
 register(MixtralModel, MixtralForCausalLM)
+
+
+#: The checks of a Mixtral config, by the name they had before they were declared (:class:`MixtralModel`).
+check_mixtral_config = MixtralModel.check_config

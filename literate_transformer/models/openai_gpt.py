@@ -212,11 +212,8 @@ class OpenAIGPTBlock(DecoderLayer):
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): post-LN.
     norm_first = False
-    # What a family's block builds, each a class it may swap for its own (GPT-2 both, GPT-Neo both again).
-    #: The attention, built from ``(config, layer_idx)``.
-    attention_class: type[nn.Module] = OpenAIGPTAttention
-    #: The feed-forward network, built from ``(F, config)``.
-    mlp_class: type[nn.Module] = OpenAIGPTMLP
+    # The classes it builds (parts.stack.DecoderLayer); the MLP from (F, config).
+    attention_class, mlp_class = OpenAIGPTAttention, OpenAIGPTMLP
 
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         super().__init__()
@@ -359,10 +356,6 @@ class OpenAIGPTModel(ConvertsFromHF, DecoderStack, nn.Module):
         )
 
 
-#: The checks of a GPT config, by the name they had before they were declared (:class:`OpenAIGPTModel`).
-check_openai_gpt_config = OpenAIGPTModel.check_config
-
-
 class OpenAIGPTLMHeadModel(ConvertsFromHF, LanguageModelHead, GenerationMixin, nn.Module):
     """GPT with its language-model head, whose weight is the token table ``tokens_embed`` (as the config ties it).
 
@@ -388,3 +381,7 @@ class OpenAIGPTLMHeadModel(ConvertsFromHF, LanguageModelHead, GenerationMixin, n
 
 
 register(OpenAIGPTModel, OpenAIGPTLMHeadModel)
+
+
+#: The checks of a GPT config, by the name they had before they were declared (:class:`OpenAIGPTModel`).
+check_openai_gpt_config = OpenAIGPTModel.check_config

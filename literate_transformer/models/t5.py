@@ -520,10 +520,6 @@ class T5Model(T5PreTrainedModel):
         self.decoder = T5Stack(config, self.shared, is_decoder=True)
 
 
-#: The checks of a T5 config, by the name they had before they were declared (:class:`T5Model`).
-check_t5_config = T5Model.check_config
-
-
 class T5ForConditionalGeneration(T5Model):
     """T5 with its language-model head: tied to ``shared`` and reading a rescaled output (v1.0), or its own (v1.1).
 
@@ -555,3 +551,7 @@ class T5ForConditionalGeneration(T5Model):
 
 
 register(T5Model, T5ForConditionalGeneration)
+
+
+#: The checks of a T5 config, by the name they had before they were declared (:class:`T5Model`).
+check_t5_config = T5Model.check_config

@@ -230,6 +230,13 @@ class DecoderLayer(nn.Module):
     #: Which of its stack's masks (:meth:`DecoderStack.attention_masks`) the layer reads: ``"full"``, the causal one,
     #: unless a family's layers come in kinds (GPT-3's local and global ones).
     attention_type = "full"
+    # What a family's layer builds, each a class a descendant may swap for its own (GPT-2 both of GPT's, GPT-Neo
+    # both again, Qwen3 Llama's attention, Mixtral its feed-forward network, Gemma 2 both and its norms).
+    #: The attention, built from ``(config, layer_idx)``.
+    attention_class: type[nn.Module]
+    #: The feed-forward network, built from what the family's constructor gives it (GPT's ``(F, config)``,
+    #: Llama's ``(config)``).
+    mlp_class: type[nn.Module]
 
     def sublayers(self) -> tuple[Sublayer, Sublayer]:
         """The self-attention sub-layer and the feed-forward one, under the family's names."""

@@ -1038,9 +1038,11 @@ class BertOnlyMLMHead(nn.Module):
 
 
 def _check_token_head_inputs(model: BertWithTokenHead, args: Arguments) -> None:
-    input_ids = check_token_inputs(args, model.config)
+    # The encoder's own check, on the arguments handed on to it, then the labels.
+    encoder = getattr(model, model.base_model_prefix)
+    type(encoder).forward.check_call(encoder, args.input_ids, args.attention_mask, *args.args, **args.kwargs)
     if args.labels is not None:
-        model.validate_labels(args.labels, input_ids)
+        model.validate_labels(args.labels, args.input_ids)
 
 
 class BertWithTokenHead(ConvertsFromHF, nn.Module):
@@ -1075,31 +1077,26 @@ class BertWithTokenHead(ConvertsFromHF, nn.Module):
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
+        *args: Any,
         labels: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
+        **kwargs: Any,
     ) -> ModelOutput:
-        """Scores for every token; the arguments as in :meth:`BertModel.forward`.
+        """Scores for every token: the encoder's forward on its own arguments, then the head.
 
         Args:
+            input_ids: ``(B, T)`` token ids.
+            attention_mask: ``(B, T)``, 1 for real tokens and 0 for padding (the loss skips the padding too).
+            *args: The encoder's other arguments, in :meth:`BertModel.forward`'s order (``token_type_ids``,
+                ``position_ids``, ...).
             labels: ``(B, T)``, what the head should predict at each position (see the subclass).
+            **kwargs: The encoder's arguments by name (``output_attentions``, ...).
 
         Returns:
             The encoder's :class:`~literate_transformer.core.outputs.ModelOutput` with ``logits``,
             and ``loss`` with ``labels``.
         """
         # 1) The encoder, under its family's name (self.bert, self.electra).
-        encoder = getattr(self, self.base_model_prefix)
-        output = encoder(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
+        output = getattr(self, self.base_model_prefix)(input_ids, attention_mask, *args, **kwargs)
         # 2) The head, at every token.
         output.logits = self.score(output.last_hidden_state)
         # 3) With labels, the pretraining loss.

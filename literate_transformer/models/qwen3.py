@@ -110,6 +110,10 @@ class Qwen3Model(LlamaModel):
     layer_class = Qwen3DecoderLayer
 
 
+#: The checks of a Qwen3 config, by the name they had before they were declared (:class:`Qwen3Model`).
+check_qwen3_config = Qwen3Model.check_config
+
+
 class Qwen3ForCausalLM(LlamaForCausalLM):
     """Qwen3 with its language-model head (tied to ``embed_tokens`` when the config says so, as in its small models).
 
@@ -121,7 +125,3 @@ class Qwen3ForCausalLM(LlamaForCausalLM):
 
 
 register(Qwen3Model, Qwen3ForCausalLM)
-
-
-#: The checks of a Qwen3 config, by the name they had before they were declared (:class:`Qwen3Model`).
-check_qwen3_config = Qwen3Model.check_config

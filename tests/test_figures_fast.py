@@ -12,16 +12,25 @@ import literate_transformer as lt
 from literate_transformer.fast.flash import flash_attention
 from literate_transformer.figures.fast import (
     AttentionTimings,
+    MachineRates,
+    MultiplyTimings,
+    StepProfile,
+    _native_stderr_silenced,
     _owners,
     machine_description,
+    measure_machine_rates,
     plot_attention_timings,
+    plot_decoding_budget,
     plot_generation_timings,
     plot_online_softmax,
     plot_tensor_parallel_split,
+    profile_decoding_step,
     time_attention_kernels,
     time_generation,
+    time_step_multiplies,
 )
 from literate_transformer.models.bert import BertLayer
+from literate_transformer.models.llama import LlamaForCausalLM
 
 
 @pytest.fixture
@@ -125,3 +134,90 @@ def test_the_machine_is_named_with_torchs_version_and_the_dtype():
     assert torch.__version__ in description and description.endswith("bfloat16") and "cores" in description
     with pytest.raises(TypeError, match="dtype"):
         machine_description("float32")
+
+
+def tiny_llama(tie_word_embeddings: bool = False) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=40,
+        hidden_size=24,
+        intermediate_size=40,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=tie_word_embeddings,
+    )
+    return LlamaForCausalLM(config)
+
+
+def test_a_decoding_step_is_profiled_both_ways_with_seven_multiplies_a_layer_or_four():
+    model = tiny_llama().train()
+    steps = profile_decoding_step(model, context=5, repeats=1)
+    assert model.training, "the model is left in the mode it was in"
+    assert set(steps) == {"eager", "static cache"}
+    # Seven projections a layer and the head, eagerly; QKV and gate/up fused, four a layer.
+    assert steps["eager"].matmul_calls == 7 * 2 + 1 and steps["static cache"].matmul_calls == 4 * 2 + 1
+    assert steps["static cache"].operators_called < steps["eager"].operators_called
+    for step in steps.values():
+        assert isinstance(step, StepProfile) and step.seconds > 0
+        assert 0 < step.matmul_seconds <= step.operator_seconds
+        assert step.top and all(seconds >= 0 and calls > 0 for _, seconds, calls in step.top)
+    with pytest.raises(TypeError, match="static cache"):
+        profile_decoding_step(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="context"):
+        profile_decoding_step(model, context=0)
+
+
+def test_the_profilers_lines_on_the_error_stream_are_silenced_and_the_stream_restored(capfd):
+    import os
+
+    with _native_stderr_silenced():
+        os.write(2, b"from native code\n")
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "after\n"
+
+
+def test_the_machines_rates_are_positive_and_named():
+    rates = measure_machine_rates(megabytes=1, size=16, repeats=1)
+    assert isinstance(rates, MachineRates) and rates.streaming_bytes_per_s > 0 and rates.matmul_flops_per_s > 0
+    assert rates.machine == machine_description(torch.float32)
+    with pytest.raises(ValueError, match="megabytes"):
+        measure_machine_rates(megabytes=0)
+
+
+def test_the_multiplies_are_every_linear_weight_once_the_tied_head_the_token_tables_place():
+    model = tiny_llama(tie_word_embeddings=True)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    timings = time_step_multiplies(model, batch_sizes=(1, 2), repeats=1)
+    matrices = [parameter for parameter in model.parameters() if parameter.dim() == 2]
+    assert timings.weight_numbers == sum(matrix.numel() for matrix in matrices)
+    assert timings.weight_bytes == 4 * timings.weight_numbers and timings.batch_sizes == (1, 2)
+    assert len(timings.seconds) == 2 and all(seconds > 0 for seconds in timings.seconds)
+    with pytest.raises(TypeError, match="batch_sizes"):
+        time_step_multiplies(model, batch_sizes=4)
+    with pytest.raises(ValueError, match="no linear layer"):
+        time_step_multiplies(torch.nn.LayerNorm(3))
+
+
+def test_the_budget_sets_each_step_against_reading_and_arithmetic_and_draws_the_roofline():
+    rates = MachineRates(streaming_bytes_per_s=10e9, matmul_flops_per_s=100e9, machine="a test machine")
+    steps = {
+        "eager": StepProfile(0.050, 0.045, 0.040, 15, 900, [("aten::mm", 0.040, 15)]),
+        "static cache": StepProfile(0.042, 0.044, 0.040, 9, 600, [("aten::mm", 0.040, 9)]),
+    }
+    multiplies = MultiplyTimings((1, 8), [0.040, 0.050], 100_000_000, 400_000_000, "a test machine")
+    figure = plot_decoding_budget(400_000_000, 2e8, rates, steps, multiplies)
+    bars, roofline = figure.axes
+    widths = [patch.get_width() for patch in bars.patches]
+    # Reading 400 MB at 10 GB/s: 40 ms; 200 MFLOP at 100 GFLOP/s: 2 ms; the multiplies alone: 40 ms.
+    assert widths[:3] == pytest.approx([40.0, 2.0, 40.0])
+    # Each step: its multiplies, its other operators, the rest (none where the operators took longer).
+    assert widths[3:6] == pytest.approx([40.0, 5.0, 5.0]) and widths[6:9] == pytest.approx([40.0, 4.0, 0.0])
+    points = next(line for line in roofline.get_lines() if line.get_label() == "the multiplies, measured")
+    assert list(points.get_xdata()) == pytest.approx([0.5, 4.0])  # B / 2 operations per byte
+    assert list(points.get_ydata()) == pytest.approx([2 * 1e8 / 0.040 / 1e9, 2 * 8e8 / 0.050 / 1e9])
+    assert "a test machine" in figure.get_suptitle()
+    with pytest.raises(TypeError, match="rates"):
+        plot_decoding_budget(400_000_000, 2e8, (10e9, 100e9), steps, multiplies)
+    with pytest.raises(TypeError, match="steps"):
+        plot_decoding_budget(400_000_000, 2e8, rates, {}, multiplies)

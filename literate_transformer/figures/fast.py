@@ -11,7 +11,12 @@ Each figure is drawn from the package's own code run on small inputs:
 * :func:`time_attention_kernels` and :func:`time_generation` time the eager kernel, PyTorch's fused one and
   the tiled loop, and generation with and without the key/value cache, on the machine that runs them;
   :func:`plot_attention_timings` and :func:`plot_generation_timings` draw those timings, labelled with
-  :func:`machine_description`.
+  :func:`machine_description`;
+* :func:`profile_decoding_step`, :func:`measure_machine_rates` and :func:`time_step_multiplies` measure
+  where one decoding step of a trained decoder spends its time, how fast the machine reads memory and
+  multiplies matrices, and what the step's multiplies alone cost at several batch sizes;
+  :func:`plot_decoding_budget` sets the step against the time to read the weights and the time to do the
+  arithmetic, and draws the multiplies on a roofline.
 
 Timings are the best of a few runs (:func:`time.perf_counter`), the least disturbed by whatever else the
 machine is doing; they differ from machine to machine and from run to run, so nothing here asserts a speed.
@@ -22,14 +27,17 @@ from __future__ import annotations
 import math
 import os
 import platform
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
@@ -41,6 +49,7 @@ from ..core.validation import check_positive_int, check_tensor
 from ..fast.flash import flash_attention
 from ..fast.parallel import shard_attention, shard_feed_forward
 from ..models.bert import BertLayer
+from ..parts.static_cache import static_cache_applies
 
 __all__ = [
     "AttentionTimings",
@@ -52,6 +61,13 @@ __all__ = [
     "plot_attention_timings",
     "time_generation",
     "plot_generation_timings",
+    "StepProfile",
+    "profile_decoding_step",
+    "MachineRates",
+    "measure_machine_rates",
+    "MultiplyTimings",
+    "time_step_multiplies",
+    "plot_decoding_budget",
 ]
 
 #: One colour per process (and per query followed), the same in every figure of the chapter.
@@ -518,4 +534,356 @@ def plot_generation_timings(timings: GenerationTimings) -> Figure:
     ax.grid(True, alpha=0.3)
     ax.legend()
     ax.set_title(f"Greedy generation, step by step: {timings.model}\n{timings.machine}", fontsize=9)
+    return figure
+
+
+# ---------------------------------------------------------------------------
+# One decoding step of a trained decoder: where its time goes, and the machine's limits
+# ---------------------------------------------------------------------------
+#: The operators that multiply matrices in a decoder's step on the CPU (a linear layer without bias, with one).
+MATMUL_OPERATORS = ("aten::mm", "aten::addmm")
+
+
+class StepProfile(NamedTuple):
+    """One decoding step (one new token, batch 1): its time, and what PyTorch's profiler saw inside it."""
+
+    #: Seconds of the step, the best of several calls without the profiler.
+    seconds: float
+    #: Seconds spent inside operators (the sum of every operator's own time, in one profiled call).
+    operator_seconds: float
+    #: Of those, the matrix multiplies' (``aten::mm`` and ``aten::addmm``).
+    matmul_seconds: float
+    #: Matrix multiplies called.
+    matmul_calls: int
+    #: Operators called, those called by other operators included.
+    operators_called: int
+    #: The operators with the most time of their own: ``(name, seconds, calls)``, the most first.
+    top: list[tuple[str, float, int]]
+
+
+def _check_static_cache_model(model: object) -> nn.Module:
+    if not isinstance(model, nn.Module) or not callable(getattr(model, "static_cache_decoder", None)):
+        raise TypeError(
+            "model must be a language model of the package that decodes over a static cache (such as "
+            f"LlamaForCausalLM), got {type(model).__name__}"
+        )
+    reason = static_cache_applies(model)
+    if reason is not None:
+        raise ValueError(f"model cannot decode over a static cache: {reason}")
+    return model
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """The process's error stream (file descriptor 2) sent to the null device, then restored.
+
+    The profiler's tracing library writes a line to it as it starts and as it stops, past Python's
+    ``sys.stderr``: in a notebook those lines would show as the cell's errors.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _profiled(step: Callable[[], object], repeats: int) -> StepProfile:
+    """Time ``step`` (the best of ``repeats`` calls after one untimed), then profile one more call.
+
+    The profiler is ``torch.autograd.profiler.profile``, the recorder ``torch.profiler.profile`` runs,
+    called directly: the same events, without the front end's first-call import of the compiler (a second).
+    """
+    from torch.autograd.profiler import profile
+
+    step()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    with _native_stderr_silenced(), profile() as profiler:
+        step()
+    events = profiler.key_averages()
+    matmuls = [event for event in events if event.key in MATMUL_OPERATORS]
+    ranked = sorted(events, key=lambda event: -event.self_cpu_time_total)[:5]
+    return StepProfile(
+        seconds=min(times),
+        operator_seconds=sum(event.self_cpu_time_total for event in events) / 1e6,
+        matmul_seconds=sum(event.self_cpu_time_total for event in matmuls) / 1e6,
+        matmul_calls=sum(event.count for event in matmuls),
+        operators_called=sum(event.count for event in events),
+        top=[(event.key, event.self_cpu_time_total / 1e6, event.count) for event in ranked],
+    )
+
+
+def profile_decoding_step(model: nn.Module, context: int = 32, repeats: int = 5) -> dict[str, StepProfile]:
+    """One step of greedy decoding at batch 1, the eager way and over the static cache, timed and profiled.
+
+    Each step is timed without the profiler (the best of ``repeats`` calls, after one untimed), then run
+    once under PyTorch's profiler, which records every operator the step calls and the time spent inside
+    each; the time of the step that no operator accounts for is spent between operators (Python, the
+    calls into PyTorch).
+
+    Both steps read one new token after ``context`` random tokens whose keys and values are cached: the
+    eager one is the model's own forward with the cache it returned for them (each call extends that cache
+    into new tensors, so every call is the same step); the other is the model's
+    :class:`~literate_transformer.parts.static_cache.StaticCacheDecoder`, which ``generate()`` runs by
+    default, its cache set back one position after each call.  Everything runs under
+    :class:`torch.inference_mode`, with the threads PyTorch is set to use.
+
+    Args:
+        model: A language model of the package that decodes over a static cache (such as
+            :class:`~literate_transformer.models.llama.LlamaForCausalLM`).
+        context: Tokens already cached.
+        repeats: Timed calls of each step; the best is kept.
+
+    Returns:
+        A :class:`StepProfile` for ``"eager"`` and for ``"static cache"``.
+    """
+    model = _check_static_cache_model(model)
+    context = check_positive_int(context, "context")
+    repeats = check_positive_int(repeats, "repeats")
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(model.config.vocab_size, (1, context), generator=generator)
+    new_token = torch.randint(model.config.vocab_size, (1, 1), generator=generator)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            eager_cache = model(input_ids, use_cache=True).past_key_values
+            decoder = model.static_cache_decoder(context + 1)
+            static_cache = decoder(input_ids).past_key_values
+
+            def eager_step() -> object:
+                return model(new_token, past_key_values=eager_cache, use_cache=True)
+
+            def static_step() -> object:
+                output = decoder(new_token, past_key_values=static_cache)
+                static_cache.length -= 1  # the same position again at the next call
+                return output
+
+            return {"eager": _profiled(eager_step, repeats), "static cache": _profiled(static_step, repeats)}
+    finally:
+        model.train(was_training)
+
+
+class MachineRates(NamedTuple):
+    """How fast this machine reads memory and multiplies matrices, each the best of a few runs."""
+
+    #: Bytes per second read by summing a float32 tensor larger than the caches.
+    streaming_bytes_per_s: float
+    #: Floating-point operations per second of a large float32 matrix multiply (``2 n^3`` for ``n x n``).
+    matmul_flops_per_s: float
+    #: :func:`machine_description` of the machine that measured them.
+    machine: str
+
+
+def measure_machine_rates(megabytes: int = 256, size: int = 1024, repeats: int = 5) -> MachineRates:
+    """The rate at which the machine streams memory and the rate at which it multiplies matrices.
+
+    Streaming: the best time to sum a float32 tensor of ``megabytes`` (every byte read once, little
+    arithmetic).  Arithmetic: the best time to multiply two float32 ``size x size`` matrices, whose
+    ``2 size^3`` operations reuse every number read ``size`` times.  Both with the threads PyTorch is set
+    to use, under :class:`torch.inference_mode`, after one untimed call each.
+
+    Args:
+        megabytes: The summed tensor's size (MiB); larger than the processor's caches to measure the memory.
+        size: The multiplied matrices' side.
+        repeats: Timed calls of each; the best is kept.
+
+    Returns:
+        A :class:`MachineRates`.
+    """
+    megabytes = check_positive_int(megabytes, "megabytes")
+    size = check_positive_int(size, "size")
+    repeats = check_positive_int(repeats, "repeats")
+    generator = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        streamed = torch.ones(megabytes * 2**20 // 4)
+        left, right = torch.randn(2, size, size, generator=generator).unbind(0)
+        best = _best_of({"stream": streamed.sum, "multiply": partial(torch.mm, left, right)}, repeats)
+    return MachineRates(
+        streaming_bytes_per_s=streamed.numel() * streamed.element_size() / best["stream"],
+        matmul_flops_per_s=2 * size**3 / best["multiply"],
+        machine=machine_description(torch.float32),
+    )
+
+
+class MultiplyTimings(NamedTuple):
+    """A decoding step's matrix multiplies alone, at several batch sizes (best-of-``repeats`` seconds)."""
+
+    #: The rows multiplied: one new token per sequence of the batch.
+    batch_sizes: tuple[int, ...]
+    #: Seconds to multiply every matrix once by that many rows, one value per batch size.
+    seconds: list[float]
+    #: Numbers in the matrices (each row multiplied costs two operations per number).
+    weight_numbers: int
+    #: Bytes of the matrices (what a step reads, however many rows it multiplies).
+    weight_bytes: int
+    #: :func:`machine_description` of the machine that ran them.
+    machine: str
+
+
+def time_step_multiplies(
+    model: nn.Module, batch_sizes: Sequence[int] = (1, 8, 64), repeats: int = 3
+) -> MultiplyTimings:
+    """Time a step's matrix multiplies and nothing else: every linear layer's weight times ``B`` rows.
+
+    The weights are those of every :class:`torch.nn.Linear` of the model, each once (a head tied to the
+    token table is one of them, and the table is not looked up); each is multiplied by ``B`` random rows
+    with ``torch.nn.functional.linear``, under :class:`torch.inference_mode`, with the threads PyTorch
+    is set to use.  What a step costs if it only multiplied: a floor for the step's time at that batch size.
+
+    Args:
+        model: A model; its linear layers are multiplied.
+        batch_sizes: Rows per multiply, each a positive int.
+        repeats: Timed passes over the weights per batch size, after one untimed; the best is kept.
+
+    Returns:
+        A :class:`MultiplyTimings`.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
+        raise TypeError(f"batch_sizes must be a non-empty sequence of positive ints, got {batch_sizes!r}")
+    batch_sizes = tuple(check_positive_int(size, "batch_sizes") for size in batch_sizes)
+    repeats = check_positive_int(repeats, "repeats")
+    weights = list(
+        {id(module.weight): module.weight for module in model.modules() if isinstance(module, nn.Linear)}.values()
+    )
+    if not weights:
+        raise ValueError(f"{type(model).__name__} has no linear layer to multiply")
+    generator = torch.Generator().manual_seed(0)
+    seconds = []
+    with torch.inference_mode():
+        for size in batch_sizes:
+            inputs = {
+                width: torch.randn(size, width, generator=generator, dtype=weights[0].dtype)
+                for width in {weight.shape[1] for weight in weights}
+            }
+
+            def multiply_all(inputs: dict[int, Tensor] = inputs) -> None:
+                for weight in weights:
+                    F.linear(inputs[weight.shape[1]], weight)
+
+            seconds.append(_best_of({"all": multiply_all}, repeats)["all"])
+    return MultiplyTimings(
+        batch_sizes,
+        seconds,
+        sum(weight.numel() for weight in weights),
+        sum(weight.numel() * weight.element_size() for weight in weights),
+        machine_description(weights[0].dtype),
+    )
+
+
+def plot_decoding_budget(
+    weight_bytes: int,
+    flops_per_token: float,
+    rates: MachineRates,
+    steps: dict[str, StepProfile],
+    multiplies: MultiplyTimings,
+) -> Figure:
+    """Where a decoding step's time goes, against what reading the weights and doing the arithmetic take.
+
+    Left, milliseconds per new token at batch 1: the time to read ``weight_bytes`` at the measured streaming
+    rate; the time to do ``flops_per_token`` operations at the measured matrix-multiply rate; the step's
+    multiplies alone (the first batch size of ``multiplies``); and each measured step, cut into its matrix
+    multiplies, its other operators and the rest of its time, spent between operators (Python, the calls
+    into PyTorch; the rest is the step's time less its operators', at least 0).  Right, a roofline: the
+    operations per second a multiply can reach against its operations per byte of weights read, capped by
+    the streaming rate times that intensity (the slanted line) and by the matrix-multiply rate (the flat
+    one); each point is the step's multiplies at one batch size, ``2 B`` operations per weight of 4 bytes.
+
+    Args:
+        weight_bytes: The bytes a step reads (every weight once).
+        flops_per_token: The operations a step computes per new token (about two per weight).
+        rates: What :func:`measure_machine_rates` returned.
+        steps: What :func:`profile_decoding_step` returned (each step by its name).
+        multiplies: What :func:`time_step_multiplies` returned.
+
+    Returns:
+        The figure; the machine the measurements ran on is in its title.
+    """
+    import numpy as np
+
+    weight_bytes = check_positive_int(weight_bytes, "weight_bytes")
+    if isinstance(flops_per_token, bool) or not isinstance(flops_per_token, (int, float)) or flops_per_token <= 0:
+        raise ValueError(f"flops_per_token must be a positive number, got {flops_per_token!r}")
+    if not isinstance(rates, MachineRates):
+        raise TypeError(f"rates must be a MachineRates (from measure_machine_rates), got {rates!r}")
+    if not isinstance(multiplies, MultiplyTimings):
+        raise TypeError(f"multiplies must be a MultiplyTimings (from time_step_multiplies), got {multiplies!r}")
+    if not isinstance(steps, dict) or not steps or not all(isinstance(s, StepProfile) for s in steps.values()):
+        raise TypeError(f"steps must be a dict of StepProfile (from profile_decoding_step), got {steps!r}")
+
+    reading_ms = 1000 * weight_bytes / rates.streaming_bytes_per_s
+    arithmetic_ms = 1000 * flops_per_token / rates.matmul_flops_per_s
+    figure = Figure(figsize=(12.0, 5.0), layout="constrained")
+    bars, roofline = figure.subplots(1, 2, width_ratios=(1.4, 1.0))
+
+    labels = [
+        f"read every weight once\n{weight_bytes / 1e6:,.0f} MB at {rates.streaming_bytes_per_s / 1e9:.1f} GB/s",
+        f"do the arithmetic\n{flops_per_token / 1e6:,.0f} MFLOP at {rates.matmul_flops_per_s / 1e9:,.0f} GFLOP/s",
+        f"the multiplies alone\n(B = {multiplies.batch_sizes[0]}, measured)",
+    ]
+    bars.barh(0, reading_ms, color="tab:blue")
+    bars.barh(1, arithmetic_ms, color="tab:orange")
+    bars.barh(2, 1000 * multiplies.seconds[0], color="tab:green")
+    parts = (("matrix multiplies", "tab:green"), ("other operators", "tab:purple"), ("between operators", "tab:grey"))
+    for row, (name, step) in enumerate(steps.items(), start=3):
+        segments = (
+            step.matmul_seconds,
+            step.operator_seconds - step.matmul_seconds,
+            max(step.seconds - step.operator_seconds, 0.0),
+        )
+        left = 0.0
+        for (part, colour), seconds in zip(parts, segments, strict=True):
+            bars.barh(row, 1000 * seconds, left=left, color=colour, label=part if row == 3 else None)
+            left += 1000 * seconds
+        labels.append(f"{name} step, measured\n{step.operators_called:,} operators")
+    for row, patch in enumerate(bars.patches[:3]):
+        bars.text(patch.get_width(), row, f" {patch.get_width():.1f} ms", va="center", fontsize=8)
+    for row, step in enumerate(steps.values(), start=3):
+        bars.text(1000 * step.seconds, row, f" {1000 * step.seconds:.1f} ms", va="center", fontsize=8)
+    bars.axvline(reading_ms, color="tab:blue", linestyle="--", linewidth=1, label="one read of the weights")
+    longest = max(reading_ms, arithmetic_ms, 1000 * multiplies.seconds[0], *(1000 * s.seconds for s in steps.values()))
+    bars.set_xlim(0, 1.55 * longest)  # room on the right for the legend, clear of the bars and their labels
+    bars.set_yticks(range(len(labels)), labels, fontsize=8)
+    bars.invert_yaxis()
+    bars.set_xlabel("milliseconds per new token (batch 1)")
+    bars.legend(loc="upper right", fontsize=8)
+    bars.set_title("one step: reading the weights sets the pace, not the arithmetic", fontsize=10)
+
+    bandwidth, peak = rates.streaming_bytes_per_s, rates.matmul_flops_per_s
+    intensity = [2 * size * multiplies.weight_numbers / multiplies.weight_bytes for size in multiplies.batch_sizes]
+    achieved = [
+        2 * size * multiplies.weight_numbers / seconds
+        for size, seconds in zip(multiplies.batch_sizes, multiplies.seconds, strict=True)
+    ]
+    ridge = peak / bandwidth
+    low, high = min(*intensity, ridge) / 4, max(*intensity, ridge) * 4
+    x = np.geomspace(low, high, 200)
+    roofline.plot(x, np.minimum(bandwidth * x, peak) / 1e9, color="black", label="the roof: min(stream × x, multiply)")
+    roofline.plot(
+        intensity, [value / 1e9 for value in achieved], "o", color="tab:green", label="the multiplies, measured"
+    )
+    for size, at, value in zip(multiplies.batch_sizes, intensity, achieved, strict=True):
+        roofline.annotate(f"B = {size}", (at, value / 1e9), textcoords="offset points", xytext=(4, -12), fontsize=8)
+    roofline.axvline(ridge, color="grey", linestyle=":", linewidth=1)
+    roofline.text(ridge, peak / 1e9 / 30, f" ridge: {ridge:.1f} FLOP/byte", color="grey", fontsize=8)
+    roofline.set_xscale("log")
+    roofline.set_yscale("log")
+    roofline.set_xlabel("operations per byte of weights read (B / 2 in float32)")
+    roofline.set_ylabel("GFLOP/s")
+    roofline.grid(True, which="both", alpha=0.3)
+    roofline.legend(loc="lower right", fontsize=8)
+    roofline.set_title(
+        "the multiplies at batch B, on a roofline:\nleft of the ridge memory-bound, right of it arithmetic-bound",
+        fontsize=10,
+    )
+    figure.suptitle(f"A decoding step against the machine's limits\n{rates.machine}", fontsize=10)
     return figure

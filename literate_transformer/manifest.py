@@ -140,7 +140,10 @@ CHAPTERS: tuple[Chapter, ...] = (
         ),
     ),
     Chapter(
-        17, "chapters/17_a_trained_decoder", "A trained decoder, read from its 4-bit file", ("core.gguf", "trained")
+        17,
+        "chapters/17_a_trained_decoder",
+        "A trained decoder, read from its 4-bit file",
+        ("core.gguf", "trained", "parts.int4"),
     ),
     Chapter(18, "chapters/18_reading_a_trained_model", "Reading a trained model", ("lens", "figures.lens")),
     Chapter(19, "chapters/19_errata", "What other tutorials get wrong", ()),

@@ -35,6 +35,10 @@ steps, a function each:
 :func:`load_decoder` does all of it for the default file, verified by its
 SHA-256 first, and returns the tokenizer (built from the same metadata,
 :func:`~literate_transformer.core.gguf.gguf_tokenizer`) with the model.
+``load_decoder(weights="int4")`` returns the same model whose ``generate()``
+multiplies by the file's own blocks instead, read undequantized by
+:func:`blocks_from_gguf` and packed for PyTorch's 4-bit CPU kernel
+(:mod:`~literate_transformer.parts.int4`).
 The site's build proves, on the default file, the state dict and the token
 ids equal to ``transformers``' own reading of it
 (``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``), and the
@@ -55,8 +59,10 @@ from torch import Tensor, nn
 
 from .core.checkpoints import DECODER_ENV, quiet_transformers, resolve_decoder
 from .core.gguf import GGUFFile, gguf_tokenizer, read_gguf
+from .core.validation import Arguments, validate_with
 from .models.llama import LlamaForCausalLM
 from .models.registry import from_hf
+from .parts.int4 import BlockRows, int4_step_weights
 
 __all__ = [
     "LAYER_NAMES",
@@ -66,7 +72,9 @@ __all__ = [
     "halves_from_pairs",
     "llama_config_from_gguf",
     "state_dict_from_gguf",
+    "blocks_from_gguf",
     "llama_from_gguf",
+    "WEIGHTS",
     "load_decoder",
 ]
 
@@ -195,6 +203,19 @@ def llama_config_from_gguf(gguf: GGUFFile) -> Any:
     )
 
 
+def _llama_tensors(gguf: GGUFFile, config: Any) -> Iterator[tuple[str, str, int | None]]:
+    """Each tensor's llama.cpp name, HuggingFace's, and the heads its rows are permuted by (``None``: not permuted);
+    every name, type and place checked first, before any weight is read."""
+    _check_llama(gguf)
+    names = {name: hf_name(name) for name in gguf.tensors}
+    gguf.check_readable()
+    heads = {"attn_q": config.num_attention_heads, "attn_k": config.num_key_value_heads}
+    for name, target in names.items():
+        layer = _LAYER.fullmatch(name)
+        permuted = layer and layer[2] in heads and layer[3] == "weight"
+        yield name, target, heads[layer[2]] if permuted else None
+
+
 def state_dict_from_gguf(gguf: GGUFFile, config: Any) -> dict[str, Tensor]:
     """Every tensor of the file in float32, under HuggingFace's names, the query and key rows in its order.
 
@@ -204,21 +225,30 @@ def state_dict_from_gguf(gguf: GGUFFile, config: Any) -> dict[str, Tensor]:
     Raises:
         ValueError: naming a tensor whose type this package does not read, or that Llama does not have.
     """
-    _check_llama(gguf)
-    # Every name, type and place is checked before any weight is read.
-    names = {name: hf_name(name) for name in gguf.tensors}
-    gguf.check_readable()
-    heads = {"attn_q": config.num_attention_heads, "attn_k": config.num_key_value_heads}
     state_dict = {}
-    for name, target in names.items():
+    for name, target, heads in _llama_tensors(gguf, config):
         weight = gguf.tensor(name)
-        layer = _LAYER.fullmatch(name)
-        if layer and layer[2] in heads and layer[3] == "weight":
-            weight = halves_from_pairs(weight, heads[layer[2]])
-        state_dict[target] = weight
+        state_dict[target] = weight if heads is None else halves_from_pairs(weight, heads)
     if config.tie_word_embeddings:
         state_dict["lm_head.weight"] = state_dict["model.embed_tokens.weight"]
     return state_dict
+
+
+def blocks_from_gguf(gguf: GGUFFile, config: Any) -> dict[str, BlockRows]:
+    """Every matrix of the file as its stored blocks, not dequantized: :func:`state_dict_from_gguf`'s names and row
+    order, what the 4-bit path packs (:mod:`~literate_transformer.parts.int4`).
+
+    A row of blocks is a row of weights, so the query and key rows are put back in HuggingFace's order by
+    the same :func:`halves_from_pairs`, on the blocks.
+    """
+    blocks = {}
+    for name, target, heads in _llama_tensors(gguf, config):
+        if len(gguf.tensors[name].shape) == 2:
+            matrix = BlockRows.read(gguf, name)
+            blocks[target] = matrix if heads is None else matrix.reordered(halves_from_pairs(matrix.rows, heads))
+    if config.tie_word_embeddings:
+        blocks["lm_head.weight"] = blocks["model.embed_tokens.weight"]
+    return blocks
 
 
 @contextmanager
@@ -265,13 +295,28 @@ def _from_folder(folder: os.PathLike[str]) -> tuple[Any, nn.Module]:
     return tokenizer, from_hf(AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager"))
 
 
-def load_decoder(path: str | os.PathLike[str] | None = None) -> tuple[Any, nn.Module]:
+#: What :func:`load_decoder`'s ``weights`` may be.
+WEIGHTS = ("float32", "int4")
+
+
+def _check_load_options(args: Arguments) -> None:
+    if not isinstance(args.weights, str):
+        raise TypeError(f"weights must be a string, one of {WEIGHTS}, got {type(args.weights).__name__}")
+    if args.weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, got {args.weights!r}")
+
+
+@validate_with(_check_load_options)
+def load_decoder(path: str | os.PathLike[str] | None = None, *, weights: str = "float32") -> tuple[Any, nn.Module]:
     """The trained decoder and its tokenizer: SmolLM2-135M-Instruct by default, read from its verified GGUF file.
 
     Args:
         path: A GGUF file of a Llama, or a ``transformers`` checkpoint folder of a family the package builds;
             ``None``: the environment variable ``LITERATE_TRANSFORMER_DECODER``, else the offline default
             (:func:`~literate_transformer.core.checkpoints.resolve_decoder`).
+        weights: ``"float32"``: every weight dequantized; ``"int4"``: the same model, whose ``generate()`` (over
+            the static cache) multiplies by the file's own 4-bit blocks, packed for PyTorch's CPU kernel
+            (:mod:`~literate_transformer.parts.int4`), a GGUF file only.
 
     Returns:
         ``(tokenizer, model)``: the tokenizer pads on the left (where a decoder's prompts are padded), and the model
@@ -279,15 +324,21 @@ def load_decoder(path: str | os.PathLike[str] | None = None) -> tuple[Any, nn.Mo
 
     Raises:
         FileNotFoundError: naming a file or folder that does not exist, or the package to install.
-        ValueError: for a file whose SHA-256 is not the expected one (naming both digests), that is not GGUF,
-            whose ``general.architecture`` is not ``llama``, or that holds a tensor type this package does not
-            read (naming the type and the tensor).
+        TypeError: for ``weights`` that is not a string.
+        ValueError: for ``weights`` other than :data:`WEIGHTS` (or ``"int4"`` for a checkpoint folder), a file
+            whose SHA-256 is not the expected one (naming both digests), that is not GGUF, whose
+            ``general.architecture`` is not ``llama``, or that holds a tensor type this package does not read
+            (naming the type and the tensor), or, for ``"int4"``, a matrix not stored in 4- or 8-bit blocks.
     """
     found = resolve_decoder(path)
     if found.is_dir():
+        if weights != "float32":
+            raise ValueError(f"weights={weights!r} packs a GGUF file's own blocks; {found} is a checkpoint folder")
         return _from_folder(found)
     if found.suffix != ".gguf":
         raise ValueError(f"{found} is neither a GGUF file (.gguf) nor a checkpoint folder (see {DECODER_ENV})")
     gguf = read_gguf(found)
     model = llama_from_gguf(gguf)
+    if weights == "int4":
+        model.step_weights = int4_step_weights(model, blocks_from_gguf(gguf, model.config))
     return gguf_tokenizer(gguf), model

@@ -60,6 +60,17 @@ search: :mod:`~literate_transformer.book.decoding`) over a
 tests prove the ids equal to ``transformers``' on that path, and tests here
 prove them equal to the eager loop's.
 
+Other weights, the same step
+----------------------------
+The step's four multiplies are methods of :class:`FusedLayer`
+(:meth:`~FusedLayer.project_query_key_value`, :meth:`~FusedLayer.project_output`,
+:meth:`~FusedLayer.project_gate_up`, :meth:`~FusedLayer.project_down`), and a
+model may hold :class:`StepWeights` (``model.step_weights``): layers of a
+variant that multiply by other weights, and a head of their own.  Its steps
+then read those instead of :func:`fused_layers`, everything else unchanged:
+:mod:`~literate_transformer.parts.int4` makes them from a GGUF file's 4-bit
+blocks, so that the same loops decode in 4 bits.
+
 One step compiled
 -----------------
 What remains of a step's overhead is the operations between the matrix
@@ -112,6 +123,7 @@ __all__ = [
     "CAPACITY_STEP",
     "StaticCache",
     "FusedLayer",
+    "StepWeights",
     "fused_layers",
     "static_cache_applies",
     "StaticCacheDecoder",
@@ -195,6 +207,38 @@ class FusedLayer:
     gate_up: Tensor | None
     #: Their biases side by side, or ``None``.
     gate_up_bias: Tensor | None
+
+    # The step's four multiplies, each a method, so that a variant of the layer multiplies by other weights
+    # (:class:`~literate_transformer.parts.int4.Int4Layer`: the GGUF file's 4-bit blocks) in the same step.
+    def project_query_key_value(self, normed: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, H D + 2 K D)``: queries, keys and values side by side."""
+        return F.linear(normed, self.query_key_value, self.query_key_value_bias)
+
+    def project_output(self, context: Tensor) -> Tensor:
+        """``(B, T, H D) -> (B, T, E)``: :math:`W^O`, the attention's own output layer."""
+        return self.attention.layer.output(context)
+
+    def project_gate_up(self, normed: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, 2 F)``: the gate's and the up projection's outputs side by side."""
+        return F.linear(normed, self.gate_up, self.gate_up_bias)
+
+    def project_down(self, hidden: Tensor) -> Tensor:
+        """``(B, T, F) -> (B, T, E)``: the gated network's ``down_proj``."""
+        return self.feed_forward.layer.down_proj(hidden)
+
+
+@dataclass
+class StepWeights:
+    """Weights a model's steps multiply by in place of its own float ones: its layers, and the head's multiply.
+
+    A model mixing in :class:`StaticCacheGeneration` holds one as ``step_weights`` (``None``: its own weights,
+    fused by :func:`fused_layers`); :mod:`~literate_transformer.parts.int4` makes the GGUF file's 4-bit ones.
+    """
+
+    #: One :class:`FusedLayer` (or a variant) per layer of the model.
+    layers: list[FusedLayer]
+    #: The last hidden state ``(B, 1, E)`` to the next token's scores ``(B, 1, V)``; ``None``: the model's head.
+    head: Callable[[Tensor], Tensor] | None
 
 
 def _stacked(layers: Sequence[nn.Linear]) -> tuple[Tensor, Tensor | None]:
@@ -375,7 +419,7 @@ def layer_step(
     inner, kv_inner = heads * attention.head_size, kv_heads * attention.head_size
     # 1) Q, K and V in one multiply, from the sub-layer's input (Norm_1(x), pre-norm).
     normed = attention_sublayer.input(hidden_states, fused.norm_first)
-    mixed = F.linear(normed, fused.query_key_value, fused.query_key_value_bias)  # (B, T, H D + 2 K D)
+    mixed = fused.project_query_key_value(normed)  # (B, T, H D + 2 K D)
     query, key, value = mixed.split([inner, kv_inner, kv_inner], dim=-1)
     query = split_heads(query, heads)  # (B, H, T, D)
     key = split_heads(key, kv_heads)  # (B, K, T, D)
@@ -393,7 +437,7 @@ def layer_step(
         keys, values = keys[:, :, :read], values[:, :, :read]
     context = attend_over_cache(attention, query, keys, values, mask)  # (B, H, T, D)
     # 4) W^O, and the residual sum (the family's: a post-norm of the output first, in Gemma 2).
-    attended = attention.output(merge_heads(context))  # (B, T, E)
+    attended = fused.project_output(merge_heads(context))  # (B, T, E)
     hidden_states = attention_sublayer.join(hidden_states, attended, fused.norm_first)
     # 5) The feed-forward network: act(x W_gate) * x W_up in one multiply where it is gated, then W_down.
     feed_forward = fused.feed_forward
@@ -402,8 +446,8 @@ def layer_step(
         output = feed_forward.layer(normed)
     else:
         network = feed_forward.layer
-        gate, up = F.linear(normed, fused.gate_up, fused.gate_up_bias).chunk(2, dim=-1)
-        output = network.down_proj(network.act_fn(gate) * up)  # (B, T, E)
+        gate, up = fused.project_gate_up(normed).chunk(2, dim=-1)
+        output = fused.project_down(network.act_fn(gate) * up)  # (B, T, E)
     return feed_forward.join(hidden_states, output, fused.norm_first)
 
 
@@ -438,6 +482,7 @@ def decode_step(
     tables: CallTables,
     rows: slice | Tensor,
     read: int | None,
+    head: Callable[[Tensor], Tensor] | None = None,
 ) -> Tensor:
     """The new tokens through the whole model: the next token's scores, the cache written.
 
@@ -449,6 +494,7 @@ def decode_step(
         tables: The call's :class:`CallTables`.
         rows: The new tokens' positions: a slice (eager) or their indices ``(T,)`` (a compiled step).
         read: How many cached positions the new tokens attend over (eager); ``None``: all (a compiled step).
+        head: The multiply of the last hidden state into scores (:attr:`StepWeights.head`); ``None``: the model's.
 
     Returns:
         The scores of the token after the last position, ``(B, 1, V)``.
@@ -465,6 +511,8 @@ def decode_step(
         )  # (B, T, E)
     # Only the last position's scores are wanted: the final norm and the head on it alone.
     last = stack.final_norm(hidden_states[:, -1:])  # (B, 1, E)
+    if head is not None:
+        return head(last)
     return model.score_next_tokens(ModelOutput(last_hidden_state=last), None).logits
 
 
@@ -518,9 +566,10 @@ class StaticCacheDecoder(nn.Module):
         self.config = model.config
         self.capacity = check_positive_int(capacity, "capacity")
         self.compiled_step = compiled_step
-        #: The call's tables and fused layers, made by :meth:`start` at the first call.
+        #: The call's tables and fused layers (and head, if not the model's), made by :meth:`start` at the first call.
         self.tables: CallTables | None = None
         self.layers: list[FusedLayer] = []
+        self.head: Callable[[Tensor], Tensor] | None = None
         # In the model's mode: the loops switch the decoder to evaluation and back, and the model with it.
         self.train(model.training)
 
@@ -551,8 +600,10 @@ class StaticCacheDecoder(nn.Module):
         position_ids = stack.position_ids(full_mask, full_mask, 0)  # (B, S)
         masks = stack.attention_masks(full_mask, self.capacity, 0, table.dtype, input_ids.device)
         self.tables = CallTables(masks, position_ids, dict(stack.layer_inputs(position_ids)))
-        # The fused layers, rebuilt first if a weight has changed since the last call.
-        self.layers = fused_layers(self.model)
+        # The fused layers, rebuilt first if a weight has changed since the last call; or the model's step weights.
+        weights = getattr(self.model, "step_weights", None)
+        self.layers = fused_layers(self.model) if weights is None else weights.layers
+        self.head = None if weights is None else weights.head
         return cache
 
     @torch.inference_mode()
@@ -584,11 +635,11 @@ class StaticCacheDecoder(nn.Module):
             # copied out of the loop's sequences, whose strides grow every step).
             position = torch.full((1,), start, dtype=torch.long, device=input_ids.device)
             input_ids = input_ids.clone(memory_format=torch.contiguous_format)
-            logits = self.compiled_step(input_ids, layers, (cache.keys, cache.values), self.tables, position)
+            logits = self.compiled_step(input_ids, layers, (cache.keys, cache.values), self.tables, position, self.head)
         else:
             rows = slice(start, start + length)
             logits = decode_step(
-                self.model, layers, input_ids, (cache.keys, cache.values), self.tables, rows, rows.stop
+                self.model, layers, input_ids, (cache.keys, cache.values), self.tables, rows, rows.stop, self.head
             )
         cache.length = start + length
         return ModelOutput(last_hidden_state=None, logits=logits, past_key_values=cache)
@@ -619,6 +670,8 @@ class StaticCacheGeneration:
 
     #: The compiled one-token step, once :meth:`compile` was called.
     _compiled_step: Callable[..., Tensor] | None = None
+    #: What the steps multiply by in place of the model's own weights (:class:`StepWeights`), or ``None``.
+    step_weights: StepWeights | None = None
 
     def static_cache_decoder(self, capacity: int) -> StaticCacheDecoder:
         """The decoder the loops run, its cache holding ``capacity`` positions (rounded up when compiled)."""
@@ -657,8 +710,9 @@ class StaticCacheGeneration:
             cache: tuple[Tensor, Tensor],
             tables: CallTables,
             position: Tensor,
+            head: Callable[[Tensor], Tensor] | None,
         ) -> Tensor:
-            return decode_step(model, layers, input_ids, cache, tables, position, None)
+            return decode_step(model, layers, input_ids, cache, tables, position, None, head)
 
         self._compiled_step = torch.compile(step, backend=backend, dynamic=dynamic)
         return self

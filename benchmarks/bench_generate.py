@@ -17,6 +17,14 @@ at a time:
 * ``ours compiled`` (unless ``--no-compile``): the same after
   ``model.compile()``, its one-token step compiled by Inductor (compiled
   during the warm-up call of each shape, which is reported apart);
+* ``ours int4`` and ``ours int4 compiled``: ``load_decoder(weights="int4")``,
+  the same static-cache steps multiplying by the file's own 4-bit blocks,
+  packed for PyTorch's CPU kernel, bfloat16 activations around each multiply
+  (:mod:`literate_transformer.parts.int4`), eager and compiled.  They compute
+  other numbers than the float32 paths, so their ids are also compared with
+  ``ours static``'s (how many leading ids agree, the worst row), and a
+  teacher-forced run feeds ``ours static``'s ids to both and records, at
+  every step, the largest and the mean difference of the next token's scores;
 * ``llama.cpp`` (batch 1 only: its Python API decodes one sequence), where
   ``llama-cpp-python`` is importable, on the very GGUF file the package
   reads, greedy (``temp=0``); it computes in its own precision, so its ids
@@ -38,6 +46,9 @@ bound by memory, not arithmetic.  Two limits are measured in the same run:
 * **the multiplies alone**: every weight matrix of a step multiplied once by
   ``B`` rows (``torch.nn.functional.linear``), best of several, nothing else:
   what a step that only multiplies would cost.
+
+The 4-bit weights' bytes (levels, scales and zeros as packed, the head's
+included) are recorded too, with the streaming limit they would allow.
 
 How it is timed
 ---------------
@@ -89,7 +100,9 @@ from bench_bert import _load_average, _machine, _summary, _time_rotated, version
 #: transformers' at batch 1, with the same ids.
 TARGET_SPEEDUP = 3.0
 #: The package's paths, in the table's order.
-OURS = ("ours eager", "ours static", "ours compiled")
+OURS = ("ours eager", "ours static", "ours compiled", "ours int4", "ours int4 compiled")
+#: The 4-bit paths, whose ids are also compared with the float32 static path's.
+INT4 = ("ours int4", "ours int4 compiled")
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
@@ -127,6 +140,24 @@ def multiplies_alone_s(model: torch.nn.Module, batch_size: int, repeats: int = 5
     return min(times[1:])
 
 
+def int4_weight_bytes(model: torch.nn.Module) -> int:
+    """The bytes a 4-bit step reads from its packed weights: every layer's and the head's levels, scales and zeros
+    (the norms and the float32 rows a step rescores are a few thousand numbers more, left out)."""
+    weights = model.step_weights
+    packed = [
+        linear
+        for layer in weights.layers
+        for linear in (layer.query_key_value, layer.output, layer.gate_up, layer.down)
+    ]
+    if weights.head is not None:
+        packed.append(weights.head.packed)
+    return sum(
+        tensor.numel() * tensor.element_size()
+        for linear in packed
+        for tensor in (linear.weight, linear.scales_and_zeros)
+    )
+
+
 def leading_agreement(ids: list[int], reference: list[int]) -> int:
     """How many tokens ``ids`` writes before its first difference from ``reference``."""
     count = 0
@@ -137,6 +168,37 @@ def leading_agreement(ids: list[int], reference: list[int]) -> int:
     return count
 
 
+@torch.inference_mode()
+def teacher_forced_differences(
+    reference: torch.nn.Module, other: torch.nn.Module, sequences: torch.Tensor, prompt_length: int
+) -> dict:
+    """Both models' static-cache decoders fed the same ``sequences`` (the prompt, then one token a step): at every
+    step, the largest and the mean absolute difference of the next token's scores, and whether their best tokens
+    are the same."""
+    decoders = [model.static_cache_decoder(sequences.shape[1]) for model in (reference, other)]
+    caches: list = [None, None]
+    largest, mean, same = [], [], []
+    for position in range(prompt_length, sequences.shape[1]):
+        new = sequences[:, :prompt_length] if position == prompt_length else sequences[:, position - 1 : position]
+        scores = []
+        for index, decoder in enumerate(decoders):
+            output = decoder(new, past_key_values=caches[index])
+            caches[index] = output.past_key_values
+            scores.append(output.logits[:, -1])
+        difference = (scores[0] - scores[1]).abs()
+        largest.append(float(difference.max()))
+        mean.append(float(difference.mean()))
+        same.append(bool(torch.equal(scores[0].argmax(-1), scores[1].argmax(-1))))
+    return {
+        "largest_per_step": largest,
+        "mean_per_step": mean,
+        "largest": max(largest),
+        "mean": sum(mean) / len(mean),
+        "steps_with_the_same_best_token": sum(same),
+        "steps": len(same),
+    }
+
+
 def load_models(compile_step: bool) -> dict:
     """The package's decoder, transformers' Llama on the same weights, and llama.cpp on the same file if installed."""
     import transformers
@@ -145,19 +207,26 @@ def load_models(compile_step: bool) -> dict:
     from literate_transformer.trained import load_decoder
 
     _, ours = load_decoder()
+    # The same file, its steps over the 4-bit blocks (the float32 weights kept for everything else).
+    _, int4 = load_decoder(weights="int4")
     hf = transformers.LlamaForCausalLM.from_pretrained(
         None, config=copy.deepcopy(ours.config), state_dict=ours.state_dict()
     ).eval()
     # Every row writes every token: no end-of-sequence on either side.
     ours.config.eos_token_id = None
+    int4.config.eos_token_id = None
     hf.generation_config.eos_token_id = None
     hf.generation_config.pad_token_id = ours.config.pad_token_id
-    found = {"ours": ours, "hf": hf, "compiled": None, "llama_cpp": None, "llama_cpp_note": ""}
+    found = {"ours": ours, "hf": hf, "compiled": None, "int4": int4, "int4_compiled": None}
+    found.update(llama_cpp=None, llama_cpp_note="")
     if compile_step:
-        # A second model on the same weights (shared tensors), its step compiled.
+        # A second model on the same weights (shared tensors), its step compiled; the same for the 4-bit one.
         compiled = copy.copy(ours)
         compiled.compile()
         found["compiled"] = compiled
+        int4_compiled = copy.copy(int4)
+        int4_compiled.compile()
+        found["int4_compiled"] = int4_compiled
     try:
         from llama_cpp import Llama
     except ImportError as error:
@@ -195,6 +264,11 @@ def time_shape(models: dict, batch_size: int, prompt_length: int, new_tokens: in
     if models["compiled"] is not None:
         compiled = models["compiled"]
         calls["ours compiled"] = lambda: compiled.generate(input_ids, attention_mask, new_tokens)
+    int4 = models["int4"]
+    calls["ours int4"] = lambda: int4.generate(input_ids, attention_mask, new_tokens)
+    if models["int4_compiled"] is not None:
+        int4_compiled = models["int4_compiled"]
+        calls["ours int4 compiled"] = lambda: int4_compiled.generate(input_ids, attention_mask, new_tokens)
     if models["llama_cpp"] is not None and batch_size == 1:
         Llama, path = models["llama_cpp"]
         llm = Llama(model_path=path, n_ctx=prompt_length + new_tokens + 8, n_threads=threads, verbose=False)
@@ -227,41 +301,68 @@ def time_shape(models: dict, batch_size: int, prompt_length: int, new_tokens: in
             entry["tokens_agreeing_with_transformers"] = min(
                 leading_agreement(row.tolist(), ref.tolist()) for row, ref in zip(written, reference, strict=True)
             )
+        if name in INT4:
+            # The worst row's leading ids as the float32 static path wrote them.
+            float32 = warm["ours static"][:, prompt_length:]
+            entry["tokens_agreeing_with_float32"] = min(
+                leading_agreement(row.tolist(), ref.tolist())
+                for row, ref in zip(warm[name][:, prompt_length:], float32, strict=True)
+            )
         results[name] = entry
     theirs = results["transformers"]["tokens_per_s"]
     for entry in results.values():
         entry["vs_transformers"] = entry["tokens_per_s"] / theirs
-    return {"batch_size": batch_size, "prompt_length": prompt_length, "new_tokens": new_tokens, "paths": results}
+    # The 4-bit steps' scores against the float32 steps', both fed the float32 path's ids.
+    differences = teacher_forced_differences(ours, int4, warm["ours static"], prompt_length)
+    print(
+        f"  ours int4 against ours static, teacher-forced: largest |score difference| {differences['largest']:.3f}, "
+        f"mean {differences['mean']:.4f}, the same best token at {differences['steps_with_the_same_best_token']} "
+        f"of {differences['steps']} steps",
+        flush=True,
+    )
+    return {
+        "batch_size": batch_size,
+        "prompt_length": prompt_length,
+        "new_tokens": new_tokens,
+        "paths": results,
+        "int4_teacher_forced": differences,
+    }
+
+
+#: The operators that multiply by a step's weights, float32 and packed 4-bit.
+MATMULS = ("aten::mm", "aten::addmm", "aten::_weight_int4pack_mm_for_cpu")
 
 
 @torch.inference_mode()
-def profile_step(model: torch.nn.Module, context: int = 32) -> dict:
-    """One step (one new token after ``context``) of the eager model and of the static-cache decoder, profiled:
-    the total, the matrix multiplies' share, the operators called, and the five that took the most time."""
+def profile_step(model: torch.nn.Module, int4: torch.nn.Module | None = None, context: int = 32) -> dict:
+    """One step (one new token after ``context``) of the eager model, of the static-cache decoder and of the 4-bit
+    one, profiled: the total, the matrix multiplies' share, the operators called, and the five that took the most
+    time."""
     from torch.profiler import profile
 
     input_ids = torch.randint(1000, model.config.vocab_size, (1, context), generator=torch.Generator().manual_seed(0))
     new = torch.tensor([[1000]])
     found = {}
     eager_cache = model(input_ids, use_cache=True).past_key_values
-    decoder = model.static_cache_decoder(context + 8)
-    static_cache = decoder(input_ids).past_key_values
-    steps = {
-        "ours eager": lambda: model(new, past_key_values=eager_cache, use_cache=True),
-        "ours static": lambda: decoder(new, past_key_values=static_cache),
-    }
+    decoders = {"ours static": model.static_cache_decoder(context + 8)}
+    if int4 is not None:
+        decoders["ours int4"] = int4.static_cache_decoder(context + 8)
+    caches = {name: decoder(input_ids).past_key_values for name, decoder in decoders.items()}
+    steps = {"ours eager": lambda: model(new, past_key_values=eager_cache, use_cache=True)}
+    for name, decoder in decoders.items():
+        steps[name] = lambda decoder=decoder, cache=caches[name]: decoder(new, past_key_values=cache)
     for name, step in steps.items():
         for _ in range(2):
             step()
-            if name == "ours static":
-                static_cache.length -= 1  # the same position again
+            if name in caches:
+                caches[name].length -= 1  # the same position again
         with profile() as profiler:
             step()
-        if name == "ours static":
-            static_cache.length -= 1
+        if name in caches:
+            caches[name].length -= 1
         events = profiler.key_averages()
         total = sum(event.self_cpu_time_total for event in events)
-        matmuls = sum(event.self_cpu_time_total for event in events if event.key in ("aten::mm", "aten::addmm"))
+        matmuls = sum(event.self_cpu_time_total for event in events if event.key in MATMULS)
         top = sorted(events, key=lambda event: -event.self_cpu_time_total)[:5]
         found[name] = {
             "total_ms": total / 1e3,
@@ -292,6 +393,8 @@ def markdown_table(results: dict) -> str:
                 if entry["ids_equal_transformers"]
                 else f"{entry['tokens_agreeing_with_transformers']} ids agree"
             )
+            if "tokens_agreeing_with_float32" in entry:
+                same += f", {entry['tokens_agreeing_with_float32']} as float32"
             cells.append(f"{entry['tokens_per_s']:.1f} ({entry['vs_transformers']:.2f}x, {same})")
         limits = shape["limits"]
         lines.append(
@@ -303,6 +406,26 @@ def markdown_table(results: dict) -> str:
         "",
         f"weights {results['weight_bytes'] / 1e6:.0f} MB (float32), streamed at {results['streaming_gb_per_s']:.1f} GB/s",
     ]
+    if results.get("int4_weight_bytes"):
+        rate = results["streaming_gb_per_s"] * 1e9 / results["int4_weight_bytes"]
+        lines += [
+            "",
+            f"4-bit weights {results['int4_weight_bytes'] / 1e6:.0f} MB (levels, bfloat16 scales and zeros; "
+            f"the Q8_0 head as two 4-bit halves): a streaming limit of {rate:.1f} tokens/s at batch 1",
+        ]
+    forced = [shape for shape in results["shapes"] if "int4_teacher_forced" in shape]
+    if forced:
+        lines += [
+            "",
+            "| ours int4 vs ours static, teacher-forced | largest score difference | mean | same best token |",
+            "|---|---|---|---|",
+        ]
+        for shape in forced:
+            found = shape["int4_teacher_forced"]
+            lines.append(
+                f"| B={shape['batch_size']}, prompt {shape['prompt_length']} | {found['largest']:.3f} | "
+                f"{found['mean']:.4f} | {found['steps_with_the_same_best_token']} of {found['steps']} steps |"
+            )
     if results.get("llama_cpp_note"):
         lines += ["", f"llama.cpp: {results['llama_cpp_note']}"]
     profile = results.get("profile_of_one_step")
@@ -365,7 +488,7 @@ def main(argv: list[str] | None = None) -> dict:
     threads = torch.get_num_threads()
     print(f"generation on cpu (float32), {threads} threads, load {load_before}", flush=True)
     rate_before = streaming_rate()
-    profile = None if args.no_profile else profile_step(models["ours"])
+    profile = None if args.no_profile else profile_step(models["ours"], models["int4"])
     shapes = []
     for batch_size in args.batch_sizes:
         alone_s = multiplies_alone_s(models["ours"], batch_size)
@@ -417,6 +540,7 @@ def main(argv: list[str] | None = None) -> dict:
             "order": "round-robin, rotated by one path each round, after one warm-up call per path",
         },
         "weight_bytes": size,
+        "int4_weight_bytes": int4_weight_bytes(models["int4"]),
         "streaming_gb_per_s": rate / 1e9,
         "llama_cpp_note": models["llama_cpp_note"],
         "profile_of_one_step": profile,
@@ -432,7 +556,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"Greedy generation, SmolLM2-135M-Instruct, cpu float32, {results['date']}, torch "
         f"{results['versions']['torch']}, transformers {results['versions']['transformers']}, "
         f"{results['machine']['cpu_count']} cores, load {load_before} -> {results['load_average']['after']}; "
-        "tokens/s (x transformers', ids against transformers')"
+        "tokens/s (x transformers', ids against transformers'; for the 4-bit paths, how many leading ids are the "
+        "float32 static path's, the worst row)"
     )
     (args.output_dir / f"{stem}.md").write_text(header + "\n\n" + table + "\n")
     print()

@@ -142,7 +142,7 @@ def multiplies_alone_s(model: torch.nn.Module, batch_size: int, repeats: int = 5
 
 def int4_weight_bytes(model: torch.nn.Module) -> int:
     """The bytes a 4-bit step reads from its packed weights: every layer's and the head's levels, scales and zeros
-    (the norms and the float32 rows a step rescores are a few thousand numbers more, left out)."""
+    (the norms and the float32 rows a step rescores, some tens of thousands of numbers, left out)."""
     weights = model.step_weights
     packed = [
         linear

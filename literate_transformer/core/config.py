@@ -309,7 +309,7 @@ def check_config(config: Any, model_type: str, name: str, unsupported: Mapping[s
         model_type: The family's ``model_type`` (``"gpt2"``).
         name: Its config class's name, for the messages (``"GPT2Config"``).
         unsupported: The family's options this package does not build, each with the only value it accepts
-            (:func:`check_unsupported`).
+            (:func:`~literate_transformer.core.config.check_unsupported`).
 
     Returns:
         ``config``.
@@ -398,7 +398,8 @@ class ChecksConfig:
     config_type: ClassVar[str] = ""
     #: The config class's name, for the messages (``"GPT2Config"``).
     config_name: ClassVar[str] = ""
-    #: The options this package does not build, each with the only value it accepts (:func:`check_unsupported`).
+    #: The options this package does not build, each with the only value it accepts
+    #: (:func:`~literate_transformer.core.config.check_unsupported`).
     config_unsupported: ClassVar[Mapping[str, object]] = {}
     #: The width's and the head count's fields, by the config's own names, where the heads must divide the width
     #: (``("n_embd", "n_head")``); empty: not checked here.

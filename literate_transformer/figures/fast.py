@@ -557,7 +557,7 @@ class StepProfile(NamedTuple):
     matmul_calls: int
     #: Operators called, those called by other operators included.
     operators_called: int
-    #: The operators with the most time of their own: ``(name, seconds, calls)``, the most first.
+    #: The operators with the most time of their own, each ``(name, seconds, calls)``, the most first.
     top: list[tuple[str, float, int]]
 
 
@@ -716,7 +716,7 @@ def measure_machine_rates(megabytes: int = 256, size: int = 1024, repeats: int =
 class MultiplyTimings(NamedTuple):
     """A decoding step's matrix multiplies alone, at several batch sizes (best-of-``repeats`` seconds)."""
 
-    #: The rows multiplied: one new token per sequence of the batch.
+    #: The rows multiplied, one new token per sequence of the batch.
     batch_sizes: tuple[int, ...]
     #: Seconds to multiply every matrix once by that many rows, one value per batch size.
     seconds: list[float]

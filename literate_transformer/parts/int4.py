@@ -79,10 +79,14 @@ bfloat16 activations and 700 µs with float32 ones.  So each multiply rounds
 its input to bfloat16 and widens its output back (:class:`PackedLinear`):
 two roundings, each a relative error of at most :math:`2^{-9}` per number,
 at every multiply of every layer.  The 4-bit path therefore computes other
-numbers than the float32 path on the *same* weights: the generation
+numbers than the float32 path on the *same* weights.  The generation
 benchmark feeds both the float32 path's ids and records, at every step, how
 far the next token's scores differ, and how many greedy ids the two write
-before they part (on the Benchmarks page).
+before they part (on the Benchmarks page).  In its run on 2 CPU cores the
+largest difference of a step's scores was 0.46 to 1.13 and the mean 0.06 to
+0.07, for scores that spread over tens; 15 of its 18 prompts (of 32 and 256
+tokens) got the float32 path's 128 greedy tokens, and the other three parted
+at a near-tie, after 17, 0 and 7 tokens.
 
 The token table and the head
 ----------------------------
@@ -113,8 +117,14 @@ cores, at batch 1, it gets through the packed bytes of SmolLM2's matrices at
 and scaling them is arithmetic, and with one row of input there is little
 of it to share.  So a 4-bit step is bound by its multiplies, and then by the
 rest of the step (the attention over the cache, the norms, the rotations and
-Python around them, which compiling shrinks); the generation benchmark
-measures where that lands against ``transformers`` and the float32 paths.
+Python around them, which compiling shrinks).  In the generation
+benchmark's run on 2 CPU cores, at batch 1 and a prompt of 32 tokens, one
+4-bit step took 15 ms where the float32 static step took 34 ms, and
+``generate()`` wrote 49 tokens a second in 4 bits, 74 compiled, against 25
+and 32 for the float32 static cache and compiled step; compiling helps the
+4-bit step more because its multiplies take less of it.  The kernel's time
+grows with the rows of input, though: the prompt's step, 256 tokens at
+once, took 450 ms in 4 bits and 270 ms in float32.
 
 Using it
 --------

@@ -175,7 +175,7 @@ __all__ = [
     "int4_step_weights",
 ]
 
-#: The block formats this path packs as they are: two of 4-bit levels, and Q8_0 as two 4-bit halves.
+#: The block formats this path packs as they are (two of 4-bit levels, and Q8_0 as two 4-bit halves).
 PACKABLE = ("Q4_0", "Q4_1", "Q8_0")
 #: PyTorch's CPU packing wants the output rows in multiples of this (a matrix is padded with zero rows).
 ROW_MULTIPLE = 16

@@ -237,7 +237,7 @@ class StepWeights:
 
     #: One :class:`FusedLayer` (or a variant) per layer of the model.
     layers: list[FusedLayer]
-    #: The last hidden state ``(B, 1, E)`` to the next token's scores ``(B, 1, V)``; ``None``: the model's head.
+    #: The last hidden state ``(B, 1, E)`` to the next token's scores ``(B, 1, V)``, or ``None`` for the model's head.
     head: Callable[[Tensor], Tensor] | None
 
 

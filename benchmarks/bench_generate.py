@@ -84,6 +84,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from literate_transformer.core.checkpoints import use_offline_environment
+from literate_transformer.parts.int4 import packed_bytes
 
 # Offline and quiet before transformers is imported (the package's one definition).
 use_offline_environment()
@@ -141,21 +142,8 @@ def multiplies_alone_s(model: torch.nn.Module, batch_size: int, repeats: int = 5
 
 
 def int4_weight_bytes(model: torch.nn.Module) -> int:
-    """The bytes a 4-bit step reads from its packed weights: every layer's and the head's levels, scales and zeros
-    (the norms and the float32 rows a step rescores, some tens of thousands of numbers, left out)."""
-    weights = model.step_weights
-    packed = [
-        linear
-        for layer in weights.layers
-        for linear in (layer.query_key_value, layer.output, layer.gate_up, layer.down)
-    ]
-    if weights.head is not None:
-        packed.append(weights.head.packed)
-    return sum(
-        tensor.numel() * tensor.element_size()
-        for linear in packed
-        for tensor in (linear.weight, linear.scales_and_zeros)
-    )
+    """The bytes a 4-bit step reads from its packed weights (:func:`literate_transformer.parts.int4.packed_bytes`)."""
+    return packed_bytes(model)
 
 
 def leading_agreement(ids: list[int], reference: list[int]) -> int:

@@ -173,6 +173,7 @@ __all__ = [
     "RescoredHead",
     "Int4Layer",
     "int4_step_weights",
+    "packed_bytes",
 ]
 
 #: The block formats this path packs as they are (two of 4-bit levels, and Q8_0 as two 4-bit halves).
@@ -480,3 +481,30 @@ def int4_step_weights(model: nn.Module, blocks: Mapping[str, BlockRows], candida
         packed = _packed(blocks, names, [model.lm_head])
         packed_head = RescoredHead(packed, model.lm_head.weight, min(candidates, packed.out_features))
     return StepWeights(layers, packed_head)
+
+
+def packed_bytes(model: nn.Module) -> int:
+    """The bytes a 4-bit step reads from its packed weights: every layer's and the head's levels, scales and zeros.
+
+    The norms and the float32 rows the head rescores, some tens of thousands of numbers, are left out.
+
+    Raises:
+        ValueError: for a model without 4-bit step weights (``step_weights`` of :func:`int4_step_weights`).
+    """
+    weights = getattr(model, "step_weights", None)
+    if weights is None or not all(hasattr(layer, "query_key_value") for layer in weights.layers):
+        raise ValueError(
+            f"model must decode over 4-bit weights (load_decoder(weights='int4')), got {type(model).__name__}"
+        )
+    packed = [
+        linear
+        for layer in weights.layers
+        for linear in (layer.query_key_value, layer.output, layer.gate_up, layer.down)
+    ]
+    if getattr(weights.head, "packed", None) is not None:
+        packed.append(weights.head.packed)
+    return sum(
+        tensor.numel() * tensor.element_size()
+        for linear in packed
+        for tensor in (linear.weight, linear.scales_and_zeros)
+    )

@@ -254,3 +254,10 @@ def test_the_step_weights_refuse_what_they_cannot_pack_and_keep_a_float_head(tin
     table = model.lm_head.weight.detach()
     floats = BlockRows("token_embd.weight", "F32", table.contiguous().view(torch.uint8), table.shape[1])
     assert int4_step_weights(model, {**blocks, "lm_head.weight": floats}).head is None
+
+
+def test_packed_bytes_needs_a_model_with_4_bit_weights():
+    from literate_transformer.parts.int4 import packed_bytes
+
+    with pytest.raises(ValueError, match=r"model must decode over 4-bit weights .*got Linear"):
+        packed_bytes(torch.nn.Linear(2, 2))

@@ -88,6 +88,8 @@ extensions = [
     "sphinx_codeautolink",
     # ...resolving names in transformers and torch without importing every model they have (docs/_ext).
     "codeautolink_lazy",
+    # ...and writing its links into the pages on every core (docs/_ext).
+    "codeautolink_parallel",
     # bertviz's attention views served from _static (d3, jQuery, a require.js shim), no CDN (docs/_ext).
     "bertviz_offline",
     # "Try your own sentence": our BERT exported to ONNX (cached in _build/try_it) and run in the reader's browser (docs/_ext).

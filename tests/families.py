@@ -438,3 +438,18 @@ def assert_reads_only_the_stopping_check(ours) -> None:
     # On the CPU the ids and the mask are checked once, at the call, and not again at each step.
     checked = [device_reads(decode(steps), checked=True) for steps in (2, 5)]
     assert 0 < checked[0] and checked[1] - checked[0] <= 3
+
+
+def count_static_cache_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the calls of the static-cache decoder (the path is taken, or a test of it is vacuous)."""
+    from literate_transformer.parts.static_cache import StaticCacheDecoder
+
+    calls = [0]
+    forward = StaticCacheDecoder.forward
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(StaticCacheDecoder, "forward", counted)
+    return calls

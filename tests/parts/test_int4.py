@@ -28,6 +28,7 @@ import copy
 import pytest
 import torch
 import transformers
+from families import count_static_cache_steps
 from gguf_files import byte_level_vocabulary, write_llama_gguf
 
 from literate_transformer.core.gguf import BLOCK_SIZE, dequantize, quantize, read_gguf
@@ -41,7 +42,7 @@ from literate_transformer.parts.int4 import (
     levels_of,
     stack_levels,
 )
-from literate_transformer.parts.static_cache import StaticCacheDecoder, fused_layers
+from literate_transformer.parts.static_cache import fused_layers
 from literate_transformer.trained import blocks_from_gguf, load_decoder
 
 NEW_TOKENS = 8
@@ -188,14 +189,7 @@ def test_the_loops_over_the_4_bit_steps_write_the_ids_of_the_weights_they_read(t
     options = DECODINGS[decoding]
     torch.manual_seed(5)
     expected = emulation.generate(input_ids, attention_mask, NEW_TOKENS, cache_implementation="dynamic", **options)
-    calls = [0]
-    forward = StaticCacheDecoder.forward
-
-    def counted(self, *args, **kwargs):
-        calls[0] += 1
-        return forward(self, *args, **kwargs)
-
-    monkeypatch.setattr(StaticCacheDecoder, "forward", counted)
+    calls = count_static_cache_steps(monkeypatch)
     torch.manual_seed(5)
     written = int4.generate(input_ids, attention_mask, NEW_TOKENS, **options)
     assert torch.equal(written, expected), f"{decoding}:\n4-bit {written.tolist()}\neager {expected.tolist()}"

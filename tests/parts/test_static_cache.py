@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from families import count_static_cache_steps
 from shapes import LLAMA_GROUPED, padded_batch
 
 from literate_transformer.book.decoding import generate
@@ -25,7 +26,6 @@ from literate_transformer.models.llama import LlamaForCausalLM
 from literate_transformer.models.mistral import MistralForCausalLM
 from literate_transformer.parts.static_cache import (
     StaticCache,
-    StaticCacheDecoder,
     fused_layers,
     static_cache_applies,
 )
@@ -76,17 +76,7 @@ def model(request, randomize):
     return ours
 
 
-def _counting(monkeypatch) -> list[int]:
-    """Count the calls of the static-cache decoder (the path is taken, or the test is vacuous)."""
-    calls = [0]
-    forward = StaticCacheDecoder.forward
-
-    def counted(self, *args, **kwargs):
-        calls[0] += 1
-        return forward(self, *args, **kwargs)
-
-    monkeypatch.setattr(StaticCacheDecoder, "forward", counted)
-    return calls
+_counting = count_static_cache_steps
 
 
 @pytest.mark.parametrize("decoding", list(DECODINGS))

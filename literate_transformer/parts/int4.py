@@ -29,14 +29,13 @@ with a scale :math:`s` and a zero :math:`z` per group, in ``scales_and_zeros``
 ``(K/32, N, 2)``.  A GGUF block is such a group, and each of its formats maps
 onto it with no rounding of the levels (:func:`levels_of`):
 
-======  ==============================  =====================  ======================
-format  the block's weights             :math:`s`              :math:`z`
-======  ==============================  =====================  ======================
-Q4_1    :math:`d\,q + m`                :math:`d`              :math:`m + 8 d`
-Q4_0    :math:`d\,(q - 8)`              :math:`d`              :math:`0`
-Q8_0    :math:`d\,q`, :math:`q` 8-bit   :math:`16 d` and       :math:`0` and
-        (two 4-bit halves)              :math:`d`              :math:`8 d`
-======  ==============================  =====================  ======================
+=========================  ===================  ==========================  =========================
+format                     the block's weights  :math:`s`                   :math:`z`
+=========================  ===================  ==========================  =========================
+Q4_1                       :math:`d\,q + m`     :math:`d`                   :math:`m + 8 d`
+Q4_0                       :math:`d\,(q - 8)`   :math:`d`                   :math:`0`
+Q8_0, as two 4-bit halves  :math:`d\,q`         :math:`16 d` and :math:`d`  :math:`0` and :math:`8 d`
+=========================  ===================  ==========================  =========================
 
 The levels are the block's own 4-bit integers, unpacked from its bytes
 (byte :math:`j` holds weights :math:`j` and :math:`j + 16`) and packed again

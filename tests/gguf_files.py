@@ -17,6 +17,17 @@ from pathlib import Path
 import numpy as np
 
 #: A tiny byte-level vocabulary: GPT-2's 256 byte characters, a few merges, and two control tokens.
+#: A tiny Llama's sizes (two layers, four query heads in two groups), which each test of a GGUF file extends.
+TINY_LLAMA = dict(
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+)
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>")
 MERGES = ("Ġ t", "h e", "Ġt he", "Ġ a", "i n", "Ġ c", "a t", "Ġc at", "o n", "Ġ o", "Ġo n")
 CHAT_TEMPLATE = (

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from gguf_files import byte_level_vocabulary, write_llama_gguf
+from gguf_files import TINY_LLAMA, byte_level_vocabulary, write_llama_gguf
 from lt_site import export_decoder as ed
 
 from literate_transformer import load_decoder
@@ -27,17 +27,7 @@ from literate_transformer.models.llama import LlamaForCausalLM
 
 pytest.importorskip("onnxruntime", reason="onnxruntime (the docs extras) runs the exported graph")
 
-TINY = dict(
-    hidden_size=64,
-    intermediate_size=96,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    rms_norm_eps=1e-6,
-    rope_theta=500.0,
-    tie_word_embeddings=True,
-)
+TINY = dict(TINY_LLAMA, rope_theta=500.0)
 #: Every block format the export reads, on one model.
 FORMATS = {"attn_v.weight": "Q4_0", "ffn_down.weight": "Q8_0", "attn_output.weight": "F16"}
 

@@ -26,7 +26,7 @@ import families
 import pytest
 import torch
 import transformers
-from gguf_files import byte_level_vocabulary, llama_cpp_permute, write_llama_gguf
+from gguf_files import TINY_LLAMA, byte_level_vocabulary, llama_cpp_permute, write_llama_gguf
 
 from literate_transformer.core import checkpoints
 from literate_transformer.core.checkpoints import (
@@ -62,20 +62,7 @@ def _no_override(monkeypatch):
 # ---------------------------------------------------------------------------
 # A tiny Llama, written as llama.cpp writes it
 # ---------------------------------------------------------------------------
-TINY = dict(
-    hidden_size=64,
-    intermediate_size=96,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=32,
-    rms_norm_eps=1e-6,
-    rope_theta=500.0,
-    tie_word_embeddings=True,
-    bos_token_id=0,
-    eos_token_id=1,
-    pad_token_id=1,
-)
+TINY = dict(TINY_LLAMA, max_position_embeddings=32, rope_theta=500.0, bos_token_id=0, eos_token_id=1, pad_token_id=1)
 #: A mix of llama.cpp's formats: the token table Q8_0, most matrices Q4_1, two others Q4_0 and Q8_0, norms F32.
 MIXED = {"attn_v.weight": "Q4_0", "ffn_down.weight": "Q8_0"}
 

@@ -29,7 +29,7 @@ import pytest
 import torch
 import transformers
 from families import count_static_cache_steps
-from gguf_files import byte_level_vocabulary, write_llama_gguf
+from gguf_files import TINY_LLAMA, byte_level_vocabulary, write_llama_gguf
 
 from literate_transformer.core.gguf import BLOCK_SIZE, dequantize, quantize, read_gguf
 from literate_transformer.models.gpt2 import GPT2LMHeadModel
@@ -46,19 +46,7 @@ from literate_transformer.parts.static_cache import fused_layers
 from literate_transformer.trained import blocks_from_gguf, load_decoder
 
 NEW_TOKENS = 8
-TINY = dict(
-    hidden_size=64,
-    intermediate_size=96,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=True,
-    bos_token_id=0,
-    eos_token_id=None,
-    pad_token_id=1,
-)
+TINY = dict(TINY_LLAMA, bos_token_id=0, eos_token_id=None, pad_token_id=1)
 
 
 def _matrix(kind: str, rows: int, columns: int, seed: int = 0) -> tuple[BlockRows, torch.Tensor]:

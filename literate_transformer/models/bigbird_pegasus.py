@@ -97,16 +97,7 @@ from ..parts.attention import Attention
 from ..parts.heads import merge_heads, split_heads
 from ..parts.positions import LearnedPositionalEmbedding
 from ..parts.stack import run_layers
-from .bart import (
-    BartAttention,
-    BartDecoder,
-    BartDecoderLayer,
-    BartEncoder,
-    BartEncoderLayer,
-    BartForConditionalGeneration,
-    BartModel,
-    BartStack,
-)
+from . import bart
 from .registry import register
 
 __all__ = [
@@ -337,7 +328,7 @@ class BigBirdPegasusEncoderAttention(nn.Module):
         return attention._replace(hidden_states=self.output(attention.hidden_states))
 
 
-class BigBirdPegasusEncoderLayer(BartEncoderLayer):
+class BigBirdPegasusEncoderLayer(bart.BartEncoderLayer):
     """BART's encoder layer, pre-LN, with the block-sparse attention sub-layer.
 
     (``transformers``' layer drops nothing out between ``fc1`` and ``fc2``; nor does this one.)
@@ -354,17 +345,17 @@ class BigBirdPegasusEncoderLayer(BartEncoderLayer):
         return BigBirdPegasusEncoderAttention(config)
 
 
-class BigBirdPegasusDecoderLayer(BartDecoderLayer):
+class BigBirdPegasusDecoderLayer(bart.BartDecoderLayer):
     """BART's decoder layer, pre-LN, its attention projections biased only with ``use_bias``."""
 
     norm_first = True
 
     def new_attention(self, config: Any, num_heads: int) -> nn.Module:
         """:class:`~literate_transformer.models.bart.BartAttention` with ``bias=config.use_bias``."""
-        return BartAttention(config, config.d_model, num_heads, config.attention_dropout, bias=config.use_bias)
+        return bart.BartAttention(config, config.d_model, num_heads, config.attention_dropout, bias=config.use_bias)
 
 
-class BigBirdPegasusStack(BartStack):
+class BigBirdPegasusStack(bart.BartStack):
     """What BigBird-Pegasus changes in both of BART's stacks: positions, the embeddings' sum, a norm at the end."""
 
     def position_embedding(self, config: Any) -> nn.Module:
@@ -385,7 +376,7 @@ def _check_encoder_inputs(encoder: BigBirdPegasusEncoder, args: Arguments) -> No
     check_token_inputs(args, encoder.config)
 
 
-class BigBirdPegasusEncoder(BigBirdPegasusStack, BartEncoder):
+class BigBirdPegasusEncoder(BigBirdPegasusStack, bart.BartEncoder):
     """The block-sparse encoder: BART's, with :class:`BigBirdPegasusStack`'s changes and its own ``forward``."""
 
     layer_class, num_layers = BigBirdPegasusEncoderLayer, "encoder_layers"
@@ -454,7 +445,7 @@ class BigBirdPegasusEncoder(BigBirdPegasusStack, BartEncoder):
         return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states=False)
 
 
-class BigBirdPegasusDecoder(BigBirdPegasusStack, BartDecoder):
+class BigBirdPegasusDecoder(BigBirdPegasusStack, bart.BartDecoder):
     """The decoder: BART's with full attention, pre-LN layers and :class:`BigBirdPegasusStack`'s changes."""
 
     layer_class, num_layers = BigBirdPegasusDecoderLayer, "decoder_layers"
@@ -464,7 +455,7 @@ class BigBirdPegasusDecoder(BigBirdPegasusStack, BartDecoder):
 ATTENTION_TYPES = ("block_sparse", "original_full")
 
 
-class BigBirdPegasusModel(BartModel):
+class BigBirdPegasusModel(bart.BartModel):
     """BigBird-Pegasus's encoder and decoder around one token table, ``shared``; no language-model head.
 
     Args:
@@ -488,7 +479,7 @@ class BigBirdPegasusModel(BartModel):
             )
 
 
-class BigBirdPegasusForConditionalGeneration(BartForConditionalGeneration):
+class BigBirdPegasusForConditionalGeneration(bart.BartForConditionalGeneration):
     """BigBird-Pegasus with BART's head: the shared table plus ``final_logits_bias``.
 
     Args:

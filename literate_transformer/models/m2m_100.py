@@ -89,16 +89,7 @@ import torch
 from torch import Tensor, nn
 
 from ..parts.norms import make_norm
-from .bart import (
-    BART_LAYER_NORM_EPS,
-    BartDecoder,
-    BartDecoderLayer,
-    BartEncoder,
-    BartEncoderLayer,
-    BartForConditionalGeneration,
-    BartModel,
-    BartStack,
-)
+from . import bart
 from .registry import register
 
 __all__ = [
@@ -148,26 +139,26 @@ class M2M100SinusoidalPositionalEmbedding(nn.Module):
         return embeddings
 
 
-class M2M100EncoderLayer(BartEncoderLayer):
+class M2M100EncoderLayer(bart.BartEncoderLayer):
     """BART's encoder layer, pre-LN: each sub-layer reads :math:`\\operatorname{LN}(x)` and adds to :math:`x`."""
 
     norm_first = True
 
 
-class M2M100DecoderLayer(BartDecoderLayer):
+class M2M100DecoderLayer(bart.BartDecoderLayer):
     """BART's decoder layer, pre-LN."""
 
     norm_first = True
 
 
-class M2M100Stack(BartStack):
+class M2M100Stack(bart.BartStack):
     """What M2M-100 changes in both of BART's stacks: positions, the embeddings' sum, and a norm at the end."""
 
     def __init__(self, config: Any, embed_tokens: nn.Embedding) -> None:
         super().__init__(config, embed_tokens)
         # No layer norm on the embeddings; pre-LN, the stack's output is normalised once, at the end.
         del self.layernorm_embedding
-        self.layer_norm = make_norm(config.d_model, BART_LAYER_NORM_EPS)
+        self.layer_norm = make_norm(config.d_model, bart.BART_LAYER_NORM_EPS)
 
     def position_embedding(self, config: Any) -> nn.Module:
         """Fixed sinusoids (:class:`M2M100SinusoidalPositionalEmbedding`), not a learned table."""
@@ -195,19 +186,19 @@ class M2M100Stack(BartStack):
         return self.layer_norm(hidden_states)
 
 
-class M2M100Encoder(M2M100Stack, BartEncoder):
+class M2M100Encoder(M2M100Stack, bart.BartEncoder):
     """M2M-100's encoder: BART's, with :class:`M2M100Stack`'s changes and pre-LN layers."""
 
     layer_class, num_layers = M2M100EncoderLayer, "encoder_layers"
 
 
-class M2M100Decoder(M2M100Stack, BartDecoder):
+class M2M100Decoder(M2M100Stack, bart.BartDecoder):
     """M2M-100's decoder: BART's, with :class:`M2M100Stack`'s changes and pre-LN layers."""
 
     layer_class, num_layers = M2M100DecoderLayer, "decoder_layers"
 
 
-class M2M100Model(BartModel):
+class M2M100Model(bart.BartModel):
     """M2M-100's encoder and decoder around one token table, ``shared``; no language-model head.
 
     Args:
@@ -218,7 +209,7 @@ class M2M100Model(BartModel):
     encoder_class, decoder_class = M2M100Encoder, M2M100Decoder
     # BART's dropped keys, and the sinusoid tables, which are computed, never loaded.
     hf_name = "M2M-100"
-    hf_dropped = (*BartModel.hf_dropped, "encoder.embed_positions.weights", "decoder.embed_positions.weights")
+    hf_dropped = (*bart.BartModel.hf_dropped, "encoder.embed_positions.weights", "decoder.embed_positions.weights")
 
     @classmethod
     def check_own_config(cls, config: Any) -> None:
@@ -233,7 +224,7 @@ class M2M100Model(BartModel):
             )
 
 
-class M2M100ForConditionalGeneration(BartForConditionalGeneration):
+class M2M100ForConditionalGeneration(bart.BartForConditionalGeneration):
     """M2M-100 with its language-model head, the shared table (no ``final_logits_bias``).
 
     :meth:`~literate_transformer.book.decoder.PreTrainedEncoderDecoderModel.generate`

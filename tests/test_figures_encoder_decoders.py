@@ -79,7 +79,7 @@ def _row(ax, row: int) -> list[str]:
 
 def test_the_denoising_rows_are_what_the_pretraining_functions_return_under_the_seed():
     words = "a b c d e f g h i j".split()
-    figure = plot_denoising_objectives(words, seed=5, noise_density=0.3, mean_noise_span_length=1.5)
+    figure = plot_denoising_objectives(words, seed=5, t5={"noise_density": 0.3, "mean_noise_span_length": 1.5})
     bart, t5 = figure.axes[:2]
     ids = torch.arange(10, 20)  # the words' ids in the figure: 10, 11, ... in order of appearance
     t5_inputs, t5_targets = span_corruption(
@@ -102,3 +102,27 @@ def test_the_denoising_figure_names_a_wrong_argument():
         plot_denoising_objectives(["a"])
     with pytest.raises(TypeError, match="seed"):
         plot_denoising_objectives(["a", "b"], seed=1.0)
+
+
+def test_the_denoising_figure_refuses_a_bad_mapping_of_rates():
+    with pytest.raises(TypeError, match="t5 must be a mapping"):
+        plot_denoising_objectives(["a", "b"], t5=[("noise_density", 0.3)])
+    with pytest.raises(ValueError, match="bart may set only mask_ratio, poisson_lambda; got 'noise_density'"):
+        plot_denoising_objectives(["a", "b"], bart={"noise_density": 0.3})
+    with pytest.raises(ValueError, match="t5 may set only .* got 'num_sentinels'"):
+        plot_denoising_objectives(["a", "b"], t5={"num_sentinels": 3})
+    with pytest.raises(TypeError, match=r"bart\['mask_ratio'\] must be a number"):
+        plot_denoising_objectives(["a", "b"], bart={"mask_ratio": "0.3"})
+    with pytest.raises(ValueError, match="noise_density must be in"):
+        plot_denoising_objectives(["a", "b"], t5={"noise_density": 1.5})
+
+
+def test_the_denoising_figure_uses_the_functions_defaults_unless_told_otherwise():
+    words = [chr(ord("a") + index) for index in range(20)]
+    ids = torch.arange(10, 30)
+    names = dict(zip(range(10, 30), words, strict=True)) | {129: "<X>", 128: "<Y>", 127: "<Z>", 3: "<mask>"}
+    bart, t5 = plot_denoising_objectives(words, seed=2, bart={"mask_ratio": 0.5, "poisson_lambda": 1.0}).axes[:2]
+    t5_inputs, _ = span_corruption(ids, 129, generator=torch.Generator().manual_seed(2))
+    bart_inputs, _ = text_infilling(ids, 3, 0.5, 1.0, generator=torch.Generator().manual_seed(2))
+    assert _row(t5, 1) == [names[token] for token in t5_inputs.tolist()]
+    assert _row(bart, 1) == [names[token] for token in bart_inputs.tolist()]

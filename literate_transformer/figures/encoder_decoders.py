@@ -17,7 +17,8 @@ Each figure is drawn from the package's own code run on small inputs:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from numbers import Real
 
 import torch
 from matplotlib.figure import Figure
@@ -41,6 +42,26 @@ def _check_tokens(tokens: object, name: str, maximum: int = 40) -> list[str]:
     if not 1 <= len(tokens) <= maximum:
         raise ValueError(f"{name} must hold 1 to {maximum} tokens (more would not be legible), got {len(tokens)}")
     return list(tokens)
+
+
+#: What ``t5`` and ``bart`` of :func:`plot_denoising_objectives` may set: the rates of each corruption.
+_T5_OPTIONS = ("noise_density", "mean_noise_span_length")
+_BART_OPTIONS = ("mask_ratio", "poisson_lambda")
+
+
+def _check_options(options: object, name: str, accepted: tuple[str, ...]) -> dict[str, float]:
+    """``options`` as keyword arguments: ``None`` for none, else a mapping from some of ``accepted`` to numbers."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"{name} must be a mapping of keyword arguments or None, got {options!r}")
+    unknown = [key for key in options if key not in accepted]
+    if unknown:
+        raise ValueError(f"{name} may set only {', '.join(accepted)}; got {', '.join(map(repr, unknown))}")
+    for key, value in options.items():
+        if not isinstance(value, Real) or isinstance(value, bool):
+            raise TypeError(f"{name}[{key!r}] must be a number, got {value!r}")
+    return dict(options)
 
 
 # ---------------------------------------------------------------------------
@@ -220,10 +241,8 @@ def plot_denoising_objectives(
     words: Sequence[str],
     seed: int = 0,
     *,
-    noise_density: float = 0.15,
-    mean_noise_span_length: float = 3.0,
-    mask_ratio: float = 0.3,
-    poisson_lambda: float = 3.0,
+    t5: Mapping[str, float] | None = None,
+    bart: Mapping[str, float] | None = None,
 ) -> Figure:
     """BART's text infilling beside T5's span corruption, on one sentence under one seed, as rows of tokens.
 
@@ -235,24 +254,33 @@ def plot_denoising_objectives(
     (``<X>``, ``<Y>``, ... as in Figure 2 of the T5 paper) and its decoder writes only the sentinels and
     the spans, one more sentinel to close.  Each function draws from its own
     :class:`torch.Generator` seeded with ``seed``, as a chapter cell calling it with
-    ``torch.Generator().manual_seed(seed)`` does.
+    ``torch.Generator().manual_seed(seed)`` does.  Each corruption runs with its function's defaults, the
+    rates of its paper, unless ``t5`` or ``bart`` overrides some of them.
 
     Args:
         words: The sentence, one string per token (2 to 40 tokens).
         seed: The seed of both generators.
-        noise_density: T5's fraction of tokens to hide.
-        mean_noise_span_length: T5's mean span length.
-        mask_ratio: BART's fraction of tokens to hide.
-        poisson_lambda: BART's mean span length.
+        t5: Keyword arguments for ``span_corruption``, some of ``noise_density`` and
+            ``mean_noise_span_length``; ``None`` for its defaults.
+        bart: Keyword arguments for ``text_infilling``, some of ``mask_ratio`` and ``poisson_lambda``;
+            ``None`` for its defaults.
 
     Returns:
         The figure; each panel's title says how many tokens its decoder writes.
+
+    Raises:
+        TypeError: if ``words`` is not a sequence of strings, ``seed`` not an int, ``t5`` or ``bart`` not a
+            mapping (or ``None``), or one of their values not a number.
+        ValueError: if ``words`` holds fewer than 2 or more than 40 tokens, ``t5`` or ``bart`` names an
+            argument its function does not take here, or a value is out of its function's range.
     """
     words = _check_tokens(words, "words")
     if len(words) < 2:
         raise ValueError(f"words must hold at least 2 tokens (one to keep, one to hide), got {len(words)}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    t5_options = _check_options(t5, "t5", _T5_OPTIONS)
+    bart_options = _check_options(bart, "bart", _BART_OPTIONS)
     # Ids: the words from 10 on, BART's <mask> 3, T5's 100 sentinels counting down from the top.
     vocabulary = {word: index for index, word in enumerate(dict.fromkeys(words), start=10)}
     original = torch.tensor([vocabulary[word] for word in words])
@@ -264,15 +292,14 @@ def plot_denoising_objectives(
         names[sentinel_start - k] = f"<{'XYZ'[k]}>" if k < 3 else f"<extra_id_{k}>"
 
     bart_inputs, bart_targets = text_infilling(
-        original, mask_id, mask_ratio, poisson_lambda, generator=torch.Generator().manual_seed(seed)
+        original, mask_id, generator=torch.Generator().manual_seed(seed), **bart_options
     )
     t5_inputs, t5_targets = span_corruption(
         original,
         sentinel_start,
-        noise_density,
-        mean_noise_span_length,
-        num_sentinels,
+        num_sentinels=num_sentinels,
         generator=torch.Generator().manual_seed(seed),
+        **t5_options,
     )
     # BART: what each <mask> hid, read off the target; T5: the target read as sentinel, span, sentinel, ...
     bart_spans = [span.tolist() for span in infilled_spans(bart_inputs, bart_targets, mask_id)]

@@ -234,6 +234,8 @@ def text_infilling(
     input_ids = _check_ids(input_ids)
     if not 0 < mask_ratio < 1:
         raise ValueError(f"mask_ratio must be in (0, 1), got {mask_ratio}")
+    if not poisson_lambda > 0:  # with 0, every span would be empty and the loop below would never end
+        raise ValueError(f"poisson_lambda must be positive, got {poisson_lambda}")
     num_to_mask = math.ceil(len(input_ids) * mask_ratio)
     # Span lengths ~ Poisson(lambda) until they cover num_to_mask tokens; the last one cut to fit.
     lengths: list[int] = []

@@ -110,3 +110,5 @@ def test_bad_input_is_refused():
         text_infilling(torch.tensor([5.0, 6.0]), MASK)
     with pytest.raises(ValueError, match="mask_ratio must be in"):
         text_infilling(torch.tensor([5, 6]), MASK, mask_ratio=1.5)
+    with pytest.raises(ValueError, match="poisson_lambda must be positive"):
+        text_infilling(torch.tensor([5, 6]), MASK, poisson_lambda=0.0)

@@ -10,15 +10,17 @@ architecture is fairseq's 2017 Transformer; DistilBERT's and XLM's files
 assemble the package's parts, where their papers start from BERT.
 
 :data:`LINEAGE` is the table, one :class:`Paper` a family, and the 2017
-Transformer as the root.  Each row names the package's module and
-``transformers``' (``None`` where ``transformers`` has no such model), the
-year and month of the paper's first public version (for an arXiv paper, the
-year and month its identifier carries, so ``1810.04805`` is October 2018:
-earlier, for some, than the conference version a chapter cites), the title,
-the first author, the arXiv identifier (``None`` for a report or a software
-release) and the keys of the models it builds on.  An arrow skips the
-releases the package does not build (Pegasus, Gemma 1, Llama 2, Qwen 1 to
-2.5): it goes to the nearest built ancestor.
+Transformer as the root, read from ``lineage.csv``, a data file beside this
+module (its comment lines say where a row's date or parents come from).
+Each row names the package's module and ``transformers``' (``None`` where
+``transformers`` has no such model), the year and month of the paper's
+first public version (for an arXiv paper, the year and month its identifier
+carries, so ``1810.04805`` is October 2018: earlier, for some, than the
+conference version a chapter cites), the title, the first author, the arXiv
+identifier (``None`` for a report or a software release) and the keys of
+the models it builds on.  An arrow skips the releases the package does not
+build (Pegasus, Gemma 1, Llama 2, Qwen 1 to 2.5): it goes to the nearest
+built ancestor.
 
 :func:`plot_lineage` draws the table: time flows down, a column per branch
 (encoders, encoder-decoders, decoders), the root in the middle; one branch
@@ -32,9 +34,11 @@ releases the package does not build (Pegasus, Gemma 1, Llama 2, Qwen 1 to
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -86,79 +90,32 @@ class Paper:
 ROOT = "transformer"
 
 E, ED, D = BRANCHES
-# fmt: off
+
+
+def _read_lineage() -> tuple[Paper, ...]:
+    """The rows of ``lineage.csv``, the file beside this module, as papers; its comment lines skipped."""
+    text = resources.files(__package__).joinpath("lineage.csv").read_text(encoding="utf-8")
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return tuple(
+        Paper(
+            key=row["key"],
+            name=row["name"],
+            hf_module=row["hf_module"] or None,
+            branch=row["branch"],
+            year=int(row["year"]),
+            month=int(row["month"]),
+            title=row["title"],
+            first_author=row["first_author"],
+            arxiv=row["arxiv"] or None,
+            parents=tuple(row["parents"].split()),
+            others=row["others"],
+        )
+        for row in rows
+    )
+
+
 #: Every family the package builds, and the root; in order of publication.
-LINEAGE: tuple[Paper, ...] = (
-    Paper("transformer", "Transformer", None, ED, 2017, 6, "Attention Is All You Need",
-          "Vaswani", "1706.03762", ()),
-    # The report has no arXiv version; OpenAI published it in June 2018.
-    Paper("openai_gpt", "GPT", "openai", D, 2018, 6, "Improving Language Understanding by Generative Pre-Training",
-          "Radford", None, ("transformer",)),
-    Paper("bert", "BERT", "bert", E, 2018, 10,
-          "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding",
-          "Devlin", "1810.04805", ("transformer",)),
-    Paper("xlm", "XLM", "xlm", E, 2019, 1, "Cross-lingual Language Model Pretraining",
-          "Lample", "1901.07291", ("bert",), "& Conneau"),
-    # The report has no arXiv version; OpenAI published it in February 2019.
-    Paper("gpt2", "GPT-2", "gpt2", D, 2019, 2, "Language Models are Unsupervised Multitask Learners",
-          "Radford", None, ("openai_gpt",)),
-    Paper("roberta", "RoBERTa", "roberta", E, 2019, 7, "RoBERTa: A Robustly Optimized BERT Pretraining Approach",
-          "Liu", "1907.11692", ("bert",)),
-    Paper("ctrl", "CTRL", "ctrl", D, 2019, 9,
-          "CTRL: A Conditional Transformer Language Model for Controllable Generation",
-          "Keskar", "1909.05858", ("transformer",)),
-    Paper("albert", "ALBERT", "albert", E, 2019, 9,
-          "ALBERT: A Lite BERT for Self-supervised Learning of Language Representations",
-          "Lan", "1909.11942", ("bert",)),
-    Paper("distilbert", "DistilBERT", "distilbert", E, 2019, 10,
-          "DistilBERT, a distilled version of BERT: smaller, faster, cheaper and lighter",
-          "Sanh", "1910.01108", ("bert",)),
-    Paper("t5", "T5", "t5", ED, 2019, 10,
-          "Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer",
-          "Raffel", "1910.10683", ("transformer",)),
-    # Its abstract: "can be seen as generalizing BERT (due to the bidirectional encoder), GPT (with the
-    # left-to-right decoder)".
-    Paper("bart", "BART", "bart", ED, 2019, 10,
-          "BART: Denoising Sequence-to-Sequence Pre-training for Natural Language Generation, Translation, "
-          "and Comprehension", "Lewis", "1910.13461", ("bert", "openai_gpt")),
-    Paper("xlm_roberta", "XLM-R", "xlm_roberta", E, 2019, 11,
-          "Unsupervised Cross-lingual Representation Learning at Scale", "Conneau", "1911.02116", ("roberta",)),
-    Paper("electra", "ELECTRA", "electra", E, 2020, 3,
-          "ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators",
-          "Clark", "2003.10555", ("bert",)),
-    # "The same model and architecture as GPT-2" (section 2.1).
-    Paper("gpt3", "GPT-3", None, D, 2020, 5, "Language Models are Few-Shot Learners",
-          "Brown", "2005.14165", ("gpt2",)),
-    # Its abstract: it "improves the BERT and RoBERTa models"; transformers' docs: it "builds on RoBERTa".
-    # v2 and v3 (the module) keep its architecture.
-    Paper("deberta_v2", "DeBERTa v2/v3", "deberta_v2", E, 2020, 6,
-          "DeBERTa: Decoding-enhanced BERT with Disentangled Attention", "He", "2006.03654", ("roberta",)),
-    # BigBird's attention in Pegasus's encoder-decoder (Pegasus is not built here: the arrow skips it).
-    Paper("bigbird_pegasus", "BigBird-Pegasus", "bigbird_pegasus", ED, 2020, 7,
-          "Big Bird: Transformers for Longer Sequences", "Zaheer", "2007.14062", ("transformer",)),
-    Paper("m2m_100", "M2M-100", "m2m_100", ED, 2020, 10, "Beyond English-Centric Multilingual Machine Translation",
-          "Fan", "2010.11125", ("transformer",)),
-    # Released on EleutherAI's GitHub on 21 March 2021 as "an open source replication of OpenAI's GPT-3".
-    Paper("gpt_neo", "GPT-Neo", "gpt_neo", D, 2021, 3,
-          "GPT-Neo: Large Scale Autoregressive Language Modeling with Mesh-Tensorflow",
-          "Black", None, ("gpt3",)),
-    # Released in June 2021; "design and hyperparameter choice closely follow those of 6.7B GPT-3".
-    Paper("gptj", "GPT-J", "gptj", D, 2021, 6, "GPT-J-6B: A 6 Billion Parameter Autoregressive Language Model",
-          "Wang", None, ("gpt3",), "& Komatsuzaki"),
-    # Section 2.2: pre-normalization "[GPT3]", SwiGLU, rotary embeddings.
-    Paper("llama", "Llama", "llama", D, 2023, 2, "LLaMA: Open and Efficient Foundation Language Models",
-          "Touvron", "2302.13971", ("gpt3",)),
-    # Section 2: "Compared to Llama, it introduces a few changes".
-    Paper("mistral", "Mistral", "mistral", D, 2023, 10, "Mistral 7B", "Jiang", "2310.06825", ("llama",)),
-    # Section 2: Mistral 7B's architecture, with experts in place of each feed-forward network.
-    Paper("mixtral", "Mixtral", "mixtral", D, 2024, 1, "Mixtral of Experts", "Jiang", "2401.04088", ("mistral",)),
-    # Its abstract: "several known technical modifications to the Transformer architecture".
-    Paper("gemma2", "Gemma 2", "gemma2", D, 2024, 8, "Gemma 2: Improving Open Language Models at a Practical Size",
-          "Gemma Team", "2408.00118", ("transformer",), ""),
-    # Qwen3's dense models are Qwen2.5's, whose line starts from LLaMA's architecture (the Qwen report, 2023).
-    Paper("qwen3", "Qwen3", "qwen3", D, 2025, 5, "Qwen3 Technical Report", "Yang", "2505.09388", ("llama",)),
-)
-# fmt: on
+LINEAGE: tuple[Paper, ...] = _read_lineage()
 
 
 def _by_key() -> dict[str, Paper]:

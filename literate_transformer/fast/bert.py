@@ -373,8 +373,10 @@ class FusedBertLayer(nn.Module):
         self.num_attention_heads = attention.num_attention_heads  # H
         self.attention_head_size = attention.attention_head_size  # D
         hidden_size = attention.all_head_size
-        # W^Q, W^K and W^V stacked: one (3E x E) layer whose output is [Q K V] side by side.
-        self.query_key_value = nn.Linear(hidden_size, 3 * hidden_size)
+        # W^Q, W^K and W^V stacked: one (3E x E) layer whose output is [Q K V] side by side, made where
+        # (and in the dtype) the layer's weights are: a GPU model's fused layer is on its GPU.
+        weight = attention.query.weight
+        self.query_key_value = nn.Linear(hidden_size, 3 * hidden_size, device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
             self.query_key_value.weight.copy_(
                 torch.cat([attention.query.weight, attention.key.weight, attention.value.weight])

@@ -65,6 +65,18 @@ def test_the_fused_projection_is_query_key_and_value_stacked(tiny_config):
     torch.testing.assert_close(fused(hidden), expected, atol=ATOL, rtol=0)
 
 
+def test_the_fast_model_is_made_where_and_in_the_dtype_the_model_is(tiny_config):
+    # A GPU model's fast model runs on its GPU: no weight of it is left on the CPU or in float32.
+    bert = BertModel(tiny_config()).eval().to(torch.float64)
+    fast = FastBertModel.from_bert(bert)
+    assert {parameter.dtype for parameter in fast.parameters()} == {torch.float64}
+    input_ids = torch.randint(0, bert.config.vocab_size, (2, 5))
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(input_ids), bert(input_ids).last_hidden_state, atol=1e-12, rtol=0)
+    on_meta = FastBertModel.from_bert(BertModel(tiny_config()).to("meta"))
+    assert {parameter.device.type for parameter in on_meta.parameters()} == {"meta"}
+
+
 def test_every_layer_writes_over_one_workspace_and_computes_what_it_computes_alone(tiny_config):
     bert = BertModel(tiny_config(num_hidden_layers=2)).eval()
     first, second = FastBertModel.from_bert(bert).layer

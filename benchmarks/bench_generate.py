@@ -3,7 +3,7 @@ r"""Time greedy generation by the trained decoder: transformers' generate(), eac
 What is compared
 ----------------
 SmolLM2-135M-Instruct (:func:`literate_transformer.load_decoder`: 30 layers,
-width 576, float32 on the CPU), writing ``--new-tokens`` tokens greedily
+width 576, float32, on the CPU or with ``--device cuda`` on a GPU), writing ``--new-tokens`` tokens greedily
 after random prompts of ``--prompt-lengths`` tokens, ``--batch-sizes`` rows
 at a time:
 
@@ -24,7 +24,11 @@ at a time:
   other numbers than the float32 paths, so their ids are also compared with
   ``ours static``'s (how many leading ids agree, the worst row), and a
   teacher-forced run feeds ``ours static``'s ids to both and records, at
-  every step, the largest and the mean difference of the next token's scores;
+  every step, the largest and the mean difference of the next token's scores
+  (the CPU only: the kernel that multiplies by packed 4-bit blocks is a CPU one);
+* ``ours compiled graphs`` (CUDA only, unless ``--no-compile``): the step
+  compiled with ``mode="reduce-overhead"``, which replays it as one CUDA graph
+  (at batch 1 a GPU spends a step launching kernels more than running them);
 * ``llama.cpp`` (batch 1 only: its Python API decodes one sequence), where
   ``llama-cpp-python`` is importable, on the very GGUF file the package
   reads, greedy (``temp=0``); it computes in its own precision, so its ids
@@ -56,6 +60,8 @@ Everything runs in one process.  For each shape every path runs once to
 warm up (compiling, for the compiled path; its ids are the ones compared),
 then ``--repeats`` rounds call every path once, the order rotated by one each
 round, so that a burst of load from another process hits all of them alike.
+On CUDA each call ends with ``torch.cuda.synchronize()``; the step profile is
+the CPU's alone.
 The reported time of a path is the median over rounds; tokens per second
 are ``B x new tokens`` over it.
 
@@ -95,13 +101,13 @@ import torch.nn.functional as F  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 # The timing helpers and the run's facts, as the BERT benchmark records them.
-from bench_bert import _load_average, _machine, _summary, _time_rotated, versions  # noqa: E402
+from bench_bert import _load_average, _machine, _summary, _sync, _time_call, _time_rotated, versions  # noqa: E402
 
 #: What the package aims for (measured and reported, never asserted): the static path's tokens/s against
 #: transformers' at batch 1, with the same ids.
 TARGET_SPEEDUP = 3.0
 #: The package's paths, in the table's order.
-OURS = ("ours eager", "ours static", "ours compiled", "ours int4", "ours int4 compiled")
+OURS = ("ours eager", "ours static", "ours compiled", "ours compiled graphs", "ours int4", "ours int4 compiled")
 #: The 4-bit paths, whose ids are also compared with the float32 static path's.
 INT4 = ("ours int4", "ours int4 compiled")
 
@@ -111,16 +117,14 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
 
 
-def streaming_rate(megabytes: int = 768, repeats: int = 5) -> float:
-    """The best rate, in bytes per second, at which this machine sums a float32 tensor of ``megabytes``."""
-    tensor = torch.ones(megabytes * 2**20 // 4)
+def streaming_rate(megabytes: int = 768, repeats: int = 5, device: str = "cpu") -> float:
+    """The best rate, in bytes per second, at which ``device`` sums a float32 tensor of ``megabytes``."""
+    tensor = torch.ones(megabytes * 2**20 // 4, device=device)
     times = []
     with torch.inference_mode():
         tensor.sum()
         for _ in range(repeats):
-            start = time.perf_counter()
-            tensor.sum()
-            times.append(time.perf_counter() - start)
+            times.append(_time_call(tensor.sum, device))
     return tensor.numel() * 4 / min(times)
 
 
@@ -130,14 +134,15 @@ def multiplies_alone_s(model: torch.nn.Module, batch_size: int, repeats: int = 5
     table = getattr(model, model.stack_name).get_input_embeddings().weight
     head = model.lm_head.weight
     weights = [p for p in model.parameters() if p.dim() == 2 and (p is not table or p is head)]
-    inputs = {width: torch.randn(batch_size, width) for width in {w.shape[1] for w in weights}}
-    times = []
+    device = head.device.type
+    inputs = {width: torch.randn(batch_size, width, device=device) for width in {w.shape[1] for w in weights}}
+
+    def multiply() -> None:
+        for weight in weights:
+            F.linear(inputs[weight.shape[1]], weight)
+
     with torch.inference_mode():
-        for _ in range(repeats + 1):
-            start = time.perf_counter()
-            for weight in weights:
-                F.linear(inputs[weight.shape[1]], weight)
-            times.append(time.perf_counter() - start)
+        times = [_time_call(multiply, device) for _ in range(repeats + 1)]
     return min(times[1:])
 
 
@@ -187,8 +192,9 @@ def teacher_forced_differences(
     }
 
 
-def load_models(compile_step: bool) -> dict:
-    """The package's decoder, transformers' Llama on the same weights, and llama.cpp on the same file if installed."""
+def load_models(compile_step: bool, device: str = "cpu") -> dict:
+    """The package's decoder, transformers' Llama on the same weights, and llama.cpp on the same file if installed
+    (the CPU only); on CUDA, the models on the GPU and no 4-bit path."""
     import transformers
 
     from literate_transformer.core.checkpoints import resolve_decoder
@@ -196,25 +202,29 @@ def load_models(compile_step: bool) -> dict:
 
     _, ours = load_decoder()
     # The same file, its steps over the 4-bit blocks (the float32 weights kept for everything else).
-    _, int4 = load_decoder(weights="int4")
+    int4 = load_decoder(weights="int4")[1] if device == "cpu" else None
     hf = transformers.LlamaForCausalLM.from_pretrained(
         None, config=copy.deepcopy(ours.config), state_dict=ours.state_dict()
     ).eval()
+    ours, hf = ours.to(device), hf.to(device)
     # Every row writes every token: no end-of-sequence on either side.
-    ours.config.eos_token_id = None
-    int4.config.eos_token_id = None
+    for model in (ours, int4):
+        if model is not None:
+            model.config.eos_token_id = None
     hf.generation_config.eos_token_id = None
     hf.generation_config.pad_token_id = ours.config.pad_token_id
-    found = {"ours": ours, "hf": hf, "compiled": None, "int4": int4, "int4_compiled": None}
+    found = {"ours": ours, "hf": hf, "compiled": None, "graphs": None, "int4": int4, "int4_compiled": None}
     found.update(llama_cpp=None, llama_cpp_note="")
     if compile_step:
         # A second model on the same weights (shared tensors), its step compiled; the same for the 4-bit one.
-        compiled = copy.copy(ours)
-        compiled.compile()
-        found["compiled"] = compiled
-        int4_compiled = copy.copy(int4)
-        int4_compiled.compile()
-        found["int4_compiled"] = int4_compiled
+        found["compiled"] = copy.copy(ours).compile()
+        if int4 is not None:
+            found["int4_compiled"] = copy.copy(int4).compile()
+        if device == "cuda":
+            found["graphs"] = copy.copy(ours).compile(mode="reduce-overhead")
+    if device != "cpu":
+        found["llama_cpp_note"] = f"skipped: llama.cpp is timed on the CPU only, not on {device}"
+        return found
     try:
         from llama_cpp import Llama
     except ImportError as error:
@@ -238,8 +248,10 @@ def _llama_cpp_generate(llm, prompt: list[int], new_tokens: int) -> list[int]:
 def time_shape(models: dict, batch_size: int, prompt_length: int, new_tokens: int, repeats: int, threads: int) -> dict:
     """Every path at one shape: a warm-up call each (its ids compared with transformers'), then rounds."""
     ours, hf = models["ours"], models["hf"]
+    device = ours.lm_head.weight.device.type
     generator = torch.Generator().manual_seed(batch_size * 100_003 + prompt_length)
     input_ids = torch.randint(1000, ours.config.vocab_size, (batch_size, prompt_length), generator=generator)
+    input_ids = input_ids.to(device)
     attention_mask = torch.ones_like(input_ids)
 
     calls: dict[str, Callable[[], object]] = {
@@ -252,8 +264,12 @@ def time_shape(models: dict, batch_size: int, prompt_length: int, new_tokens: in
     if models["compiled"] is not None:
         compiled = models["compiled"]
         calls["ours compiled"] = lambda: compiled.generate(input_ids, attention_mask, new_tokens)
+    if models["graphs"] is not None:
+        graphs = models["graphs"]
+        calls["ours compiled graphs"] = lambda: graphs.generate(input_ids, attention_mask, new_tokens)
     int4 = models["int4"]
-    calls["ours int4"] = lambda: int4.generate(input_ids, attention_mask, new_tokens)
+    if int4 is not None:
+        calls["ours int4"] = lambda: int4.generate(input_ids, attention_mask, new_tokens)
     if models["int4_compiled"] is not None:
         int4_compiled = models["int4_compiled"]
         calls["ours int4 compiled"] = lambda: int4_compiled.generate(input_ids, attention_mask, new_tokens)
@@ -268,9 +284,10 @@ def time_shape(models: dict, batch_size: int, prompt_length: int, new_tokens: in
     for name, call in calls.items():
         start = time.perf_counter()
         warm[name] = call()
+        _sync(device)
         first_s[name] = time.perf_counter() - start
         print(f"  warm-up {name}: {first_s[name]:.1f} s", flush=True)
-    times = _time_rotated(calls, repeats, "cpu")
+    times = _time_rotated(calls, repeats, device)
     reference = warm["transformers"][:, prompt_length:]
     results = {}
     for name in calls:
@@ -300,21 +317,18 @@ def time_shape(models: dict, batch_size: int, prompt_length: int, new_tokens: in
     theirs = results["transformers"]["tokens_per_s"]
     for entry in results.values():
         entry["vs_transformers"] = entry["tokens_per_s"] / theirs
-    # The 4-bit steps' scores against the float32 steps', both fed the float32 path's ids.
-    differences = teacher_forced_differences(ours, int4, warm["ours static"], prompt_length)
-    print(
-        f"  ours int4 against ours static, teacher-forced: largest |score difference| {differences['largest']:.3f}, "
-        f"mean {differences['mean']:.4f}, the same best token at {differences['steps_with_the_same_best_token']} "
-        f"of {differences['steps']} steps",
-        flush=True,
-    )
-    return {
-        "batch_size": batch_size,
-        "prompt_length": prompt_length,
-        "new_tokens": new_tokens,
-        "paths": results,
-        "int4_teacher_forced": differences,
-    }
+    found = {"batch_size": batch_size, "prompt_length": prompt_length, "new_tokens": new_tokens, "paths": results}
+    if int4 is not None:
+        # The 4-bit steps' scores against the float32 steps', both fed the float32 path's ids.
+        differences = teacher_forced_differences(ours, int4, warm["ours static"], prompt_length)
+        print(
+            f"  ours int4 against ours static, teacher-forced: largest |score difference| "
+            f"{differences['largest']:.3f}, mean {differences['mean']:.4f}, the same best token at "
+            f"{differences['steps_with_the_same_best_token']} of {differences['steps']} steps",
+            flush=True,
+        )
+        found["int4_teacher_forced"] = differences
+    return found
 
 
 #: The operators that multiply by a step's weights, float32 and packed 4-bit.
@@ -430,7 +444,7 @@ def evaluate_targets(shapes: list[dict]) -> list[dict]:
     """The static path (and the compiled one) against transformers at batch 1: the worst prompt, ids equal."""
     targets = []
     batch_one = [shape for shape in shapes if shape["batch_size"] == 1]
-    for name in ("ours static", "ours compiled"):
+    for name in ("ours static", "ours compiled", "ours compiled graphs"):
         runs = [shape["paths"][name] for shape in batch_one if name in shape["paths"]]
         if not runs:
             continue
@@ -449,6 +463,7 @@ def evaluate_targets(shapes: list[dict]) -> list[dict]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA where present")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[32, 256])
     parser.add_argument("--new-tokens", type=int, default=128)
@@ -472,11 +487,12 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
     load_before = _load_average()
-    models = load_models(compile_step=not args.no_compile)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    models = load_models(compile_step=not args.no_compile, device=device)
     threads = torch.get_num_threads()
-    print(f"generation on cpu (float32), {threads} threads, load {load_before}", flush=True)
-    rate_before = streaming_rate()
-    profile = None if args.no_profile else profile_step(models["ours"], models["int4"])
+    print(f"generation on {device} (float32), {threads} threads, load {load_before}", flush=True)
+    rate_before = streaming_rate(device=device)
+    profile = None if args.no_profile or device != "cpu" else profile_step(models["ours"], models["int4"])
     shapes = []
     for batch_size in args.batch_sizes:
         alone_s = multiplies_alone_s(models["ours"], batch_size)
@@ -490,25 +506,26 @@ def main(argv: list[str] | None = None) -> dict:
                 flush=True,
             )
             gc.collect()
-    rate = max(rate_before, streaming_rate())
+    rate = max(rate_before, streaming_rate(device=device))
     size = weight_bytes(models["ours"])
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     for shape in shapes:
         shape["limits"]["streaming_tokens_per_s"] = shape["batch_size"] * rate / size
         shape["measured"] = {"date": date, "streaming_gb_per_s": rate / 1e9, "load_before": load_before}
-    if args.append and (args.output_dir / "generation-cpu.json").is_file():
+    stem = f"generation-{device}"
+    if args.append and (args.output_dir / f"{stem}.json").is_file():
         # The shapes of an earlier run that this one did not measure, each with its own date and streaming rate.
-        earlier = json.loads((args.output_dir / "generation-cpu.json").read_text())["shapes"]
+        earlier = json.loads((args.output_dir / f"{stem}.json").read_text())["shapes"]
         measured = {(shape["batch_size"], shape["prompt_length"]) for shape in shapes}
         shapes = [s for s in earlier if (s["batch_size"], s["prompt_length"]) not in measured] + shapes
         shapes.sort(key=lambda shape: (shape["batch_size"], shape["prompt_length"]))
     config = models["ours"].config
     results = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": "cpu",
+        "device": device,
         "dtype": "float32",
         "versions": versions(),
-        "machine": _machine("cpu"),
+        "machine": _machine(device),
         "load_average": {"before": load_before, "after": _load_average()},
         "note": args.note,
         "model": {
@@ -528,7 +545,7 @@ def main(argv: list[str] | None = None) -> dict:
             "order": "round-robin, rotated by one path each round, after one warm-up call per path",
         },
         "weight_bytes": size,
-        "int4_weight_bytes": int4_weight_bytes(models["int4"]),
+        "int4_weight_bytes": int4_weight_bytes(models["int4"]) if models["int4"] is not None else None,
         "streaming_gb_per_s": rate / 1e9,
         "llama_cpp_note": models["llama_cpp_note"],
         "profile_of_one_step": profile,
@@ -538,12 +555,11 @@ def main(argv: list[str] | None = None) -> dict:
     }
     table = markdown_table(results)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = "generation-cpu"
     (args.output_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
     header = (
-        f"Greedy generation, SmolLM2-135M-Instruct, cpu float32, {results['date']}, torch "
-        f"{results['versions']['torch']}, transformers {results['versions']['transformers']}, "
-        f"{results['machine']['cpu_count']} cores, load {load_before} -> {results['load_average']['after']}; "
+        f"Greedy generation, SmolLM2-135M-Instruct, {results['machine'].get('gpu', 'cpu')} float32, "
+        f"{results['date']}, torch {results['versions']['torch']}, transformers "
+        f"{results['versions']['transformers']}, {results['machine']['cpu_count']} cores, load {load_before} -> {results['load_average']['after']}; "
         "tokens/s (x transformers', ids against transformers'; for the 4-bit paths, how many leading ids are the "
         "float32 static path's, the worst row)"
     )

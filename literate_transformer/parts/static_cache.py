@@ -103,7 +103,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 import torch
@@ -121,6 +121,7 @@ from .stack import DecoderLayer, DecoderStack, Sublayer
 
 __all__ = [
     "CAPACITY_STEP",
+    "COMPILE_MODES",
     "StaticCache",
     "FusedLayer",
     "StepWeights",
@@ -645,6 +646,25 @@ class StaticCacheDecoder(nn.Module):
         return ModelOutput(last_hidden_state=None, logits=logits, past_key_values=cache)
 
 
+#: :func:`torch.compile`'s modes (``None``: its default).
+COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _tensors(value: Any) -> Iterator[Tensor]:
+    """Every tensor in ``value``: a tensor, or the fields of a dataclass, a dict's values, a list's items, nested."""
+    if isinstance(value, Tensor):
+        yield value
+    elif is_dataclass(value):
+        for field in fields(value):
+            yield from _tensors(getattr(value, field.name))
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+
+
 def _check_compile_options(model: StaticCacheGeneration, args: Arguments) -> None:
     if not isinstance(args.backend, str):
         raise TypeError(f"backend must be a string such as 'inductor', got {type(args.backend).__name__}")
@@ -653,6 +673,10 @@ def _check_compile_options(model: StaticCacheGeneration, args: Arguments) -> Non
         raise ValueError(f"backend must be one of {known}, got {args.backend!r}")
     if args.dynamic not in (True, False, None):
         raise TypeError(f"dynamic must be True, False or None, got {args.dynamic!r}")
+    if args.mode not in COMPILE_MODES:
+        raise ValueError(f"mode must be one of {COMPILE_MODES}, got {args.mode!r}")
+    if args.mode is not None and args.backend != "inductor":
+        raise ValueError(f"mode applies to the 'inductor' backend only, got backend={args.backend!r}")
     reason = static_cache_applies(model)
     if reason is not None:
         raise ValueError(f"{type(model).__name__} cannot decode over a static cache: {reason}")
@@ -680,7 +704,9 @@ class StaticCacheGeneration:
         return StaticCacheDecoder(self, capacity, self._compiled_step)
 
     @validate_with(_check_compile_options)
-    def compile(self, backend: str = "inductor", dynamic: bool | None = False) -> StaticCacheGeneration:
+    def compile(
+        self, backend: str = "inductor", dynamic: bool | None = False, mode: str | None = None
+    ) -> StaticCacheGeneration:
         """Compile the one-token step with :func:`torch.compile`: ``generate()`` runs it from then on (opt-in).
 
         The first step of each batch size and capacity compiles (tens of
@@ -693,14 +719,18 @@ class StaticCacheGeneration:
                 ``"aot_eager"``: the tracing alone).
             dynamic: :func:`torch.compile`'s ``dynamic``: ``False`` compiles each batch size and capacity anew,
                 the best code a fixed shape can get.
+            mode: :func:`torch.compile`'s ``mode`` (Inductor's).  On a GPU ``"reduce-overhead"`` records the
+                step as a CUDA graph and replays it, one launch in place of hundreds; the fused weights, the cache
+                and the call's tables are then marked as staying where they are, so that a replay reads them in
+                place instead of copying them into the graph's own memory first.
 
         Returns:
             The model itself.
 
         Raises:
             TypeError: if ``backend`` is not a string or ``dynamic`` not a bool or ``None``.
-            ValueError: for a backend :func:`torch.compiler.list_backends` does not know, or a model the static
-                cache does not apply to.
+            ValueError: for a backend :func:`torch.compiler.list_backends` does not know, a ``mode`` not in
+                :data:`COMPILE_MODES` (or one with another backend), or a model the static cache does not apply to.
         """
         model = self
 
@@ -714,5 +744,16 @@ class StaticCacheGeneration:
         ) -> Tensor:
             return decode_step(model, layers, input_ids, cache, tables, position, None, head)
 
-        self._compiled_step = torch.compile(step, backend=backend, dynamic=dynamic)
+        compiled = torch.compile(step, backend=backend, dynamic=dynamic, mode=mode)
+        if mode != "reduce-overhead":
+            self._compiled_step = compiled
+            return self
+
+        def replayed_step(input_ids: Tensor, layers: Sequence[FusedLayer], *others: Any) -> Tensor:
+            # Without a guard: another call's cache, at other addresses, records the graph again, not the code.
+            for tensor in _tensors((layers, *others)):
+                torch._dynamo.mark_static_address(tensor, guard=False)
+            return compiled(input_ids, layers, *others).clone()  # the next replay overwrites its output
+
+        self._compiled_step = replayed_step
         return self

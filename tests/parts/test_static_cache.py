@@ -209,7 +209,38 @@ def test_compile_refuses_an_unknown_backend():
         model.compile(backend=3)
     with pytest.raises(TypeError, match="dynamic must be True, False or None, got 'yes'"):
         model.compile(dynamic="yes")
+    with pytest.raises(ValueError, match=r"mode must be one of \(None, 'default', 'reduce-overhead'.*got 'fast'"):
+        model.compile(mode="fast")
+    with pytest.raises(ValueError, match="mode applies to the 'inductor' backend only, got backend='eager'"):
+        model.compile(backend="eager", mode="reduce-overhead")
     assert model._compiled_step is None  # nothing compiled by a refused call
+
+
+def test_a_replayed_step_reads_the_weights_the_cache_and_the_tables_in_place(randomize, monkeypatch):
+    # CUDA graphs need a GPU: torch.compile is replaced by the step itself, which records what it was given.
+    config = transformers.LlamaConfig(**dict(LLAMA_GROUPED, num_hidden_layers=1), eos_token_id=None)
+    torch.manual_seed(0)
+    ours = randomize(LlamaForCausalLM(config), scale=0.5)
+    input_ids, attention_mask = _prompts(config.vocab_size)
+    eager = ours.generate(input_ids, attention_mask, 4, cache_implementation="dynamic")
+    given = []
+
+    def compile_as_given(step, backend, dynamic, mode):
+        assert (backend, mode) == ("inductor", "reduce-overhead")
+
+        def recorded(input_ids, layers, cache, tables, position, head):
+            given.append((input_ids, layers[0].query_key_value, cache[0][0], cache[1][0], tables.position_ids))
+            return step(input_ids, layers, cache, tables, position, head)
+
+        return recorded
+
+    monkeypatch.setattr(torch, "compile", compile_as_given)
+    assert torch.equal(ours.compile(mode="reduce-overhead").generate(input_ids, attention_mask, 4), eager)
+    assert len(given) == 3  # every step after the prompt's
+    (*in_place,) = (getattr(tensor, "_dynamo_static_input_type", None) for tensor in given[0][1:])
+    assert in_place == ["unguarded"] * 4
+    # The new token's ids are copied into the graph's input: they are not marked.
+    assert not hasattr(given[0][0], "_dynamo_static_input_type")
 
 
 @torch.no_grad()

@@ -94,12 +94,7 @@ from ..parts.feed_forward import GatedFeedForward
 from ..parts.heads import causal_lm_loss
 from ..parts.norms import RMSNorm
 from ..parts.stack import Sublayer
-from .llama import (
-    LlamaAttention,
-    LlamaDecoderLayer,
-    LlamaForCausalLM,
-    LlamaModel,
-)
+from .llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaModel
 from .registry import register
 
 __all__ = [

@@ -183,7 +183,8 @@ nb_execution_mode = "cache"
 # moves the cache (e.g. for builds into another output folder).
 _CODE = [str(ROOT / manifest.PACKAGE), str(TOOLS)]
 executed_pages_cache_root = os.environ.get("LT_JUPYTER_CACHE", str(DOCS / "_build" / ".jupyter_cache"))
-executed_pages_cache_sources = _CODE
+# The pages also read the committed benchmark results: a new run re-executes them too.
+executed_pages_cache_sources = [*_CODE, str(DOCS / "benchmarks")]
 # Every executed page ends with the versions and the device it ran with (the benchmark records the same).
 executed_pages_environment = "lt_site.environment:describe"
 # Each chapter is read (and executed) by a process on its own, those that take longest first (as the

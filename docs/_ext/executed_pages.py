@@ -7,9 +7,9 @@ Three small additions to myst-nb and sphinx-book-theme:
   the pages import would leave stale outputs.  At ``config-inited`` this
   extension sets ``nb_execution_cache_path`` to a folder named after the
   site's one digest of the code (``lt_site.digest.source_digest`` of every
-  ``*.py`` file under ``executed_pages_cache_sources``: paths relative to
-  each folder, and bytes), inside ``executed_pages_cache_root``, and removes the other
-  hash-named folders there: editing the package re-executes every page, an
+  file under ``executed_pages_cache_sources``, the code and the data the
+  pages read: paths relative to each folder, and bytes), inside
+  ``executed_pages_cache_root``, and removes the other hash-named folders there: editing the package re-executes every page, an
   unchanged rebuild reuses every output, and old caches do not pile up.
   With ``executed_pages_cache_root`` empty (the default), or with
   ``nb_execution_mode`` other than ``cache``, myst-nb's own setting is left

@@ -15,6 +15,17 @@ def test_the_digest_changes_with_the_sources(tmp_path):
     assert source_digest([tmp_path]) != before
 
 
+def test_the_digest_changes_with_the_data_the_code_reads_and_not_with_bytecode(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "table.csv").write_text("key,year\nbert,2018\n")
+    before = source_digest([tmp_path])
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0compiled")
+    assert source_digest([tmp_path]) == before
+    (tmp_path / "table.csv").write_text("key,year\nbert,2019\n")
+    assert source_digest([tmp_path]) != before
+
+
 def test_the_digest_does_not_depend_on_where_the_checkout_sits(tmp_path):
     package = tmp_path / "here" / "package"
     (package / "sub").mkdir(parents=True)

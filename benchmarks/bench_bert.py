@@ -599,22 +599,26 @@ def main(argv: list[str] | None = None) -> dict:
     results["targets"] = evaluate_targets(shapes, reference, corpus)
     results["wall_time_s"] = round(time.perf_counter() - started, 1)
 
-    table = markdown_table(results)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"results-{device}"
-    (args.output_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    header = (
-        f"BERT forward and sentence embeddings, {device} {dtype_name}, {results['date']}, torch {results['versions']['torch']}, "
-        f"transformers {results['versions']['transformers']}, {results['machine']['cpu_count']} cores, "
-        f"load {results['load_average']['before']} -> {results['load_average']['after']}"
-    )
-    (args.output_dir / f"{stem}.md").write_text(header + "\n\n" + table + "\n")
-    print()
-    print(header)
-    print()
-    print(table)
-    print(f"\nwrote {args.output_dir / stem}.json and .md in {results['wall_time_s']} s")
+    header = f"BERT forward and sentence embeddings, {device} {dtype_name}, {run_description(results)}"
+    write_results(args.output_dir / f"results-{device}", results, header, markdown_table(results))
     return results
+
+
+def run_description(results: dict) -> str:
+    """The date, the versions, the cores and the load of a run, for the first line of its table."""
+    versions, load = results["versions"], results["load_average"]
+    return (
+        f"{results['date']}, torch {versions['torch']}, transformers {versions['transformers']}, "
+        f"{results['machine']['cpu_count']} cores, load {load['before']} -> {load['after']}"
+    )
+
+
+def write_results(stem: Path, results: dict, header: str, table: str) -> None:
+    """``<stem>.json`` (every number) and ``<stem>.md`` (the header line and the table), and print them."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    stem.with_suffix(".md").write_text(header + "\n\n" + table + "\n")
+    print(f"\n{header}\n\n{table}\n\nwrote {stem}.json and .md in {results['wall_time_s']} s")
 
 
 if __name__ == "__main__":

@@ -101,7 +101,17 @@ import torch.nn.functional as F  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 # The timing helpers and the run's facts, as the BERT benchmark records them.
-from bench_bert import _load_average, _machine, _summary, _sync, _time_call, _time_rotated, versions  # noqa: E402
+from bench_bert import (  # noqa: E402
+    _load_average,
+    _machine,
+    _summary,
+    _sync,
+    _time_call,
+    _time_rotated,
+    run_description,
+    versions,
+    write_results,
+)
 
 #: What the package aims for (measured and reported, never asserted): the static path's tokens/s against
 #: transformers' at batch 1, with the same ids.
@@ -553,22 +563,12 @@ def main(argv: list[str] | None = None) -> dict:
         "targets": evaluate_targets(shapes),
         "wall_time_s": round(time.perf_counter() - started, 1),
     }
-    table = markdown_table(results)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
     header = (
         f"Greedy generation, SmolLM2-135M-Instruct, {results['machine'].get('gpu', 'cpu')} float32, "
-        f"{results['date']}, torch {results['versions']['torch']}, transformers "
-        f"{results['versions']['transformers']}, {results['machine']['cpu_count']} cores, load {load_before} -> {results['load_average']['after']}; "
-        "tokens/s (x transformers', ids against transformers'; for the 4-bit paths, how many leading ids are the "
-        "float32 static path's, the worst row)"
+        f"{run_description(results)}; tokens/s (x transformers', ids against transformers'; for the 4-bit paths, "
+        "how many leading ids are the float32 static path's, the worst row)"
     )
-    (args.output_dir / f"{stem}.md").write_text(header + "\n\n" + table + "\n")
-    print()
-    print(header)
-    print()
-    print(table)
-    print(f"\nwrote {args.output_dir / stem}.json and .md in {results['wall_time_s']} s")
+    write_results(args.output_dir / stem, results, header, markdown_table(results))
     return results
 
 

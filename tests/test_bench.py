@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import bench_bert as bench
 import pytest
 import torch
 from shapes import TINY_SIZES
@@ -13,19 +10,6 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from literate_transformer import TransformerConfig
 from literate_transformer.models.bert import BertModel
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load("bench_bert", ROOT / "benchmarks" / "bench_bert.py")
 
 
 @pytest.mark.parametrize(("batch_size", "seq_len"), [(1, 5), (3, 7)])

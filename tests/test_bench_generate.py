@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from pathlib import Path
 
+import bench_generate as bench
 import pytest
 import torch
 import transformers
 from shapes import LLAMA_GROUPED
 
 from literate_transformer.models.llama import LlamaForCausalLM
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load("bench_generate", ROOT / "benchmarks" / "bench_generate.py")
 
 
 @pytest.mark.parametrize("tied", [True, False])

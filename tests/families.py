@@ -453,3 +453,23 @@ def count_static_cache_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(StaticCacheDecoder, "forward", counted)
     return calls
+
+
+def generate_both_ways(
+    reference: Any,
+    model: Any,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    new_tokens: int,
+    options: dict,
+    seed: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Tensor, Tensor, int]:
+    """``model``'s ids over its static cache, ``reference``'s over the growing cache (each drawn under ``seed``), and
+    how many static-cache steps ``model`` ran."""
+    torch.manual_seed(seed)
+    expected = reference.generate(input_ids, attention_mask, new_tokens, cache_implementation="dynamic", **options)
+    calls = count_static_cache_steps(monkeypatch)
+    torch.manual_seed(seed)
+    written = model.generate(input_ids, attention_mask, new_tokens, **options)
+    return written, expected, calls[0]

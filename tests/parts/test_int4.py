@@ -28,7 +28,7 @@ import copy
 import pytest
 import torch
 import transformers
-from families import count_static_cache_steps
+from families import generate_both_ways
 from gguf_files import TINY_LLAMA, byte_level_vocabulary, write_llama_gguf
 
 from literate_transformer.core.gguf import BLOCK_SIZE, dequantize, quantize, read_gguf
@@ -174,14 +174,11 @@ def test_the_loops_over_the_4_bit_steps_write_the_ids_of_the_weights_they_read(t
     emulation = _emulation(tiny)
     input_ids = torch.randint(3, int4.config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(4))
     attention_mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
-    options = DECODINGS[decoding]
-    torch.manual_seed(5)
-    expected = emulation.generate(input_ids, attention_mask, NEW_TOKENS, cache_implementation="dynamic", **options)
-    calls = count_static_cache_steps(monkeypatch)
-    torch.manual_seed(5)
-    written = int4.generate(input_ids, attention_mask, NEW_TOKENS, **options)
+    written, expected, steps = generate_both_ways(
+        emulation, int4, input_ids, attention_mask, NEW_TOKENS, DECODINGS[decoding], 5, monkeypatch
+    )
     assert torch.equal(written, expected), f"{decoding}:\n4-bit {written.tolist()}\neager {expected.tolist()}"
-    assert calls[0] >= NEW_TOKENS  # the 4-bit steps ran
+    assert steps >= NEW_TOKENS  # the 4-bit steps ran
     if decoding == "greedy":
         # Not vacuous: the float32 weights write other ids, or the same ids from other scores.
         float32 = tiny["float32"].generate(input_ids, attention_mask, NEW_TOKENS)

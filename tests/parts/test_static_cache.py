@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from families import count_static_cache_steps
+from families import generate_both_ways
 from shapes import LLAMA_GROUPED, padded_batch
 
 from literate_transformer.book.decoding import generate
@@ -76,20 +76,14 @@ def model(request, randomize):
     return ours
 
 
-_counting = count_static_cache_steps
-
-
 @pytest.mark.parametrize("decoding", list(DECODINGS))
 def test_generate_over_the_static_cache_writes_the_eager_loops_ids(model, decoding, monkeypatch):
-    options = DECODINGS[decoding]
     input_ids, attention_mask = _prompts(model.config.vocab_size)
-    torch.manual_seed(3)
-    eager = model.generate(input_ids, attention_mask, NEW_TOKENS, cache_implementation="dynamic", **options)
-    calls = _counting(monkeypatch)
-    torch.manual_seed(3)
-    static = model.generate(input_ids, attention_mask, NEW_TOKENS, **options)
+    static, eager, steps = generate_both_ways(
+        model, model, input_ids, attention_mask, NEW_TOKENS, DECODINGS[decoding], 3, monkeypatch
+    )
     assert torch.equal(static, eager), f"{decoding}:\nstatic {static.tolist()}\neager  {eager.tolist()}"
-    assert calls[0] == static.shape[1] - input_ids.shape[1]  # one call per token written, the prompt's first
+    assert steps == static.shape[1] - input_ids.shape[1]  # one call per token written, the prompt's first
     if decoding == "greedy":
         # Not vacuous: the end token occurs, and rows that finished early are padded.
         assert (static[:, 6:] == model.config.eos_token_id).any()

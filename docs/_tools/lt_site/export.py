@@ -114,7 +114,7 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -658,6 +658,43 @@ def _write_atomically(path: Path, data: bytes) -> None:
     os.replace(partial, path)
 
 
+def _output_folder(value: object) -> Path:
+    """``value`` as an export's output folder: a path, to a folder or to nothing yet."""
+    folder = _check_path(value, "folder")
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"folder must be a directory, but {folder} is a file")
+    return folder
+
+
+def _cached_metadata(
+    onnx_path: Path, metadata_path: Path, digest: str, load: Callable[[Path], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The JSON file of a finished export made with ``digest``, or ``None`` when the export must be made.
+
+    The cache: an export with this digest whose graph is the size it recorded.
+
+    Args:
+        onnx_path: The export's graph.
+        metadata_path: Its JSON file, in the same folder.
+        digest: The digest of everything the export depends on now.
+        load: Reads the folder's JSON file, raising ``ValueError`` when it is not of the export's format.
+    """
+    if not (metadata_path.is_file() and onnx_path.is_file()):
+        return None
+    try:
+        metadata = load(metadata_path.parent)
+    except (ValueError, json.JSONDecodeError):
+        return None
+    if metadata.get("digest") != digest or metadata.get("model", {}).get("bytes") != onnx_path.stat().st_size:
+        return None
+    return metadata
+
+
+def _write_metadata(path: Path, metadata: dict[str, Any]) -> None:
+    # Written last: its presence (with this digest) is what marks the export finished.
+    _write_atomically(path, json.dumps(metadata, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+
+
 def load_browser_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """Read the JSON file of an export.
 
@@ -713,9 +750,7 @@ def export_for_browser(
         TypeError: if ``folder`` is not a path or ``block_size`` not an int.
         ValueError: if ``folder`` is a file, ``block_size`` is bad or ``check_texts`` is empty.
     """
-    folder = _check_path(folder, "folder")
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"folder must be a directory, but {folder} is a file")
+    folder = _output_folder(folder)
     block_size = _check_block_size(block_size)
     if isinstance(check_texts, str) or not len(check_texts):
         raise ValueError("check_texts must be a non-empty sequence of sentences or (sentence, sentence) pairs")
@@ -738,15 +773,9 @@ def export_for_browser(
     }
     digest = export_digest(checkpoint_id, tokenizer_json, settings)
     onnx_path, metadata_path = folder / ONNX_FILE, folder / METADATA_FILE
-
-    # The cache: an export with this digest whose graph is the size it recorded.
-    if not force and metadata_path.is_file() and onnx_path.is_file():
-        try:
-            metadata = load_browser_export(folder)
-        except (ValueError, json.JSONDecodeError):
-            metadata = {}
-        if metadata.get("digest") == digest and metadata.get("model", {}).get("bytes") == onnx_path.stat().st_size:
-            return BrowserExport(folder, onnx_path, metadata_path, digest, True, metadata)
+    cached = None if force else _cached_metadata(onnx_path, metadata_path, digest, load_browser_export)
+    if cached is not None:
+        return BrowserExport(folder, onnx_path, metadata_path, digest, True, cached)
 
     onnx = _onnx()
     folder.mkdir(parents=True, exist_ok=True)
@@ -796,6 +825,5 @@ def export_for_browser(
         "tokenizer": spec,
         "versions": _versions(),
     }
-    # Written last: its presence (with this digest) is what marks the export finished.
-    _write_atomically(metadata_path, json.dumps(metadata, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    _write_metadata(metadata_path, metadata)
     return BrowserExport(folder, onnx_path, metadata_path, digest, False, metadata)

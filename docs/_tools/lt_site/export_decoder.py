@@ -108,7 +108,17 @@ from literate_transformer.models.llama import LlamaForCausalLM, head_dim_of, key
 from literate_transformer.trained import halves_from_pairs, hf_name, llama_config_from_gguf, llama_from_gguf
 
 from .digest import source_digest
-from .export import _check_path, _onnx, _read_export, _versions, _write_atomically
+from .export import (
+    BrowserExport,
+    _cached_metadata,
+    _check_path,
+    _onnx,
+    _output_folder,
+    _read_export,
+    _versions,
+    _write_atomically,
+    _write_metadata,
+)
 
 __all__ = [
     "Blocks",
@@ -657,25 +667,12 @@ def export_digest(file_id: str, settings: Mapping[str, Any]) -> str:
     return digest.hexdigest()
 
 
-@dataclass(frozen=True)
-class DecoderExport:
+class DecoderExport(BrowserExport):
     """What :func:`export_decoder_for_browser` wrote (or found).
 
-    Attributes:
-        folder: The output folder.
-        onnx_path: The graph, ``decoder.onnx``.
-        metadata_path: The JSON file, ``decoder.json``.
-        digest: The digest of everything the files depend on.
-        cached: ``True`` when the files were already there and nothing was done.
-        metadata: The JSON file's content.
+    The fields of :class:`~lt_site.export.BrowserExport`: the output folder, the graph ``decoder.onnx``, the JSON
+    file ``decoder.json`` and its content, the digest, and whether the files were already there.
     """
-
-    folder: Path
-    onnx_path: Path
-    metadata_path: Path
-    digest: str
-    cached: bool
-    metadata: dict[str, Any]
 
 
 def load_decoder_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
@@ -723,9 +720,7 @@ def export_decoder_for_browser(
         ValueError: if ``folder`` is a file, ``check_prompts`` is empty, ``check_new_tokens < 1``, or the graph's
             greedy ids are not the model's.
     """
-    folder = _check_path(folder, "folder")
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"folder must be a directory, but {folder} is a file")
+    folder = _output_folder(folder)
     if gguf is not None:
         _check_path(gguf, "gguf")
     if isinstance(check_prompts, str) or not len(check_prompts) or not all(isinstance(p, str) for p in check_prompts):
@@ -743,15 +738,9 @@ def export_decoder_for_browser(
     settings = {"check_prompts": list(check_prompts), "check_new_tokens": check_new_tokens, "opset": OPSET}
     digest = export_digest(file_id, settings)
     onnx_path, metadata_path = folder / ONNX_FILE, folder / METADATA_FILE
-
-    # The cache: an export with this digest whose graph is the size it recorded.
-    if not force and metadata_path.is_file() and onnx_path.is_file():
-        try:
-            metadata = load_decoder_export(folder)
-        except (ValueError, json.JSONDecodeError):
-            metadata = {}
-        if metadata.get("digest") == digest and metadata.get("model", {}).get("bytes") == onnx_path.stat().st_size:
-            return DecoderExport(folder, onnx_path, metadata_path, digest, True, metadata)
+    cached = None if force else _cached_metadata(onnx_path, metadata_path, digest, load_decoder_export)
+    if cached is not None:
+        return DecoderExport(folder, onnx_path, metadata_path, digest, True, cached)
 
     if default:
         # The default file is verified by its SHA-256 before its weights are used.
@@ -802,6 +791,5 @@ def export_decoder_for_browser(
         "chat": wrapping,
         "versions": _versions(_VERSIONED),
     }
-    # Written last: its presence (with this digest) marks the export finished.
-    _write_atomically(metadata_path, json.dumps(metadata, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    _write_metadata(metadata_path, metadata)
     return DecoderExport(folder, onnx_path, metadata_path, digest, False, metadata)

@@ -22,31 +22,48 @@ build time, this extension, as ``try_it`` does for the BERT page,
    ``decoder.onnx.gz``, gzip-compressed once per export and cached.
 
 When the page is not part of the build, none of this happens.
+
+Steps 1, 3 and 4 are done by ``browser_export``, as for the "Try your own
+sentence" page; this extension adds its options' defaults, the directive,
+``facts_text`` (the pure function that writes the directive's paragraphs)
+and one step of its own: the graph is compressed before the page is read, so
+that the page can state the size the reader downloads.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
+from browser_export import ServedExport, megabytes
 from docutils import nodes
 from sphinx.application import Sphinx
-from sphinx.errors import ExtensionError
-from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
-from try_it import copy_if_changed, gzip_once
-
-logger = logging.getLogger(__name__)
-
-# The export of each build, and its compressed graph's size, by source folder (set before pages are read; forked
-# read workers inherit them).
-_EXPORTS: dict[str, Any] = {}
-_PACKED_BYTES: dict[str, int] = {}
 
 
-def _megabytes(count: int) -> str:
-    return f"{count / 1e6:.1f} MB"
+class _PromptExport(ServedExport):
+    """The decoder's export, whose compressed graph is made (and its size known) before the page is read."""
+
+    def __init__(self) -> None:
+        super().__init__("try_prompt", "decoder's browser export", "decoder.onnx.gz", "decoder.json.gz")
+        # The compressed graph's size of each build, by source folder (forked read workers inherit it).
+        self._packed_bytes: dict[str, int] = {}
+
+    def packed_bytes(self, srcdir: str | Path) -> int | None:
+        """The size of the compressed graph of the build of ``srcdir``, once known."""
+        return self._packed_bytes.get(str(srcdir))
+
+    def outdated(self, app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
+        """As for any export, then the graph is compressed: now, so that the page can state the size downloaded."""
+        outdated = super().outdated(app, env, added, changed, removed)
+        if self.page_in_build(app):
+            packed = self.packed_model(app, self.export_of(app.srcdir))
+            self._packed_bytes[str(app.srcdir)] = packed.stat().st_size
+        return outdated
+
+
+# The page's export: made before pages are read, copied into the built site after the build.
+_EXPORT = _PromptExport()
 
 
 def facts_text(metadata: dict[str, Any], gzip_bytes: int | None = None) -> list[str]:
@@ -67,15 +84,15 @@ def facts_text(metadata: dict[str, Any], gzip_bytes: int | None = None) -> list[
     except KeyError as error:
         raise ValueError(f"metadata is not a decoder export's decoder.json: it has no {error}") from error
     formats = ", ".join(f"{count} {kind}" for kind, count in sorted(file["tensor_formats"].items()))
-    download = f", {_megabytes(gzip_bytes)} to download, compressed" if gzip_bytes else ""
+    download = f", {megabytes(gzip_bytes)} to download, compressed" if gzip_bytes else ""
     return [
         f"The model is the package's own LlamaForCausalLM with the weights of {file['name']} (SHA-256 "
         f"{file['sha256'][:12]}…; {config['parameters']:,} parameters, {config['num_hidden_layers']} layers, "
         f"{config['num_attention_heads']} query heads sharing {config['num_key_value_heads']} key/value heads, "
         f"hidden size {config['hidden_size']}, vocabulary of {config['vocab_size']} tokens), written as an ONNX "
         f"graph (opset {model['opset']}) of one step of generation with its cache.",
-        f"The graph keeps the file's blocks as they are ({formats} tensors): {_megabytes(model['bytes'])} against "
-        f"the file's {_megabytes(file['bytes'])}{download}. onnxruntime turns them into float32 matrices once, "
+        f"The graph keeps the file's blocks as they are ({formats} tensors): {megabytes(model['bytes'])} against "
+        f"the file's {megabytes(file['bytes'])}{download}. onnxruntime turns them into float32 matrices once, "
         "when it loads the graph, with the two roundings the package's reader makes: the page multiplies by the "
         "package's weights, bit for bit.",
         f"What that leaves, measured when this site was built on {check['prompts']} prompts against the PyTorch "
@@ -87,99 +104,29 @@ def facts_text(metadata: dict[str, Any], gzip_bytes: int | None = None) -> list[
     ]
 
 
-def _load_exporter(spec: str) -> Any:
-    module_name, _, function_name = spec.partition(":")
-    if not module_name or not function_name:
-        raise ExtensionError(f"try_prompt_exporter must be 'module:function', got {spec!r}")
-    return getattr(importlib.import_module(module_name), function_name)
-
-
-def _page_in_build(app: Sphinx) -> bool:
-    page = app.config.try_prompt_page
-    return bool(page) and page in app.env.found_docs
-
-
-def _cache_dir(app: Sphinx) -> Path:
-    configured = app.config.try_prompt_cache_dir
-    return Path(app.confdir, configured) if configured else Path(app.outdir).parent / "try_prompt"
-
-
-def _ensure_export(app: Sphinx) -> Any:
-    exporter = _load_exporter(app.config.try_prompt_exporter)
-    logger.info("try_prompt: checking the decoder's browser export in %s", _cache_dir(app))
-    try:
-        result = exporter(_cache_dir(app))
-    except Exception as error:
-        raise ExtensionError(f"try_prompt: the decoder's browser export failed: {error}") from error
-    logger.info("try_prompt: %s (digest %s)", "cached" if result.cached else "exported", result.digest[:12])
-    _EXPORTS[str(app.srcdir)] = result
-    return result
-
-
-def _packed_model(app: Sphinx, result: Any) -> Path:
-    return gzip_once(result.onnx_path, _cache_dir(app) / "decoder.onnx.gz", result.digest)
-
-
-def _outdated(app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
-    if not _page_in_build(app):
-        return []
-    result = _ensure_export(app)
-    # Compressed now, so that the page can state the size the reader downloads.
-    _PACKED_BYTES[str(app.srcdir)] = _packed_model(app, result).stat().st_size
-    return [] if result.cached else [app.config.try_prompt_page]
-
-
 class TryPromptFacts(SphinxDirective):
     """``try-prompt-facts``: what was exported and what the export measured, as paragraphs."""
 
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        result = _EXPORTS.get(str(self.env.srcdir))
+        result = _EXPORT.export_for_page(self.env)
         if result is None:
             raise self.error("try-prompt-facts: no decoder export (is this page try_prompt_page in conf.py?)")
-        self.env.note_dependency(str(result.metadata_path))
-        size = _PACKED_BYTES.get(str(self.env.srcdir))
+        size = _EXPORT.packed_bytes(self.env.srcdir)
         return [nodes.paragraph(text=text) for text in facts_text(result.metadata, size)]
 
 
-def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
-    if pagename != app.config.try_prompt_page:
-        return
-    for css in app.config.try_prompt_css:
-        app.add_css_file(css)
-    for script in app.config.try_prompt_scripts:
-        app.add_js_file(script, loading_method="defer")
-
-
-def _copy_files(app: Sphinx, exception: Exception | None) -> None:
-    if exception is not None or app.builder.format != "html" or not _page_in_build(app):
-        return
-    result = _EXPORTS.get(str(app.srcdir)) or _ensure_export(app)
-    target = Path(app.outdir, app.config.try_prompt_output_dir)
-    copy_if_changed(_packed_model(app, result), target / "decoder.onnx.gz")
-    packed_metadata = gzip_once(result.metadata_path, _cache_dir(app) / "decoder.json.gz", result.digest)
-    copy_if_changed(packed_metadata, target / "decoder.json.gz")
-    logger.info("try_prompt: model for %s copied to %s", app.config.try_prompt_page, target)
-
-
 def setup(app: Sphinx) -> dict[str, Any]:
-    app.add_config_value("try_prompt_page", "try_prompt", "env", types=frozenset({str}))
-    app.add_config_value(
-        "try_prompt_exporter", "lt_site.export_decoder:export_decoder_for_browser", "env", types=frozenset({str})
+    # The model goes to _static/try/prompt: prompt.js looks for it in prompt/ beside itself.
+    _EXPORT.add_config_values(
+        app,
+        page="try_prompt",
+        exporter="lt_site.export_decoder:export_decoder_for_browser",
+        output_dir="_static/try/prompt",
+        scripts=["try/bpe.js", "try/sampling.js", "try/prompt.js"],
+        css=["try/try.css", "try/prompt.css"],
     )
-    app.add_config_value("try_prompt_cache_dir", "", "env", types=frozenset({str}))
-    # Where the model goes in the built site: prompt.js looks for it in prompt/ beside itself.
-    app.add_config_value("try_prompt_output_dir", "_static/try/prompt", "html", types=frozenset({str}))
-    app.add_config_value(
-        "try_prompt_scripts",
-        ["try/bpe.js", "try/sampling.js", "try/prompt.js"],
-        "html",
-        types=frozenset({list, tuple}),
-    )
-    app.add_config_value("try_prompt_css", ["try/try.css", "try/prompt.css"], "html", types=frozenset({list, tuple}))
     app.add_directive("try-prompt-facts", TryPromptFacts)
-    app.connect("env-get-outdated", _outdated)
-    app.connect("html-page-context", _page_context)
-    app.connect("build-finished", _copy_files)
+    _EXPORT.connect(app)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

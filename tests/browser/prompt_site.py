@@ -36,8 +36,8 @@ def page_block() -> str:
 def assemble(folder: Path, cache: Path) -> Path:
     """Write the stand-alone page into ``folder`` (the export cached in ``cache``); return ``folder``."""
     sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    from browser_export import copy_if_changed, gzip_once
     from lt_site.export_decoder import export_decoder_for_browser
-    from try_it import copy_if_changed, gzip_once
 
     export = export_decoder_for_browser(cache)
     target = folder / "_static"

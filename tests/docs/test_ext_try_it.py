@@ -1,10 +1,9 @@
-"""docs/_ext/try_it.py: its pure helpers, and the extension in a tiny Sphinx build with a stand-in exporter."""
+"""docs/_ext/try_it.py: its facts, and the extension in a tiny Sphinx build with a stand-in exporter."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -33,31 +32,6 @@ METADATA = {
     },
     "check": {"texts": 10, "max_abs_attention": 0.0037, "max_abs_last_hidden_state": 0.0038},
 }
-
-
-def test_gzip_once_is_deterministic_and_skips_a_done_key(tmp_path) -> None:
-    source = tmp_path / "model.onnx"
-    source.write_bytes(os.urandom(1000) * 3)
-    first = try_it.gzip_once(source, tmp_path / "a.gz", "digest-1")
-    again = try_it.gzip_once(source, tmp_path / "b.gz", "digest-1")
-    assert first.read_bytes() == again.read_bytes()
-    assert gzip.decompress(first.read_bytes()) == source.read_bytes()
-    modified = first.stat().st_mtime_ns
-    try_it.gzip_once(source, first, "digest-1")
-    assert first.stat().st_mtime_ns == modified
-    source.write_bytes(b"new")
-    try_it.gzip_once(source, first, "digest-2")
-    assert gzip.decompress(first.read_bytes()) == b"new"
-    with pytest.raises(FileNotFoundError, match="missing"):
-        try_it.gzip_once(tmp_path / "missing", tmp_path / "c.gz", "k")
-
-
-def test_copy_if_changed_copies_once(tmp_path) -> None:
-    source = tmp_path / "a.bin"
-    source.write_bytes(b"abc")
-    assert try_it.copy_if_changed(source, tmp_path / "out" / "a.bin")
-    assert not try_it.copy_if_changed(source, tmp_path / "out" / "a.bin")
-    assert (tmp_path / "out" / "a.bin").read_bytes() == b"abc"
 
 
 def test_facts_say_what_was_done_and_what_it_cost() -> None:

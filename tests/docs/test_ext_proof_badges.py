@@ -59,7 +59,7 @@ def test_a_test_method_is_included_flush_left():
 
 # A provider as the package's proofs module is one: a function returning its Measurement records.
 PROVIDER = """
-from lt_site.proofs import Measurement
+from lt_site.measurement import Measurement
 
 DIFFERENCE = {difference!r}
 

@@ -22,6 +22,8 @@ from torch import Tensor, nn
 from literate_transformer.core.config import TransformerConfig
 from literate_transformer.models.registry import from_hf
 
+from .measurement import Measurement
+
 __all__ = [
     "ATOL",
     "Proof",
@@ -63,23 +65,6 @@ class Proof:
     tolerance: float = ATOL
     example: str = "bert"
     dtype: str = "float32"
-
-
-@dataclass
-class Measurement:
-    """A proof's result on this machine: the difference measured, and whether it is within tolerance."""
-
-    subject: str
-    reference: str
-    test: str
-    max_abs_diff: float
-    tolerance: float
-    example: str
-    dtype: str = "float32"
-
-    @property
-    def passed(self) -> bool:
-        return self.max_abs_diff <= self.tolerance
 
 
 @dataclass(frozen=True)

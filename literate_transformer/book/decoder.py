@@ -157,6 +157,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.config import TransformerConfig, as_config
@@ -169,6 +170,7 @@ from ..core.validation import (
     check_encoder_hidden_states,
     check_hidden_states,
     check_input_ids,
+    check_labels,
     check_mask,
     check_norm_first,
     check_past_key_values,
@@ -177,6 +179,7 @@ from ..core.validation import (
     check_token_inputs,
     validate_with,
 )
+from ..parts.heads import IGNORE_INDEX
 from ..parts.norms import make_norm
 from ..parts.positions import position_ids as positions_of
 from .attention import MultiHeadAttention
@@ -720,7 +723,8 @@ def _check_family_inputs(model: PreTrainedEncoderDecoderModel, args: Arguments) 
 
 
 class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
-    """An encoder-decoder family under HuggingFace's names: ``forward`` in HuggingFace's order, and ``generate``.
+    r"""An encoder-decoder family under HuggingFace's names: ``forward`` in HuggingFace's order, its ``labels=``
+    loss, and ``generate``.
 
     The families of the encoder-decoder branch (BART, T5, and BART's
     descendants) build their ``encoder``, ``decoder`` and ``head`` and
@@ -728,6 +732,19 @@ class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
     token a target starts with (:attr:`decoder_start_token_id`), the target
     ``forward`` decodes when given none (:meth:`default_decoder_input_ids`),
     and what its ``forward`` refuses (:meth:`check_inputs`).
+
+    Trained, the model reads the target it must write, shifted one place to
+    the right behind the start token (*teacher forcing*,
+    :meth:`shift_labels_right`), so that the scores at position :math:`t`
+    predict label :math:`t` from the labels before it; the loss is their mean
+    cross-entropy over the labels that are not ``-100``,
+
+    .. math::
+
+        \mathcal{L} = -\frac{1}{N} \sum_{b,\,t} \log \operatorname{softmax}(\text{logits}_{b,t})[y_{b,t}],
+
+    nothing shifted in the loss itself (the decoder's input is shifted already), as ``transformers``'
+    ``BartForConditionalGeneration(labels=...)`` and ``T5ForConditionalGeneration(labels=...)`` compute it.
     """
 
     #: The config (a ``transformers`` config, checked once by the family).
@@ -739,8 +756,22 @@ class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
         return getattr(self.config, "decoder_start_token_id", None)
 
     def check_inputs(self, args: Arguments) -> None:
-        """What ``forward`` refuses: source and target of one batch, as the book's model checks them."""
+        """What ``forward`` refuses: source and target of one batch, as the book's model checks them, and labels
+        that do not fit the target (or a model without a head to score them)."""
         _check_seq2seq_inputs(self, args)
+        if args.labels is None:
+            return
+        if type(self).head is EncoderDecoderModel.head:
+            raise ValueError(f"labels need a language-model head to score them: {type(self).__name__} has none")
+        target = args.decoder_input_ids
+        shape = (args.input_ids.shape[0], None if target is None else target.shape[1])
+        labels = check_labels(args.labels, shape, self.config.vocab_size)
+        positions = getattr(self.config, "max_position_embeddings", None)
+        if target is None and positions is not None and labels.shape[1] > positions:
+            raise ValueError(
+                f"labels has {labels.shape[1]} tokens, more than max_position_embeddings={positions}: "
+                "the decoder reads them shifted right, one position each"
+            )
 
     def default_decoder_input_ids(self, input_ids: Tensor) -> Tensor:
         """The target ``forward`` decodes when given none; a family without a rule for it has none.
@@ -750,6 +781,29 @@ class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
         """
         raise ValueError(f"decoder_input_ids is required: {type(self).__name__} makes no target of its own")
 
+    def shift_labels_right(self, labels: Tensor) -> Tensor:
+        """The decoder's input that teacher-forces ``labels``: the start token, then every label but the last.
+
+        A ``-100`` (a label the loss ignores, no token) becomes the padding token: ``transformers``'
+        ``shift_tokens_right`` in BART, ``_shift_right`` in T5.
+
+        Args:
+            labels: ``(B, T)`` target ids, ``-100`` where the loss ignores them.
+
+        Returns:
+            ``(B, T)`` decoder input ids.
+
+        Raises:
+            ValueError: when there is no start token (:attr:`decoder_start_token_id`).
+        """
+        start = self.decoder_start_token_id
+        if start is None:
+            raise ValueError("labels need config.decoder_start_token_id to start the decoder's input, which is not set")
+        shifted = labels.new_empty(labels.shape)  # (B, T)
+        shifted[:, 0] = start
+        shifted[:, 1:] = labels[:, :-1]
+        return shifted.masked_fill(shifted == IGNORE_INDEX, self.config.pad_token_id)
+
     @validate_with(_check_family_inputs)
     def forward(
         self,
@@ -758,20 +812,35 @@ class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
         decoder_input_ids: Tensor | None = None,
         decoder_attention_mask: Tensor | None = None,
         output_attentions: bool = False,
+        labels: Tensor | None = None,
     ) -> Seq2SeqOutput:
         """The book's :meth:`EncoderDecoderModel.forward` (``logits`` is ``None`` in a model without a head), the
         arguments in the order of HuggingFace's (:meth:`transformers.BartModel.forward`,
-        :meth:`transformers.T5Model.forward`).
+        :meth:`transformers.T5Model.forward`), and with ``labels`` the loss.
 
         Args:
             decoder_input_ids: Target ids ``(B, T)``, starting with :attr:`decoder_start_token_id`; ``None``: the
-                family's :meth:`default_decoder_input_ids` (BART: ``input_ids`` shifted one place right; T5
-                requires them, and a ValueError says so).
+                labels shifted right (:meth:`shift_labels_right`) when there are labels, else the family's
+                :meth:`default_decoder_input_ids` (BART: ``input_ids`` shifted one place right; T5 requires
+                them, and a ValueError says so).
+            labels: ``(B, T)`` the target's ids, ``-100`` where the loss ignores them: ``loss`` is their mean
+                cross-entropy (a model with a language-model head only).
         """
-        if decoder_input_ids is None:
+        if decoder_input_ids is None and labels is not None:
+            # Teacher forcing: the decoder reads the labels shifted right, behind the start token.
+            decoder_input_ids = self.shift_labels_right(labels)
+        elif decoder_input_ids is None:
             decoder_input_ids = self.default_decoder_input_ids(input_ids)
         # The book's forward, the arguments in its order: encode the source, decode the target.
-        return super().forward(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions)
+        output = super().forward(
+            input_ids, decoder_input_ids, attention_mask, decoder_attention_mask, output_attentions
+        )
+        if labels is not None:
+            # Each target position's scores against its own label (the decoder's input is the shifted copy).
+            output.loss = F.cross_entropy(
+                output.logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX
+            )
+        return output
 
     def generate(
         self,

@@ -170,6 +170,8 @@ class Seq2SeqOutput:
         encoder_last_hidden_state: The encoder's output ``(B, S, E)``.
         encoder_attentions: One ``(B, H, S, S)`` tensor per encoder layer,
             with ``output_attentions=True``.
+        loss: The training loss, a scalar, when the call was given
+            ``labels``; else ``None``.
     """
 
     logits: Tensor | None
@@ -179,3 +181,4 @@ class Seq2SeqOutput:
     cross_attentions: tuple[Tensor, ...] | None = None
     encoder_last_hidden_state: Tensor | None = None
     encoder_attentions: tuple[Tensor, ...] | None = None
+    loss: Tensor | None = None

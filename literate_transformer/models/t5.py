@@ -459,11 +459,12 @@ class T5PreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
         return self.config.pad_token_id if start is None else start
 
     def check_inputs(self, args: Arguments) -> None:
-        """What ``forward`` refuses: a missing target (T5 makes none of its own), then what the book's model does."""
-        if args.decoder_input_ids is None:
+        """What ``forward`` refuses: a missing target (T5 makes none of its own but from labels), then what the
+        book's model does."""
+        if args.decoder_input_ids is None and args.labels is None:
             raise ValueError(
                 "decoder_input_ids is required: T5's targets are the labels shifted right, "
-                "model._shift_right(labels), starting with the padding token"
+                "model._shift_right(labels), starting with the padding token (or pass labels=, which does that)"
             )
         super().check_inputs(args)
 
@@ -474,11 +475,7 @@ class T5PreTrainedModel(ConvertsFromHF, PreTrainedEncoderDecoderModel):
         >>> T5Model(T5Config(vocab_size=10, d_model=8, d_kv=4, num_heads=2))._shift_right(torch.tensor([[5, -100]]))
         tensor([[0, 5]])
         """
-        shifted = labels.new_zeros(labels.shape)  # (B, T)
-        shifted[:, 1:] = labels[:, :-1]
-        shifted[:, 0] = self.decoder_start_token_id
-        # -100 (a label the loss ignores) is no token: the padding token stands in for it.
-        return shifted.masked_fill(shifted == -100, self.config.pad_token_id)
+        return self.shift_labels_right(labels)
 
 
 class T5Model(T5PreTrainedModel):

@@ -473,3 +473,39 @@ def generate_both_ways(
     torch.manual_seed(seed)
     written = model.generate(input_ids, attention_mask, new_tokens, **options)
     return written, expected, calls[0]
+
+
+# ---------------------------------------------------------------------------
+# Training: one step of a family's objective against transformers'
+# ---------------------------------------------------------------------------
+#: The parameters whose gradient is zero in exact arithmetic: a key projection's bias (softmax ignores a shift
+#: that every key shares), under each family's name for that projection.
+KEY_BIAS = re.compile(r"(key|k_proj|k_lin|Wk)\.bias$")
+
+
+def assert_training_step_equals_hf(
+    ours: nn.Module, hf_model: nn.Module, batch: Mapping[str, Tensor], readout: Tensor | None = None
+) -> Any:
+    """One training step on ``batch`` (``transformers``' keyword arguments, ``labels`` included) equals
+    ``transformers``': the loss, every parameter's gradient, and every parameter after one AdamW step, each
+    within :data:`~lt_site.training_step.RTOL` relative (``lt_site.training_step.training_step_difference``
+    measures them; ``readout`` is the fixed matrix of an encoder without a language-model head).
+
+    Not vacuous: the loss reaches every parameter (but the keys' biases, whose gradient is zero in exact
+    arithmetic and rounding noise on both sides), and the step moves every parameter by several times the
+    tolerance, so that the comparison after it tells a step from none.  Both models are changed in place.
+    Returns the measurement (``lt_site.training_step.StepDifference``).
+    """
+    # Imported here: the cases' module loads every family's site module, which the other tests do not need.
+    from lt_site.training_step import RTOL, training_step_difference
+
+    difference = training_step_difference(hf_model, ours, batch, readout)
+    assert difference.loss <= RTOL, f"the losses differ by {difference.loss:.2e} (relative)"
+    for what, found in (("gradients", difference.gradients), ("parameters after the step", difference.parameters)):
+        over = {name: f"{value:.2e}" for name, value in found.items() if not value <= RTOL}
+        assert not over, f"{what} differ by more than {RTOL} (relative): {over}"
+    unreached = [name for name in difference.zero_gradients if not KEY_BIAS.search(name)]
+    assert not unreached, f"the loss does not reach {unreached}"
+    still = {name: moved for name, moved in difference.moved.items() if not moved > 5 * RTOL}
+    assert not still, f"the step barely moved {still}"
+    return difference

@@ -51,7 +51,7 @@ from literate_transformer.interop import (
 from literate_transformer.models.bert import BertModel
 from literate_transformer.parts.positions import RelativePositionBias
 
-from . import families
+from . import families, training_step
 from .base import Measurement, Proof, book_example, first, max_diff, randomized
 
 __all__ = ["CORE_PROOFS", "PROOFS", "run_all"]
@@ -358,8 +358,9 @@ CORE_PROOFS: tuple[Proof, ...] = (
 )
 
 
-#: Every proof the site shows: the core's, then each family's (:mod:`lt_site.families`).
-PROOFS: tuple[Proof, ...] = CORE_PROOFS + families.collect("PROOFS")
+#: Every proof the site shows: the core's, then each family's (:mod:`lt_site.families`), then each family's
+#: training step (:mod:`lt_site.training_step`).
+PROOFS: tuple[Proof, ...] = CORE_PROOFS + families.collect("PROOFS") + training_step.PROOFS
 
 
 def run_all(proofs: tuple[Proof, ...] = PROOFS) -> list[Measurement]:

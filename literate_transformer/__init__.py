@@ -115,6 +115,7 @@ _MODULES = (
     "visualize",
     "diagrams",
     "lens",
+    "bpe",
 )
 
 

@@ -150,7 +150,7 @@ CHAPTERS: tuple[Chapter, ...] = (
 )
 
 #: The modules every chapter leans on and none is about.
-SUPPORT = Chapter(0, None, "Support", ("core.validation", "diagrams", "manifest"))
+SUPPORT = Chapter(0, None, "Support", ("core.validation", "diagrams", "manifest", "bpe"))
 
 #: Every module of the package (relative names) in reading order.
 MODULES: tuple[str, ...] = tuple(module for chapter in (*CHAPTERS, SUPPORT) for module in chapter.modules)
@@ -173,6 +173,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "generation, training",
     ),
     ("pretraining", "how each branch is pretrained: masked, causal and denoising objectives, one module each"),
+    (
+        "bpe",
+        "byte-level BPE trained from scratch: GPT-2's words and byte alphabet, pairs counted and merged as "
+        "tokenizers' trainer merges them, encoding and decoding",
+    ),
     (
         "models",
         "the model families under HuggingFace's names, one file a family (its modules, key map and "

@@ -26,6 +26,7 @@ FLOORS = {
     "parts": 1,
     "book": 2,
     "pretraining": 2,
+    "bpe": 2,
     "models": 3,
     "fast": 4,
     "interop": 4,

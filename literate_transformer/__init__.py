@@ -90,6 +90,9 @@ _EXPORTS: dict[str, str] = {
     "GenerationOutput": "book.generation",
     "train_reversal": "book.training",
     "TrainingResult": "book.training",
+    # Pretraining a language model on a token stream
+    "train": "pretraining.causal_lm",
+    "TrainingHistory": "pretraining.causal_lm",
     # From transformers to the package, and BERT's sentence vectors
     "from_hf": "models.registry",
     "mean_pooling": "models.bert",
@@ -107,6 +110,7 @@ _MODULES = (
     "core",
     "parts",
     "book",
+    "pretraining",
     "models",
     "fast",
     "interop",

@@ -150,7 +150,7 @@ CHAPTERS: tuple[Chapter, ...] = (
 )
 
 #: The modules every chapter leans on and none is about.
-SUPPORT = Chapter(0, None, "Support", ("core.validation", "diagrams", "manifest", "bpe"))
+SUPPORT = Chapter(0, None, "Support", ("core.validation", "diagrams", "manifest", "bpe", "pretraining.causal_lm"))
 
 #: Every module of the package (relative names) in reading order.
 MODULES: tuple[str, ...] = tuple(module for chapter in (*CHAPTERS, SUPPORT) for module in chapter.modules)

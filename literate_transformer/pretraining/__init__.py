@@ -2,7 +2,9 @@
 
 An encoder learns by filling in masked tokens (masked language modelling),
 a decoder by predicting the next token (causal language modelling: the loss
-is :func:`~literate_transformer.parts.heads.causal_lm_loss`), an
+is :func:`~literate_transformer.parts.heads.causal_lm_loss`, and
+:mod:`~literate_transformer.pretraining.causal_lm` trains one on a stream
+of tokens), an
 encoder-decoder by writing back a text that was corrupted (span corruption,
 text infilling, sentence permutation).  Each module here writes one
 objective's data preparation as a function, proved equal to

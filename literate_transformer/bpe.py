@@ -182,7 +182,8 @@ def _merge(word: tuple[int, ...], pair: tuple[int, int], new_id: int) -> tuple[i
 
 
 class Merge(NamedTuple):
-    """One merge as a reader sees it: its rank, the two tokens it joined and the token made, as text."""
+    """One merge as a reader sees it: its rank, the two tokens it joined and the token it made (as text), and how
+    often the pair occurred when it was merged."""
 
     rank: int
     left: str
@@ -292,10 +293,13 @@ class BPETokenizer:
         """The first ``count`` merges as text: what each joined, what it made, and how often the pair occurred.
 
         Raises:
+            TypeError: for a ``count`` that is not an ``int``.
             ValueError: for a ``count`` below 0.
         """
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"count must be a non-negative int, got {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TypeError(f"count must be an int, got {type(count).__name__}")
+        if count < 0:
+            raise ValueError(f"count must be at least 0, got {count}")
         return [
             Merge(rank, token_text(left), token_text(right), token_text(left + right), self.counts[rank])
             for rank, (left, right) in enumerate(self.merges[:count])

@@ -240,8 +240,10 @@ def test_bad_ids_text_or_counts_are_refused_by_name(trained):
         ours.decode([5.0])
     with pytest.raises(TypeError, match="text must be a str"):
         ours.encode(["a list"])
-    with pytest.raises(ValueError, match="count"):
+    with pytest.raises(ValueError, match="count must be at least 0, got -1"):
         ours.first_merges(-1)
+    with pytest.raises(TypeError, match="count must be an int"):
+        ours.first_merges(2.0)
     with pytest.raises(ValueError, match="text must hold at least one word"):
         bpe.tokens_per_word(" \n", {"ours": ours.encode})
     with pytest.raises(TypeError, match=r"tokenizers\['ours'\]"):

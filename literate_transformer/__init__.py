@@ -120,6 +120,7 @@ _MODULES = (
     "diagrams",
     "lens",
     "bpe",
+    "lora",
 )
 
 

@@ -150,7 +150,12 @@ CHAPTERS: tuple[Chapter, ...] = (
 )
 
 #: The modules every chapter leans on and none is about.
-SUPPORT = Chapter(0, None, "Support", ("core.validation", "diagrams", "manifest", "bpe", "pretraining.causal_lm"))
+SUPPORT = Chapter(
+    0,
+    None,
+    "Support",
+    ("core.validation", "diagrams", "manifest", "bpe", "pretraining.causal_lm", "lora"),
+)
 
 #: Every module of the package (relative names) in reading order.
 MODULES: tuple[str, ...] = tuple(module for chapter in (*CHAPTERS, SUPPORT) for module in chapter.modules)
@@ -212,6 +217,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "figures",
         "the chapters' figures, drawn from the package's own tensors: the lineage of the families, what each "
         "branch changes and why, the fast kernels, what a trained model does inside",
+    ),
+    (
+        "lora",
+        "LoRA: a trainable low-rank update beside chosen linear layers of a frozen model, merged into the weights, "
+        "saved and loaded as peft does",
     ),
     ("manifest", "this reading order"),
 )

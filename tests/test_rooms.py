@@ -27,6 +27,7 @@ FLOORS = {
     "book": 2,
     "pretraining": 2,
     "bpe": 2,
+    "lora": 2,
     "models": 3,
     "fast": 4,
     "interop": 4,

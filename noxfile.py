@@ -180,11 +180,13 @@ def gallery(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
-    """Time our BertModel against transformers.BertModel, and the trained decoder's generation, round-robin."""
+    """Time BERT's forward, the trained decoder's generation and a Llama training step against transformers'."""
     # Writes docs/benchmarks/results-<device>.{json,md}; `nox -s bench -- --help` lists the options.
     _run(session, "python", str(ROOT / "benchmarks" / "bench_bert.py"), *session.posargs, env=OFFLINE_ENV)
     # Writes docs/benchmarks/generation-cpu.{json,md} (benchmarks/bench_generate.py --help lists its options).
     _run(session, "python", str(ROOT / "benchmarks" / "bench_generate.py"), env=OFFLINE_ENV)
+    # Writes docs/benchmarks/training-cpu.{json,md}: a training step of a small Llama against transformers'.
+    _run(session, "python", str(ROOT / "benchmarks" / "bench_train.py"), env=OFFLINE_ENV)
 
 
 #: The versions each compat leg tests, replacing those of constraints.txt: the oldest that the declared

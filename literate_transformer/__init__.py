@@ -121,6 +121,7 @@ _MODULES = (
     "lens",
     "bpe",
     "lora",
+    "tasks",
 )
 
 

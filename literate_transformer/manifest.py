@@ -154,7 +154,7 @@ SUPPORT = Chapter(
     0,
     None,
     "Support",
-    ("core.validation", "diagrams", "manifest", "bpe", "pretraining.causal_lm", "lora"),
+    ("core.validation", "diagrams", "manifest", "bpe", "pretraining.causal_lm", "lora", "tasks"),
 )
 
 #: Every module of the package (relative names) in reading order.
@@ -223,6 +223,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "LoRA: a trainable low-rank update beside chosen linear layers of a frozen model, merged into the weights, "
         "saved and loaded as peft does",
     ),
+    ("tasks", "a real task to fine-tune on, offline: sentences of Python's documentation labelled by its part"),
     ("manifest", "this reading order"),
 )
 

@@ -28,6 +28,7 @@ FLOORS = {
     "pretraining": 2,
     "bpe": 2,
     "lora": 2,
+    "tasks": 2,
     "models": 3,
     "fast": 4,
     "interop": 4,

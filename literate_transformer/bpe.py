@@ -76,7 +76,7 @@ surrogate is refused).
 One more difference, of data rather than design: the words are cut with the
 ``regex`` module, whose letters and digits follow its own version of the
 Unicode database; ``tokenizers`` cuts them with Oniguruma's.  The two agree
-on the characters Python's :mod:`unicodedata` assigns (a test compares them
+on the characters Python's ``unicodedata`` assigns (a test compares them
 on a sample of every block) and may differ on one that only a later Unicode
 assigned.
 
@@ -110,9 +110,9 @@ __all__ = [
     "tokens_per_word",
 ]
 
-#: GPT-2's pre-tokenizer: contractions, letters, digits, punctuation, each with the space before it, and white
-#: space (a run of spaces keeps its last one for the next word: ``\s+(?!\S)``).  ``tokenizers``' ``ByteLevel``
-#: pre-tokenizer uses this pattern when ``use_regex=True``, its default.
+#: GPT-2's pre-tokenizer, which cuts out contractions, letters, digits and punctuation, each with the space
+#: before it, and white space (a run of spaces keeps its last one for the next word: ``\s+(?!\S)``).
+#: ``tokenizers``' ``ByteLevel`` pre-tokenizer uses this pattern when ``use_regex=True``, its default.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 _WORDS = regex.compile(GPT2_PATTERN)

@@ -49,7 +49,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 #: The splits of :func:`python_doc_text`: the training text, the held-out topics, or both.
 SPLITS = ("train", "validation", "all")
 
-#: One topic in this many, in the order of the names, is held out: the first, the eleventh, ...
+#: How often a topic is held out, in the order of the names (the first, the eleventh, ...).
 HELD_OUT_EVERY = 10
 
 

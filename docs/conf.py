@@ -102,6 +102,8 @@ extensions = [
     "reading_order",
     # Each executed chapter downloadable as .ipynb; a table of execution times in the build log (docs/_ext).
     "executed_pages",
+    # ...each executed again only when what its run reached changed (docs/_ext).
+    "page_cache",
     # Beside each line of the annotated source, the tensor it computed on a running example (docs/_ext).
     "runtime_trace",
     # Each family read top to bottom: the functions its running example's forward pass ran, in call order (docs/_ext).
@@ -176,17 +178,22 @@ intersphinx_disabled_reftypes = ["std:doc"]
 # ---------------------------------------------------------------------------
 # "cache": a page is executed once and its outputs reused until it changes.
 nb_execution_mode = "cache"
-# myst-nb keys its cache on the cells' source only; docs/_ext/executed_pages.py
-# keys the cache folder on the site's one digest of the code the pages run (the
-# package and the site's tooling, lt_site.digest), so editing either re-executes
-# every page, and it removes the folders of older digests.  LT_JUPYTER_CACHE
-# moves the cache (e.g. for builds into another output folder).
+# myst-nb keys its cache on the cells' source only; docs/_ext/page_cache.py keys
+# each page on what its run reached, recorded by its kernel: its code cells, the
+# files of the package, of the site's tooling and of the benchmark results that
+# it imported or opened, and the versions of what it imported.  Editing a family
+# file executes again only the pages that imported it.  LT_JUPYTER_CACHE moves
+# the stored outputs (e.g. for builds into another output folder).
 _CODE = [str(ROOT / manifest.PACKAGE), str(TOOLS)]
-executed_pages_cache_root = os.environ.get("LT_JUPYTER_CACHE", str(DOCS / "_build" / ".jupyter_cache"))
-# The pages also read the committed benchmark results: a new run re-executes them too.
-executed_pages_cache_sources = [*_CODE, str(DOCS / "benchmarks")]
-# Every executed page ends with the versions and the device it ran with (the benchmark records the same).
+page_cache_root = os.environ.get("LT_JUPYTER_CACHE", str(DOCS / "_build" / ".jupyter_cache"))
+# The records' paths are relative to the checkout.
+page_cache_checkout = str(ROOT)
+# The pages also read the committed benchmark results: a new run re-executes the pages that read it.
+page_cache_sources = [*_CODE, str(DOCS / "benchmarks")]
+# Every executed page ends with the versions and the device it ran with (the benchmark records the same),
+# and is executed again when they change.
 executed_pages_environment = "lt_site.environment:describe"
+page_cache_salt = executed_pages_environment
 # Each chapter is read (and executed) by a process on its own, those that take longest first (as the
 # build's table of execution times measures them), spreading them between the build's processes (without
 # it, one process gets most of the chapters in one chunk).  The order only changes how long a build takes.

@@ -1,19 +1,8 @@
-"""Executed chapters: an execution cache keyed on the code, a notebook download, a table of times.
+"""Executed chapters: a notebook download, the versions that ran them, a table of times.
 
-Three small additions to myst-nb and sphinx-book-theme:
+Small additions to myst-nb and sphinx-book-theme (what each page's execution
+is cached on is :mod:`page_cache`'s business):
 
-* **An execution cache that knows the code.**  myst-nb's ``cache`` mode
-  keys each page's outputs on the page's own cells, so editing the package
-  the pages import would leave stale outputs.  At ``config-inited`` this
-  extension sets ``nb_execution_cache_path`` to a folder named after the
-  site's one digest of the code (``lt_site.digest.source_digest`` of every
-  file under ``executed_pages_cache_sources``, the code and the data the
-  pages read: paths relative to each folder, and bytes), inside
-  ``executed_pages_cache_root``, and removes the other hash-named folders there: editing the package re-executes every page, an
-  unchanged rebuild reuses every output, and old caches do not pile up.
-  With ``executed_pages_cache_root`` empty (the default), or with
-  ``nb_execution_mode`` other than ``cache``, myst-nb's own setting is left
-  alone.
 * **Download as a notebook.**  myst-nb writes each executed page, outputs
   included, as ``<outdir>/../jupyter_execute/<page>.ipynb``.  The theme's
   download button offers that file only when launch buttons (Binder, Colab)
@@ -25,8 +14,9 @@ Three small additions to myst-nb and sphinx-book-theme:
   ends with one line naming the library versions and the device its outputs
   were computed with, read in the build's own process by the function that
   ``executed_pages_environment`` names (``module:function``, returning the
-  sentence).  The same text is part of the execution cache's key, so a page
-  never shows outputs of other versions under this line.
+  sentence).  The same text is part of every page's cache key
+  (:mod:`page_cache`), so a page never shows outputs of other versions
+  under this line.
 * **Each executed page read on its own.**  Sphinx's parallel read (``-j``)
   cuts the sorted documents into consecutive chunks of about twenty, and a
   process reads one chunk at a time; a chunk that holds most of the chapters
@@ -49,13 +39,11 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import sphinx.builders
-from lt_site.digest import source_digest
 from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.parallel import make_chunks as sphinx_make_chunks
@@ -65,32 +53,8 @@ logger = logging.getLogger(__name__)
 _GALLERY_TIME = re.compile(r"Total running time of the script:\*\*\s*\(\s*(\d+)\s*minutes\s*([\d.]+)\s*seconds\)")
 
 
-#: How a cache folder made by :func:`key_execution_cache` is named (only those are ever removed).
-_CACHE_KEY = re.compile(r"^[0-9a-f]{16}$")
-
-
 def _note_start(app: Sphinx, config: object) -> None:
     app.lt_build_started = time.time()  # type: ignore[attr-defined]
-
-
-def key_execution_cache(app: Sphinx, config: object) -> None:
-    """``config-inited``: point myst-nb's cache at the folder of this code's hash; remove older ones."""
-    # Only the "cache" mode reads the cache; in the others a new key would just re-read every page.
-    if not config.executed_pages_cache_root or getattr(config, "nb_execution_mode", None) != "cache":
-        return
-    root = Path(app.confdir, config.executed_pages_cache_root)
-    sources = [Path(app.confdir, folder) for folder in config.executed_pages_cache_sources]
-    current = root / source_digest(sources, salt=executed_with(config))
-    config.nb_execution_cache_path = str(current)
-    if root.is_dir():
-        for old in root.iterdir():
-            if old.is_dir() and _CACHE_KEY.match(old.name) and old != current:
-                shutil.rmtree(old, ignore_errors=True)
-    # The cache's database, made here, once: two reading processes that executed their first pages at once
-    # would both try to create its tables.
-    from jupyter_cache import get_cache
-
-    get_cache(str(current)).db  # noqa: B018 (the property creates the folder and the database)
 
 
 def executed_with(config: object) -> str:
@@ -157,23 +121,10 @@ def _with_outputs(app: Sphinx, executed: Path) -> str:
     teach nothing.  The download leaves them out, so that it runs where only
     the package is installed.
 
-    When myst-nb takes a page's outputs from its execution cache, the notebook
-    it writes to ``jupyter_execute`` is the one it read, without outputs (the
-    outputs are merged into a copy).  Merge them from the cache here, so the
-    download is the executed notebook in every build, not only in the one
-    that ran it.
     """
     import nbformat
 
     notebook = nbformat.read(executed, as_version=4)
-    has_outputs = any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
-    if not has_outputs and app.config.nb_execution_mode == "cache" and app.config.nb_execution_cache_path:
-        from jupyter_cache import get_cache
-
-        try:
-            _, notebook = get_cache(app.config.nb_execution_cache_path).merge_match_into_notebook(notebook)
-        except KeyError:
-            logger.warning(f"{executed.name}: no cached outputs found; the .ipynb download has none")
     notebook.cells = [cell for cell in notebook.cells if SITE_CELL_TAG not in cell.get("metadata", {}).get("tags", [])]
     return nbformat.writes(notebook)
 
@@ -272,13 +223,9 @@ def restore_chunks(app: Sphinx, *args: object) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, object]:
-    app.add_config_value("executed_pages_cache_root", "", "env", types=frozenset({str}))
     app.add_config_value("executed_pages_read_alone", [], "env", types=frozenset({list, tuple}))
-    app.add_config_value("executed_pages_cache_sources", [], "env", types=frozenset({list, tuple}))
     app.add_config_value("executed_pages_environment", "", "env", types=frozenset({str}))
     app.connect("config-inited", _note_start)
-    # myst-nb reads nb_execution_cache_path at builder-inited, after this.
-    app.connect("config-inited", key_execution_cache)
     app.connect("env-before-read-docs", read_executed_pages_alone)
     app.connect("env-updated", restore_chunks)
     app.connect("build-finished", restore_chunks)

@@ -1,4 +1,4 @@
-"""Executed pages: the execution cache keyed on the code, the notebook download, the table of times.
+"""Executed pages: the notebook download, the table of times, the pages read alone.
 
 The handlers are called with stand-ins for Sphinx's application (they read
 a few attributes only), so each behaviour is checked on its own.
@@ -16,62 +16,6 @@ pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras);
 nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (the docs extras)")
 
 import executed_pages  # noqa: E402
-
-
-# ---------------------------------------------------------------------------
-# The execution cache, keyed on the package source
-# ---------------------------------------------------------------------------
-def _cache_app(tmp_path, mode="cache"):
-    package = tmp_path / "pkg"
-    package.mkdir(exist_ok=True)
-    (package / "mod.py").write_text("x = 1\n")
-    config = SimpleNamespace(
-        executed_pages_cache_root=str(tmp_path / "cache"),
-        executed_pages_cache_sources=[str(package)],
-        nb_execution_mode=mode,
-        nb_execution_cache_path="",
-    )
-    return SimpleNamespace(confdir=str(tmp_path)), config, package
-
-
-def test_the_cache_folder_is_named_after_the_package_source(tmp_path):
-    app, config, package = _cache_app(tmp_path)
-    executed_pages.key_execution_cache(app, config)
-    first = config.nb_execution_cache_path
-    assert first.startswith(str(tmp_path / "cache")) and len(os.path.basename(first)) == 16
-    # Its database exists before any page is read: the parallel readers do not race to create it.
-    assert os.path.isfile(os.path.join(first, "global.db"))
-    executed_pages.key_execution_cache(app, config)
-    assert config.nb_execution_cache_path == first  # unchanged source, same cache
-    (package / "mod.py").write_text("x = 2\n")
-    executed_pages.key_execution_cache(app, config)
-    assert config.nb_execution_cache_path != first  # edited source, a fresh cache
-    (package / "mod.py").rename(package / "other.py")
-    second = config.nb_execution_cache_path
-    executed_pages.key_execution_cache(app, config)
-    assert config.nb_execution_cache_path != second  # a renamed file counts too
-
-
-def test_older_cache_folders_are_removed_and_nothing_else(tmp_path):
-    app, config, _ = _cache_app(tmp_path)
-    cache = tmp_path / "cache"
-    (cache / "0123456789abcdef").mkdir(parents=True)
-    (cache / "notes").mkdir()
-    executed_pages.key_execution_cache(app, config)
-    os.makedirs(config.nb_execution_cache_path, exist_ok=True)
-    executed_pages.key_execution_cache(app, config)
-    assert sorted(path.name for path in cache.iterdir()) == sorted(
-        [os.path.basename(config.nb_execution_cache_path), "notes"]
-    )
-
-
-@pytest.mark.parametrize("mode", ["off", "force", "auto"])
-def test_without_the_cache_mode_the_setting_is_left_alone(tmp_path, mode):
-    app, config, _ = _cache_app(tmp_path, mode=mode)
-    (tmp_path / "cache" / "0123456789abcdef").mkdir(parents=True)
-    executed_pages.key_execution_cache(app, config)
-    assert config.nb_execution_cache_path == ""
-    assert (tmp_path / "cache" / "0123456789abcdef").is_dir()
 
 
 # ---------------------------------------------------------------------------
@@ -156,53 +100,6 @@ def test_execution_rows_say_how_each_page_ran(tmp_path):
         ("auto_examples/plot_new", "executed", pytest.approx(60.25)),
         ("auto_examples/plot_old", "cached", pytest.approx(2.5)),
     ]
-
-
-# ---------------------------------------------------------------------------
-# All of it in a build: a myst-nb page executed once per version of the code
-# ---------------------------------------------------------------------------
-def test_a_page_runs_once_per_version_of_the_code_and_offers_its_notebook(tiny_site):
-    pytest.importorskip("myst_nb", reason="myst-nb is not installed (the docs extras)")
-    tiny_site.package("tinycode", {"__init__.py": "ANSWER = 42\n"})
-    tiny_site.write(
-        "docs/conf.py",
-        f"""
-        extensions = ["myst_nb", "executed_pages"]
-        nb_execution_mode = "cache"
-        executed_pages_cache_root = "_cache"
-        executed_pages_cache_sources = [{str(tiny_site.root / "tinycode")!r}]
-        """,
-    )
-    tiny_site.write(
-        "docs/index.md",
-        """
-        ---
-        file_format: mystnb
-        kernelspec:
-          name: python3
-          display_name: Python 3
-        ---
-
-        # Tiny
-
-        ```{code-cell} ipython3
-        print(6 * 7)
-        ```
-        """,
-    )
-    app = tiny_site.build()
-    assert app.warnings == ""
-    first = app.config.nb_execution_cache_path
-    assert os.path.basename(first) in os.listdir(tiny_site.src / "_cache")
-    assert ">42<" in tiny_site.html("index").replace("\n", "<")
-    offered = nbformat.read(tiny_site.build_dir / "html" / "_sources" / "index.ipynb", as_version=4)
-    assert offered.cells[-1].outputs[0].text == "42\n"
-
-    (tiny_site.root / "tinycode" / "__init__.py").write_text("ANSWER = 43\n")
-    again = tiny_site.build()
-    assert again.warnings == ""
-    assert again.config.nb_execution_cache_path != first
-    assert os.listdir(tiny_site.src / "_cache") == [os.path.basename(again.config.nb_execution_cache_path)]
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,308 @@
+"""Executed pages: each page executes again only when what it ran changed.
+
+myst-nb's ``cache`` mode keys a page's outputs on the page's own code cells,
+so an edit of the package the page imports leaves stale outputs; keying
+every page on the whole package instead executes every page again after any
+edit.  This extension keys each page on what *its* run reached, recorded
+while it ran (:mod:`lt_site.deps`):
+
+* its code cells (and its kernel's name): an edit of the prose alone does
+  not execute a page again;
+* every file of the watched folders (``page_cache_sources``: the package,
+  the site's tooling, the benchmark results) that the page's kernel
+  imported or opened, each with a digest of its bytes;
+* every installed distribution the kernel imported, with its version, and
+  the sentence that names the versions and the device the pages run with
+  (``page_cache_salt``, a ``module:function``).
+
+The kernel records them itself: a first cell starts an audit hook on the
+files it opens, a last cell prints the files of every module it imported;
+both run around the page's own cells, in a copy of the notebook, and never
+show on the page or in its download.  After a page executed, its outputs
+and its record are stored in ``page_cache_root`` (one ``.ipynb`` and one
+``.json`` per page, so the build's parallel readers never share a file).
+
+Sphinx re-reads a page when a file it depends on is newer than the page's
+last read; this extension tells Sphinx about every file a page's record
+holds (``env.note_dependency``), and, at ``env-get-outdated``, about the
+pages whose distributions or salt changed.  A page that Sphinx re-reads
+executes again only if its record is no longer current: a touched but
+unchanged file costs a read, not an execution.
+
+While the build reads, every page that executes logs what made it execute
+and how many are left::
+
+    executing chapters/14_decoder_branch (2 of 3 to execute; literate_transformer/models/gemma2.py changed)
+
+myst-nb's client for its ``cache`` mode is replaced by this one for the
+build (``page_cache_root`` empty leaves myst-nb alone).  Kernels are shut
+down at once rather than asked to exit (a kernel that imported PyTorch
+takes about two seconds to exit gracefully, and the pages leave nothing for
+an exit to save).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lt_site.deps import Record, kernel_epilogue, kernel_prologue, read_epilogue
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+#: The settings of this build, read by the client (myst-nb hands the client its own config only).  Set at
+#: ``builder-inited``, before Sphinx starts the reading processes, which inherit it.
+SETTINGS: dict[str, Any] = {}
+
+
+def cells_digest(notebook: Any) -> str:
+    """16 hex digits of SHA-256 over a notebook's code cells and its kernel's name: what executes."""
+    digest = hashlib.sha256(notebook.get("metadata", {}).get("kernelspec", {}).get("name", "").encode())
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            digest.update(b"\0" + cell.source.encode())
+    return digest.hexdigest()[:16]
+
+
+def _stored(folder: Path, page: str) -> dict[str, Any]:
+    try:
+        return json.loads((folder / f"{page}.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _write(path: Path, text: str) -> None:
+    """Write through a temporary file, so that a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+def why_stale(stored: dict[str, Any], cells: str, root: Path, salt: str) -> str | None:
+    """Why a page must execute (``None`` when its stored outputs are current)."""
+    if not stored:
+        return "never executed"
+    if stored.get("cells") != cells:
+        return "its code cells changed"
+    changes = Record.from_dict(stored.get("record", {})).changed(root, salt)
+    if changes:
+        shown = ", ".join(changes[:3]) + (f" and {len(changes) - 3} more" if len(changes) > 3 else "")
+        return f"{shown} changed"
+    return None
+
+
+def _page_name(path: Path) -> str:
+    """The page's name in the cache: its path under the source folder, without suffix."""
+    return path.resolve().relative_to(Path(SETTINGS["srcdir"]).resolve()).with_suffix("").as_posix()
+
+
+def _client_class():
+    """myst-nb's client for the ``cache`` mode, keyed on what each page reached (built on first use)."""
+    import nbformat
+    from myst_nb.core.execute.base import ExecutionError, NotebookClientBase
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    class ReachedCacheClient(NotebookClientBase):
+        """Reuse a page's outputs while its record is current; else execute it, recording what it reached."""
+
+        def start_client(self) -> None:
+            if self.path is None:
+                raise ValueError("a page is executed from its file: it has none")
+            folder, root, salt = Path(SETTINGS["root_cache"]), Path(SETTINGS["root"]), SETTINGS["salt"]
+            page = _page_name(self.path)
+            cells = cells_digest(self.notebook)
+            stored = _stored(folder, page)
+            reason = why_stale(stored, cells, root, salt)
+            if reason is None:
+                cached = nbformat.read(folder / f"{page}.ipynb", as_version=4)
+                self._merge(cached)
+                self.logger.info(f"Using its outputs of {stored['executed']}: nothing the page reached changed")
+                self.exec_metadata = self._metadata(stored["executed_at"], stored["runtime"])
+                return
+            # Straight to the terminal: Sphinx replays a reading process's log only once its pages are read.
+            print(f"executing {page} ({_progress(page)}; {reason})", file=sys.__stderr__, flush=True)
+            copy = nbformat.reads(nbformat.writes(self.notebook), as_version=4)
+            copy.cells = [
+                nbformat.v4.new_code_cell(kernel_prologue()),
+                *copy.cells,
+                nbformat.v4.new_code_cell(kernel_epilogue()),
+            ]
+            cwd = str(self.path.parent.resolve())
+            client = NotebookClient(
+                copy,
+                timeout=self.nb_config.execution_timeout,
+                allow_errors=self.nb_config.execution_allow_errors,
+                resources={"metadata": {"path": cwd}},
+                # Killed, not asked to exit: a kernel with PyTorch loaded takes about 2 s to exit on its own.
+                shutdown_kernel="immediate",
+            )
+            started = time.perf_counter()
+            try:
+                client.execute()
+            except CellExecutionError as error:
+                message = f"Executing notebook failed: {type(error).__name__}"
+                if self.nb_config.execution_show_tb:
+                    message += f"\n{error}"
+                self.logger.warning(message, subtype="exec")
+                if self.nb_config.execution_raise_on_error:
+                    raise ExecutionError(str(self.path)) from error
+                self.exec_metadata = {**self._metadata(time.time(), time.perf_counter() - started), "succeeded": False}
+                self.exec_metadata.update(error=type(error).__name__, traceback=str(error))
+                return
+            runtime = time.perf_counter() - started
+            reached = read_epilogue(copy.cells[-1].get("outputs", []))
+            copy.cells = copy.cells[1:-1]
+            self._merge(copy)
+            record = Record.of(reached, root, SETTINGS["sources"], salt)
+            now = time.time()
+            # The outputs first, then the record that vouches for them.
+            _write(folder / f"{page}.ipynb", nbformat.writes(self.notebook))
+            stored = {
+                "cells": cells,
+                "record": record.as_dict(),
+                "runtime": runtime,
+                "executed_at": now,
+                "executed": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)),
+            }
+            _write(folder / f"{page}.json", json.dumps(stored, indent=1, sort_keys=True))
+            self.logger.info(f"Executed {page} in {runtime:.2f} seconds")
+            self.exec_metadata = self._metadata(now, runtime)
+
+        def _merge(self, executed: Any) -> None:
+            """Give the page's code cells the outputs of ``executed`` (the same cells, executed)."""
+            ours = [cell for cell in self.notebook.cells if cell.cell_type == "code"]
+            theirs = [cell for cell in executed.cells if cell.cell_type == "code"]
+            for cell, done in zip(ours, theirs, strict=True):
+                cell.outputs = done.get("outputs", [])
+                cell.execution_count = done.get("execution_count")
+            for key in ("language_info", "widgets"):
+                if key in executed.metadata:
+                    self.notebook.metadata[key] = executed.metadata[key]
+
+        def _metadata(self, mtime: float, runtime: float) -> dict[str, Any]:
+            return {
+                "mtime": mtime,
+                "runtime": runtime,
+                "method": "cache",
+                "succeeded": True,
+                "error": None,
+                "traceback": None,
+            }
+
+    return ReachedCacheClient
+
+
+def _progress(page: str) -> str:
+    """``3 of 5 to execute``: how many of the pages the read found stale have executed, this one included."""
+    planned = SETTINGS.get("planned", [])
+    if page not in planned:
+        return "1 more to execute"
+    folder, started = Path(SETTINGS["root_cache"]), SETTINGS["started"]
+    done = sum(1 for name in planned if name != page and _stored(folder, name).get("executed_at", -1) >= started)
+    return f"{done + 1} of {len(planned)} to execute"
+
+
+# ---------------------------------------------------------------------------
+# The Sphinx glue
+# ---------------------------------------------------------------------------
+def salt_of(config: Any) -> str:
+    """The sentence naming what executes the pages (``page_cache_salt``, ``module:function``), or ``""``."""
+    name = getattr(config, "page_cache_salt", "")
+    if not name:
+        return ""
+    import importlib
+
+    module, _, function = name.partition(":")
+    return str(getattr(importlib.import_module(module), function)())
+
+
+def configure(app: Sphinx) -> None:
+    """``builder-inited``: replace myst-nb's cache client, and note this build's settings for it."""
+    config = app.config
+    if not config.page_cache_root or getattr(config, "nb_execution_mode", None) != "cache":
+        return
+    import myst_nb.core.execute as execute
+
+    execute.NotebookClientCache = _client_class()
+    SETTINGS.clear()
+    SETTINGS.update(
+        root_cache=str(Path(app.confdir, config.page_cache_root)),
+        root=str(Path(app.confdir, config.page_cache_checkout)),
+        sources=[str(Path(app.confdir, folder)) for folder in config.page_cache_sources],
+        srcdir=str(app.srcdir),
+        salt=salt_of(config),
+        started=time.time(),
+        planned=[],
+    )
+
+
+def outdated_pages(app: Sphinx, env: Any, added: set, changed: set, removed: set) -> list[str]:
+    """``env-get-outdated``: the pages whose stored outputs are no longer current for a reason a file's time
+    does not show (a distribution's version, the salt, a changed file that Sphinx did not see as newer)."""
+    if not SETTINGS:
+        return []
+    folder, root = Path(SETTINGS["root_cache"]), Path(SETTINGS["root"])
+    outdated = []
+    for docname in sorted(env.found_docs - added - changed - removed):
+        stored = _stored(folder, docname)
+        if stored and not Record.from_dict(stored["record"]).is_current(root, SETTINGS["salt"]):
+            outdated.append(docname)
+    return outdated
+
+
+def plan(app: Sphinx, env: Any, docnames: list[str]) -> None:
+    """``env-before-read-docs``: which of the pages about to be read will execute, logged once."""
+    if not SETTINGS:
+        return
+    from myst_nb.core.read import create_nb_reader
+
+    folder, root = Path(SETTINGS["root_cache"]), Path(SETTINGS["root"])
+    planned, reused = [], 0
+    for docname in docnames:
+        path = Path(env.doc2path(docname))
+        if path.suffix not in (".md", ".ipynb"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        reader = create_nb_reader(str(path), env.myst_config, env.mystnb_config, text)
+        if reader is None:
+            continue
+        notebook = reader.read(text)
+        if not any(cell.cell_type == "code" for cell in notebook.cells):
+            continue
+        if why_stale(_stored(folder, docname), cells_digest(notebook), root, SETTINGS["salt"]) is None:
+            reused += 1
+        else:
+            planned.append(docname)
+    SETTINGS["planned"] = planned
+    if planned or reused:
+        logger.info(f"executed pages: {len(planned)} to execute, {reused} from their stored outputs")
+
+
+def note_dependencies(app: Sphinx, doctree: Any) -> None:
+    """``doctree-read``: the page depends on every file its record holds (Sphinx re-reads it when one is newer)."""
+    if not SETTINGS:
+        return
+    stored = _stored(Path(SETTINGS["root_cache"]), app.env.docname)
+    for name in stored.get("record", {}).get("files", {}):
+        app.env.note_dependency(str(Path(SETTINGS["root"], name)))
+
+
+def setup(app: Sphinx) -> dict[str, object]:
+    app.add_config_value("page_cache_root", "", "env", types=frozenset({str}))
+    app.add_config_value("page_cache_checkout", "..", "env", types=frozenset({str}))
+    app.add_config_value("page_cache_sources", [], "env", types=frozenset({list, tuple}))
+    app.add_config_value("page_cache_salt", "", "env", types=frozenset({str}))
+    app.connect("builder-inited", configure)
+    app.connect("env-get-outdated", outdated_pages)
+    app.connect("env-before-read-docs", plan)
+    app.connect("doctree-read", note_dependencies)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,393 @@
+"""What a cached result was computed from, recorded while it was computed.
+
+Every cache of the site (the executed pages, the proofs, the runtime values
+beside the annotated source, the browser exports) keeps, beside its result,
+a :class:`Record` of what the computation *reached*: the files of the
+checkout it ran or read, each with a digest of its bytes, and the installed
+distributions it imported, each with its version.  The result is reused
+while every one of those files and versions is what it was; editing a file
+that a computation never reached leaves its result alone.  Nothing here is
+a hand-written list of dependencies: the records are taken from the runs
+themselves, two ways.
+
+* **A page runs in a kernel of its own**, a fresh process: the modules that
+  process imported (``sys.modules`` when the page is done) are exactly the
+  package's modules the page reached, and an audit hook (:pep:`578`) sees
+  every file it opened, the package's data files (the lineage table) and
+  the committed benchmark results among them.  :func:`kernel_prologue` and
+  :func:`kernel_epilogue` are the two cells that record it, run before and
+  after the page's own (and never shown).  They cost nothing while the page
+  runs: no tracer slows the cells they watch.
+* **Work that shares a process** (each proof, each running example, each
+  export) is recorded by :class:`Reached`, a :func:`sys.settrace` hook
+  that sees every Python function that starts (and no line: it returns no
+  local tracer): the files of those functions, and for a method, the files
+  of its object's class and the classes it inherits from.  That last part
+  matters for a family that only declares data, Mistral on Llama's code:
+  no function of ``mistral.py`` runs when a Mistral model computes, but its
+  class does.
+
+What a record does not see: a module-level constant read without running
+any function of its file (in a shared process), files read by another
+process the computation started, and anything outside the watched folders
+and the installed distributions (the interpreter's version is in every
+key, through ``salt``).
+
+>>> import tempfile, pathlib
+>>> with tempfile.TemporaryDirectory() as folder:
+...     root = pathlib.Path(folder)
+...     _ = (root / "a.py").write_text("x = 1\\n")
+...     record = Record.of([root / "a.py"], root)
+...     fresh = record.is_current(root)
+...     _ = (root / "a.py").write_text("x = 2\\n")
+...     (fresh, record.is_current(root), record.changed(root))
+(True, False, ['a.py'])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import sys
+import sysconfig
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Record",
+    "Reached",
+    "ItemCache",
+    "file_digest",
+    "distribution_of",
+    "kernel_prologue",
+    "kernel_epilogue",
+    "read_epilogue",
+]
+
+#: The digest of a file that is not there (so that deleting a file a result read is a change).
+MISSING = "missing"
+
+
+def file_digest(path: str | Path) -> str:
+    """16 hex digits of SHA-256 over the file's bytes (:data:`MISSING` when there is no such file)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return MISSING
+
+
+def _site_packages() -> tuple[str, ...]:
+    """The folders installed distributions live in (this interpreter's purelib and platlib)."""
+    paths = {sysconfig.get_paths()[name] for name in ("purelib", "platlib")}
+    return tuple(sorted(str(Path(path).resolve()) + os.sep for path in paths))
+
+
+_TOP_LEVEL: dict[str, list[str]] | None = None
+
+
+def distribution_of(path: str | Path) -> str | None:
+    """The installed distribution a module's file belongs to (``torch`` for ``.../site-packages/torch/nn/x.py``).
+
+    ``None`` for a file outside the installed distributions (the standard library, the checkout).
+    """
+    global _TOP_LEVEL
+    resolved = str(Path(path).resolve())
+    for folder in _site_packages():
+        if resolved.startswith(folder):
+            top = resolved[len(folder) :].split(os.sep, 1)[0]
+            top = top.removesuffix(".py").split(".")[0]
+            if _TOP_LEVEL is None:
+                _TOP_LEVEL = importlib.metadata.packages_distributions()
+            names = _TOP_LEVEL.get(top)
+            return sorted(names)[0] if names else None
+    return None
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return MISSING
+
+
+@dataclass
+class Record:
+    """The files and distributions a result was computed from, and their digests at the time.
+
+    Attributes:
+        files: Each file, relative to the root the record was taken against (POSIX), and its digest.
+        distributions: Each installed distribution, and its version.
+        salt: Anything else the result depends on (the interpreter's and the device's description).
+    """
+
+    files: dict[str, str] = field(default_factory=dict)
+    distributions: dict[str, str] = field(default_factory=dict)
+    salt: str = ""
+
+    @classmethod
+    def of(
+        cls, paths: Iterable[str | Path], root: str | Path, roots: Iterable[str | Path] = (), salt: str = ""
+    ) -> Record:
+        """The record of ``paths`` as they are now.
+
+        Args:
+            paths: What the computation reached: files anywhere (module files, opened files).
+            root: The checkout; a file under one of ``roots`` (default: ``root`` itself) is kept with its
+                digest, relative to ``root``.
+            roots: The folders whose files count (the package, the site's tooling, the data the pages read).
+            salt: See :attr:`salt`.
+        """
+        root = Path(root).resolve()
+        watched = [str(Path(folder).resolve()) + os.sep for folder in (roots or [root])]
+        files, distributions = {}, {}
+        for path in paths:
+            resolved = Path(path).resolve()
+            text = str(resolved)
+            if "__pycache__" in resolved.parts:
+                continue
+            if any(text.startswith(folder) for folder in watched):
+                if resolved.is_file():
+                    files[resolved.relative_to(root).as_posix()] = file_digest(resolved)
+                continue
+            distribution = distribution_of(resolved)
+            if distribution is not None:
+                distributions[distribution] = _version(distribution)
+        return cls(dict(sorted(files.items())), dict(sorted(distributions.items())), salt)
+
+    def merged(self, other: Record) -> Record:
+        """The record of both computations."""
+        return Record(
+            dict(sorted({**self.files, **other.files}.items())),
+            dict(sorted({**self.distributions, **other.distributions}.items())),
+            self.salt,
+        )
+
+    def key(self) -> str:
+        """16 hex digits naming everything in the record."""
+        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def changed(self, root: str | Path, salt: str | None = None) -> list[str]:
+        """What differs now from the record: files (relative paths), ``name==version`` and ``salt``."""
+        root = Path(root)
+        changes = [name for name, digest in self.files.items() if file_digest(root / name) != digest]
+        changes += [
+            f"{name}=={_version(name)}" for name, version in self.distributions.items() if _version(name) != version
+        ]
+        if salt is not None and salt != self.salt:
+            changes.append("salt")
+        return changes
+
+    def is_current(self, root: str | Path, salt: str | None = None) -> bool:
+        """Whether every file and distribution of the record (and the salt, if given) is what it was."""
+        return not self.changed(root, salt)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "distributions": self.distributions, "salt": self.salt}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Record:
+        return cls(dict(data.get("files", {})), dict(data.get("distributions", {})), str(data.get("salt", "")))
+
+
+# ---------------------------------------------------------------------------
+# In a shared process: the functions that ran
+# ---------------------------------------------------------------------------
+#: The recorders open now (an audit hook cannot be removed, so one hook serves them all).
+_OPEN: list[Reached] = []
+_AUDITING = False
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _OPEN and args and isinstance(args[0], (str, os.PathLike)):
+        path = os.path.abspath(os.fspath(args[0]))
+        for recorder in _OPEN:
+            recorder.opened.add(path)
+
+
+class Reached:
+    """Records the files whose code runs, and the files opened, while it is open (a context manager).
+
+    Every Python function that starts is seen (:func:`sys.settrace`, ``call``
+    events only: no line is traced, so the cost is one small call per
+    function call); a method's object (``self`` or ``cls``) adds the files of
+    its class and of every class it inherits from.  A tracer that was set
+    before (a coverage run, a debugger) keeps receiving its events.
+
+    >>> import json
+    >>> with Reached() as reached:
+    ...     _ = json.dumps([1])
+    >>> any(path.endswith("json/encoder.py") for path in reached.files)
+    True
+
+    Args:
+        roots: Where the methods whose object's class counts are (the package, the site's tooling): a
+            method elsewhere (PyTorch's, say) is only its own file, which keeps the hook cheap.  Code that
+            was generated (a dataclass's ``__init__``, named ``<string>``) always counts.  Empty: everywhere.
+    """
+
+    def __init__(self, roots: Iterable[str | Path] = ()) -> None:
+        self.files: set[str] = set()
+        self.opened: set[str] = set()
+        self._roots = tuple(str(Path(folder).resolve()) + os.sep for folder in roots)
+        self._codes: dict[Any, bool] = {}
+        self._classes: set[type] = set()
+
+    def __enter__(self) -> Reached:
+        global _AUDITING
+        if not _AUDITING:
+            sys.addaudithook(_audit)
+            _AUDITING = True
+        _OPEN.append(self)
+        self._previous = sys.gettrace()
+        sys.settrace(self._on_call)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.settrace(self._previous)
+        _OPEN.remove(self)
+
+    @property
+    def paths(self) -> set[str]:
+        """Every file reached: run or opened."""
+        return self.files | self.opened
+
+    def _on_call(self, frame, event, arg):
+        code = frame.f_code
+        method = self._codes.get(code)
+        if method is None:
+            self.files.add(code.co_filename)
+            own = not self._roots or code.co_filename.startswith(("<", *self._roots))
+            method = self._codes[code] = own and code.co_argcount > 0 and code.co_varnames[0] in ("self", "cls")
+        if method:
+            owner = frame.f_locals.get(code.co_varnames[0])
+            kind = owner if isinstance(owner, type) else type(owner)
+            if kind not in self._classes:
+                self._classes.add(kind)
+                for base in kind.__mro__:
+                    module = sys.modules.get(base.__module__)
+                    if getattr(module, "__file__", None):
+                        self.files.add(module.__file__)
+        # A tracer set before this one (coverage, a debugger) still sees every call.
+        return self._previous(frame, event, arg) if self._previous is not None else None
+
+
+class ItemCache:
+    """Results of many items computed in one process, each reused while its own record is current.
+
+    A JSON file holds, for each item (a name), its result and the record of
+    its computation, and a record of the whole: what the last run reached,
+    the code that lists the items included.  While the whole is current, the
+    results are read without running anything (:meth:`all_current`);
+    otherwise :meth:`compute` reruns only the items whose own record changed.
+
+    Args:
+        path: The JSON file.
+        root: The checkout the records' paths are relative to.
+        roots: The folders whose files count (see :meth:`Record.of`).
+        salt: The versions and the device the results were computed with.
+    """
+
+    def __init__(self, path: str | Path, root: str | Path, roots: Iterable[str | Path], salt: str = "") -> None:
+        self.path = Path(path)
+        self.root = Path(root)
+        self.roots = [Path(folder) for folder in roots]
+        self.salt = salt
+        try:
+            self.stored = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            self.stored = {}
+
+    def whole(self) -> Record | None:
+        """The record of the last run, or ``None``."""
+        return Record.from_dict(self.stored["record"]) if "record" in self.stored else None
+
+    def all_current(self) -> bool:
+        """Whether the last run's results can all be reused (nothing it reached, and no version, changed)."""
+        whole = self.whole()
+        return whole is not None and whole.is_current(self.root, self.salt)
+
+    def results(self) -> dict[str, Any]:
+        """The stored results, by item."""
+        return {name: item["data"] for name, item in self.stored.get("items", {}).items()}
+
+    def stale(self) -> list[str]:
+        """The items whose record changed since they were computed."""
+        return [
+            name
+            for name, item in self.stored.get("items", {}).items()
+            if not Record.from_dict(item["record"]).is_current(self.root, self.salt)
+        ]
+
+    def compute(self, items: Mapping[str, Callable[[], Any]], listing: Iterable[str | Path] = ()) -> dict[str, Any]:
+        """Every item's result: stored where its record is current, else computed now (and recorded).
+
+        Args:
+            items: Each item's name and the function that computes its result (JSON-serialisable).
+            listing: Files that define the items (their module), part of the whole's record.
+
+        Returns:
+            The results, in the order of ``items``; the file is rewritten with exactly these items.
+        """
+        stored = self.stored.get("items", {})
+        kept, whole = {}, Record.of(listing, self.root, self.roots, self.salt)
+        for name, compute in items.items():
+            item = stored.get(name)
+            if item is None or not Record.from_dict(item["record"]).is_current(self.root, self.salt):
+                with Reached(self.roots) as reached:
+                    data = compute()
+                record = Record.of(reached.paths, self.root, self.roots, self.salt)
+                item = {"data": data, "record": record.as_dict()}
+            kept[name] = item
+            whole = whole.merged(Record.from_dict(item["record"]))
+        self.stored = {"record": whole.as_dict(), "items": kept}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.stored, sort_keys=True)
+        if not self.path.is_file() or self.path.read_text(encoding="utf-8") != text:
+            self.path.write_text(text, encoding="utf-8")
+        return {name: item["data"] for name, item in kept.items()}
+
+
+# ---------------------------------------------------------------------------
+# In a kernel of its own: what the page imported and opened
+# ---------------------------------------------------------------------------
+#: What the epilogue prints before its JSON, so that :func:`read_epilogue` finds it.
+_MARK = "lt-site-reached:"
+
+
+def kernel_prologue() -> str:
+    """The code of the cell run before a page's own: it starts noting every file the kernel opens."""
+    return (
+        "def _lt_site_audit(event, args, _opened=set(), _abspath=__import__('os').path.abspath,\n"
+        "                   _fspath=__import__('os').fspath, _pathlike=__import__('os').PathLike):\n"
+        "    if event == 'open' and args and isinstance(args[0], (str, _pathlike)):\n"
+        "        _opened.add(_abspath(_fspath(args[0])))\n"
+        "    return _opened\n"
+        "__import__('sys').addaudithook(_lt_site_audit)\n"
+    )
+
+
+def kernel_epilogue() -> str:
+    """The code of the cell run after a page's own: it prints the files of every imported module and every
+    opened file, as JSON after a mark."""
+    return (
+        "import json as _json, sys as _sys\n"
+        "print(" + repr(_MARK) + " + _json.dumps(sorted(\n"
+        "    {getattr(m, '__file__', None) or '' for m in list(_sys.modules.values())} - {''}\n"
+        "    | _lt_site_audit('', ())\n"
+        ")))\n"
+    )
+
+
+def read_epilogue(outputs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The files the epilogue cell printed (its outputs, as nbformat gives them)."""
+    for output in outputs:
+        text = output.get("text", "")
+        text = "".join(text) if isinstance(text, list) else text
+        for line in text.splitlines():
+            if line.startswith(_MARK):
+                return list(json.loads(line[len(_MARK) :]))
+    raise ValueError("the epilogue cell printed no record of what the page reached")

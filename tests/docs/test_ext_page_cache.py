@@ -1,0 +1,169 @@
+"""Executed pages: a page executes again only when what its run reached changed.
+
+The records themselves (:mod:`lt_site.deps`) are tested on their own; the
+build is tested on a tiny site of two pages over a tiny package, each page
+importing one of its modules, executed by real kernels.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras); the extension is not tested")
+pytest.importorskip("myst_nb", reason="myst-nb is not installed (the docs extras)")
+
+import page_cache  # noqa: E402
+from lt_site.deps import ItemCache, Reached, Record  # noqa: E402
+
+
+# ---------------------------------------------------------------------------
+# The records
+# ---------------------------------------------------------------------------
+def test_a_record_names_the_files_that_changed_and_the_ones_that_went(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.txt").write_text("data\n")
+    record = Record.of([tmp_path / "a.py", tmp_path / "b.txt", "/somewhere/else.py"], tmp_path)
+    assert sorted(record.files) == ["a.py", "b.txt"]
+    assert record.is_current(tmp_path)
+    (tmp_path / "b.txt").write_text("other data\n")
+    assert record.changed(tmp_path) == ["b.txt"]
+    (tmp_path / "a.py").unlink()
+    assert record.changed(tmp_path) == ["a.py", "b.txt"]
+
+
+def test_a_record_keeps_the_versions_of_the_distributions_it_reached(tmp_path):
+    import pytest as reached_module
+
+    record = Record.of([reached_module.__file__], tmp_path)
+    assert record.files == {} and record.distributions == {"pytest": pytest.__version__}
+    assert Record(distributions={"pytest": "0.0.1"}).changed(tmp_path) == [f"pytest=={pytest.__version__}"]
+    assert Record(salt="torch 2").changed(tmp_path, salt="torch 3") == ["salt"]
+
+
+def test_reached_sees_the_class_of_a_method_defined_elsewhere(tmp_path, monkeypatch):
+    # A family that only declares data (Mistral on Llama's code): its file holds no function that runs.
+    (tmp_path / "parent_mod.py").write_text("class Parent:\n    def run(self):\n        return 1\n")
+    (tmp_path / "child_mod.py").write_text("from parent_mod import Parent\n\nclass Child(Parent):\n    size = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import child_mod
+
+    with Reached([tmp_path]) as reached:
+        child_mod.Child().run()
+    assert {str(tmp_path / "parent_mod.py"), str(tmp_path / "child_mod.py")} <= reached.files
+    with Reached([tmp_path]) as untouched:
+        sum([1, 2])
+    assert str(tmp_path / "child_mod.py") not in untouched.files
+
+
+def test_an_item_cache_computes_again_only_the_items_whose_files_changed(tmp_path, monkeypatch):
+    for name in ("one", "two"):
+        (tmp_path / f"item_{name}.py").write_text(f"def value():\n    return {name!r}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import item_one
+    import item_two
+
+    calls = []
+
+    def items():
+        return {
+            name: (lambda module=module, name=name: calls.append(name) or module.value())
+            for name, module in (("one", item_one), ("two", item_two))
+        }
+
+    cache = ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v1")
+    assert cache.compute(items()) == {"one": "one", "two": "two"} and calls == ["one", "two"]
+    cache = ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v1")
+    assert cache.all_current() and cache.results() == {"one": "one", "two": "two"}
+    (tmp_path / "item_two.py").write_text("def value():\n    return 'two'  # edited\n")
+    cache = ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v1")
+    assert not cache.all_current() and cache.stale() == ["two"]
+    cache.compute(items())
+    assert calls == ["one", "two", "two"]
+    assert ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v2").stale() == ["one", "two"]
+
+
+# ---------------------------------------------------------------------------
+# The build
+# ---------------------------------------------------------------------------
+def _page(title: str, code: str) -> str:
+    front = "---\nfile_format: mystnb\nkernelspec:\n  name: python3\n  display_name: Python 3\n---\n"
+    return f"{front}\n# {title}\n\nSome prose.\n\n```{{code-cell}} ipython3\n{code}\n```\n"
+
+
+def _executed(site, page):
+    """When the page's stored outputs were computed."""
+    return json.loads((site.root / "_pagecache" / f"{page}.json").read_text())["executed_at"]
+
+
+def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_site, monkeypatch):
+    tiny_site.package(
+        "tinycode",
+        {"__init__.py": "", "a.py": "VALUE = 'a1'\n", "b.py": "VALUE = 'b1'\n", "table.txt": "t1\n"},
+    )
+    # The kernels are other processes: they find the package through PYTHONPATH.
+    monkeypatch.setenv("PYTHONPATH", str(tiny_site.root))
+    tiny_site.write(
+        "docs/conf.py",
+        f"""
+        extensions = ["myst_nb", "executed_pages", "page_cache"]
+        nb_execution_mode = "cache"
+        page_cache_root = "../_pagecache"
+        page_cache_checkout = {str(tiny_site.root)!r}
+        page_cache_sources = [{str(tiny_site.root / "tinycode")!r}]
+        """,
+    )
+    tiny_site.write("docs/index.md", "# Tiny\n\n```{toctree}\nuses_a\nuses_b\n```\n")
+    tiny_site.write("docs/uses_a.md", _page("A", "from tinycode.a import VALUE\nprint(VALUE)"))
+    table = "import pathlib, tinycode\nprint(pathlib.Path(tinycode.__file__).with_name('table.txt').read_text())"
+    tiny_site.write("docs/uses_b.md", _page("B", f"from tinycode.b import VALUE\nprint(VALUE)\n{table}"))
+
+    assert tiny_site.build().warnings == ""
+    first = {page: _executed(tiny_site, page) for page in ("uses_a", "uses_b")}
+    assert "a1" in tiny_site.html("uses_a") and "b1" in tiny_site.html("uses_b")
+    record = json.loads((tiny_site.root / "_pagecache" / "uses_b.json").read_text())["record"]["files"]
+    assert sorted(record) == ["tinycode/__init__.py", "tinycode/b.py", "tinycode/table.txt"]
+
+    # The module one page imported: that page executes again, the other keeps its outputs.
+    (tiny_site.root / "tinycode" / "b.py").write_text("VALUE = 'b2'\n")
+    assert tiny_site.build().warnings == ""
+    assert _executed(tiny_site, "uses_a") == first["uses_a"]
+    assert _executed(tiny_site, "uses_b") > first["uses_b"]
+    assert "a1" in tiny_site.html("uses_a") and "b2" in tiny_site.html("uses_b")
+
+    # A data file the page opened counts like a module.
+    second = _executed(tiny_site, "uses_b")
+    (tiny_site.root / "tinycode" / "table.txt").write_text("t2\n")
+    tiny_site.build()
+    assert _executed(tiny_site, "uses_b") > second and "t2" in tiny_site.html("uses_b")
+    assert _executed(tiny_site, "uses_a") == first["uses_a"]
+
+    # Prose is not code: the page is read again, not executed; a file touched but unchanged costs nothing.
+    third = _executed(tiny_site, "uses_b")
+    tiny_site.write("docs/uses_a.md", _page("A", "from tinycode.a import VALUE\nprint(VALUE)").replace("Some", "More"))
+    (tiny_site.root / "tinycode" / "b.py").write_text("VALUE = 'b2'\n")
+    tiny_site.build()
+    assert "More prose" in tiny_site.html("uses_a") and "a1" in tiny_site.html("uses_a")
+    assert (_executed(tiny_site, "uses_a"), _executed(tiny_site, "uses_b")) == (first["uses_a"], third)
+
+    # The download carries the outputs, whether the page executed in this build or not.
+    import nbformat
+
+    offered = nbformat.read(tiny_site.build_dir / "html" / "_sources" / "uses_a.ipynb", as_version=4)
+    assert offered.cells[-1].outputs[0].text == "a1\n"
+
+
+def test_a_page_that_executes_says_why_and_how_many_are_left(tmp_path, monkeypatch):
+    stored = {"cells": "c1", "record": Record(files={"m.py": "0"}).as_dict()}
+    (tmp_path / "m.py").write_text("x = 1\n")
+    assert page_cache.why_stale({}, "c1", tmp_path, "") == "never executed"
+    assert page_cache.why_stale(stored, "c2", tmp_path, "") == "its code cells changed"
+    assert page_cache.why_stale(stored, "c1", tmp_path, "") == "m.py changed"
+    stored["record"] = Record.of([tmp_path / "m.py"], tmp_path).as_dict()
+    assert page_cache.why_stale(stored, "c1", tmp_path, "") is None
+    monkeypatch.setattr(
+        page_cache, "SETTINGS", {"planned": ["p1", "p2", "p3"], "root_cache": str(tmp_path), "started": 0}
+    )
+    (tmp_path / "p1.json").write_text(json.dumps({"executed_at": 1}))
+    assert page_cache._progress("p2") == "2 of 3 to execute"

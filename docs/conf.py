@@ -260,18 +260,20 @@ sidebyside_chapters = {
 }
 
 # ---------------------------------------------------------------------------
-# Runtime values and proof badges: computed once per version of the package
+# Runtime values and proof badges: each example and each proof run again only when its code changed
 # ---------------------------------------------------------------------------
-# Both run the site's running examples and proofs (lt_site.examples, lt_site.proofs) when the code changed
-# since the last build (the same digest as the execution cache), and keep the results in docs/_build/runtime/
-# otherwise.
+# Both run the site's running examples and proofs (lt_site.examples, lt_site.proofs), each kept in
+# docs/_build/runtime/ with the record of the files its run reached (lt_site.deps), and run again only when one
+# of those files (or a version) changed.
 _RUNTIME = DOCS / "_build" / "runtime"
 runtime_trace_provider = "lt_site.examples:site_trace"
 runtime_trace_root = str(ROOT / _PACKAGE)
 runtime_trace_sources = _CODE
+runtime_trace_checkout = str(ROOT)
 runtime_trace_cache = str(_RUNTIME / "trace.json")
-proof_badges_provider = "lt_site.proofs:run_all"
+proof_badges_provider = "lt_site.proofs:items"
 proof_badges_sources = _CODE
+proof_badges_checkout = str(ROOT)
 proof_badges_cache = str(_RUNTIME / "proofs.json")
 proof_badges_package = _PACKAGE
 # The proofs page (generated, ignored by git) shows each badge's test; test paths are relative to the checkout.

@@ -38,10 +38,7 @@ models are here under their HuggingFace names (``lt.BertModel``,
 
 from __future__ import annotations
 
-import ast as _ast
-import functools as _functools
 import importlib as _importlib
-from pathlib import Path as _Path
 from typing import Any as _Any
 
 from . import manifest
@@ -144,29 +141,14 @@ def __getattr__(name: str) -> _Any:
     return value
 
 
-@_functools.lru_cache(maxsize=1)
 def _model_modules() -> dict[str, str]:
     """The models the families register under HuggingFace's class names, each with its family's module.
 
-    Read from the source (nothing imported): a name counts where its family's file registers it
-    (``register(GPT2Model, ...)``) and defines it.
+    Read from the source, nothing imported (:func:`~literate_transformer.models.registered_models`).
     """
-    found: dict[str, str] = {}
-    for path in sorted((_Path(__file__).parent / "models").glob("*.py")):
-        tree = _ast.parse(path.read_text(encoding="utf-8"))
-        defined = {node.name for node in tree.body if isinstance(node, _ast.ClassDef)}
-        defined |= {
-            target.id
-            for node in tree.body
-            if isinstance(node, _ast.Assign)
-            for target in node.targets
-            if isinstance(target, _ast.Name)
-        }
-        for node in _ast.walk(tree):
-            if isinstance(node, _ast.Call) and getattr(node.func, "id", None) == "register":
-                registered = {arg.id for arg in node.args if isinstance(arg, _ast.Name)} & defined
-                found.update(dict.fromkeys(sorted(registered), f"models.{path.stem}"))
-    return found
+    from .models import registered_models
+
+    return {name: f"models.{family}" for name, family in registered_models().items()}
 
 
 def _model_names() -> frozenset[str]:

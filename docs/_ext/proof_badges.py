@@ -19,11 +19,14 @@ each linking to its section of a generated page (``proof_badges_page``) that
 shows the test proving the same equality in general, with its source.  A
 measurement over its tolerance fails the build.
 
-The provider returns a list of objects with ``subject`` (relative to
+The provider returns each proof's name and a function that measures it,
+returning an object with ``subject`` (relative to
 ``proof_badges_package``), ``reference``, ``test`` (``path::function``),
-``max_abs_diff``, ``tolerance``, ``example`` and ``dtype``; the result is
-cached like :mod:`runtime_trace`'s (a JSON file keyed by the package's
-source).
+``max_abs_diff``, ``tolerance``, ``example`` and ``dtype``.  Each
+measurement is kept with the record of what its run reached
+(:class:`lt_site.deps.ItemCache`, in ``proof_badges_cache``): a build
+measures again only the proofs whose code changed, in a process of its
+own, and none when nothing any proof reached changed.
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ from typing import Any
 
 from docutils import nodes
 from extension_metadata import extension_metadata
-from lt_site.digest import source_digest
-from runtime_trace import is_current, load_or_compute, load_provider
+from lt_site.deps import ItemCache, Reached
+from runtime_trace import load_provider
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
@@ -142,34 +145,57 @@ def subjects_of(module: str, measurements: Iterable[Mapping[str, Any]]) -> list[
     return [(i, m) for i, m in enumerate(measurements) if m["subject"].rpartition(".")[0] == module]
 
 
-def measure(provider: str) -> list[dict[str, Any]]:
-    """Run the provider ``"module:function"`` and return its measurements as dictionaries (in any process)."""
-    return [dataclasses.asdict(m) for m in load_provider(provider)()]
+def measure(provider: str, cache: tuple[str, str, list[str], str]) -> list[dict[str, Any]]:
+    """Every proof's measurement (in any process): stored where nothing its run reached changed, else run now.
+
+    Args:
+        provider: ``"module:function"``: a function that returns each proof's name and the function that
+            measures it (returning a record with the fields of :class:`lt_site.measurement.Measurement`).
+        cache: The arguments of the :class:`lt_site.deps.ItemCache` that keeps the measurements.
+    """
+    store = ItemCache(*cache)
+    # What defines the list of proofs (the provider's module and what it imports) is part of the whole's record.
+    with Reached(store.roots) as listing:
+        items = load_provider(provider)()
+    results = store.compute(
+        {name: (lambda run=run: dataclasses.asdict(run())) for name, run in items.items()}, listing=listing.paths
+    )
+    return list(results.values())
 
 
 # ---------------------------------------------------------------------------
 # The Sphinx glue
 # ---------------------------------------------------------------------------
-def _digest(config: Any) -> str:
-    return source_digest(config.proof_badges_sources, salt=config.proof_badges_provider)
+def _cache(app: Sphinx) -> tuple[str, str, list[str], str]:
+    """The arguments of the proofs' :class:`lt_site.deps.ItemCache`: its file, the checkout, what counts, a salt."""
+    config = app.config
+    checkout = config.proof_badges_checkout or str(Path(app.confdir).parent)
+    return (config.proof_badges_cache, checkout, list(config.proof_badges_sources), config.proof_badges_provider)
 
 
 def start_proofs(app: Sphinx) -> None:
-    """``builder-inited``, first: start measuring in a process of its own when the cache is out of date.
+    """``builder-inited``, first: start measuring in a process of its own when a proof's record changed.
 
     The other handlers of ``builder-inited`` (the gallery, the runtime values) run meanwhile, and
-    :func:`run_proofs` collects the result: a build spends the time of the longer, not of both.
+    :func:`run_proofs` collects the result: a build spends the time of the longer, not of both.  When
+    nothing any proof reached changed, nothing starts.
     """
     config = app.config
     app.proof_badges_pending = None  # type: ignore[attr-defined]
-    if not config.proof_badges_provider or is_current(Path(config.proof_badges_cache), _digest(config)):
+    if not config.proof_badges_provider or ItemCache(*_cache(app)).all_current():
         return
     if not config.proof_badges_in_own_process:
         return  # run_proofs measures, in this process
-    logger.info("proof badges: running %s in a process of its own", config.proof_badges_provider)
+    stale = ItemCache(*_cache(app)).stale()
+    logger.info(
+        "proof badges: running %s in a process of its own (%s)",
+        config.proof_badges_provider,
+        f"{len(stale)} proofs whose code changed, and any new one" if stale else "new proofs, or a new list",
+    )
     # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the provider's business.
     executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    app.proof_badges_pending = (executor, executor.submit(measure, config.proof_badges_provider))  # type: ignore[attr-defined]
+    future = executor.submit(measure, config.proof_badges_provider, _cache(app))
+    app.proof_badges_pending = (executor, future)  # type: ignore[attr-defined]
 
 
 def run_proofs(app: Sphinx) -> None:
@@ -178,20 +204,19 @@ def run_proofs(app: Sphinx) -> None:
     app.proof_badges = []  # type: ignore[attr-defined]
     if not config.proof_badges_provider:
         return
-    digest = _digest(config)
     pending = getattr(app, "proof_badges_pending", None)
-
-    def compute() -> Any:
-        if pending is None:
-            logger.info("proof badges: running %s", config.proof_badges_provider)
-            return measure(config.proof_badges_provider)
+    cache = ItemCache(*_cache(app))
+    if pending is not None:
         executor, future = pending
         try:
-            return future.result()
+            measurements = future.result()
         finally:
             executor.shutdown()
-
-    measurements, _ = load_or_compute(Path(config.proof_badges_cache), digest, compute)
+    elif cache.all_current():
+        measurements = list(cache.results().values())
+    else:
+        logger.info("proof badges: running %s", config.proof_badges_provider)
+        measurements = measure(config.proof_badges_provider, _cache(app))
     problems = failures(measurements)
     if problems:
         raise ExtensionError("proof badges over their tolerance:\n" + "\n".join(problems))
@@ -313,7 +338,10 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("proof_badges_provider", "", "env", types=frozenset({str}))
     # False: measure in the build's own process (a provider that costs less than starting an interpreter).
     app.add_config_value("proof_badges_in_own_process", True, "env", types=frozenset({bool}))
+    # The folders whose files count in the proofs' records, and the checkout their paths are relative to
+    # (default: the folder above conf.py's).
     app.add_config_value("proof_badges_sources", [], "env", types=frozenset({list, tuple}))
+    app.add_config_value("proof_badges_checkout", "", "env", types=frozenset({str}))
     app.add_config_value("proof_badges_cache", "", "env", types=frozenset({str}))
     app.add_config_value("proof_badges_package", "", "env", types=frozenset({str}))
     app.add_config_value("proof_badges_page", "proofs", "env", types=frozenset({str}))

@@ -17,9 +17,12 @@ statistics and a small heatmap.  Then:
   site tests read).
 
 The provider's result is cached in ``runtime_trace_cache`` (a JSON file),
-keyed by a hash of the files under ``runtime_trace_sources``: an unchanged
-package is not traced again, and pages are read again only when the cache
-file changes.  The provider returns ``{"examples": {name: {"description",
+keyed by what its examples reached (:mod:`lt_site.deps`: the provider takes
+the arguments of an :class:`~lt_site.deps.ItemCache` that keeps each
+example's trace with the record of its run, and runs again only the
+examples whose code changed): an edit that no example reached traces
+nothing again, and pages are read again only when the merged result
+changes.  The provider returns ``{"examples": {name: {"description",
 "dims"}}, "lines": {path relative to runtime_trace_root: {line: record}}}``
 (see :func:`annotation_html` for a record's fields).
 
@@ -37,7 +40,7 @@ from typing import Any
 
 from docutils import nodes
 from extension_metadata import extension_metadata
-from lt_site.digest import source_digest
+from lt_site.deps import ItemCache
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -51,33 +54,11 @@ SCRIPT, STYLESHEET = "runtime-trace.js", "runtime-trace.css"
 # Pure parts: the cache key, the cache, the HTML of one line
 # ---------------------------------------------------------------------------
 def _stored(cache: Path) -> dict[str, Any]:
-    """What ``cache`` holds (``{"digest", "data"}``), or nothing when it is missing or unreadable."""
+    """What ``cache`` holds (``{"data"}``), or nothing when it is missing or unreadable."""
     try:
         return json.loads(cache.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return {}
-
-
-def is_current(cache: Path, digest: str) -> bool:
-    """Whether ``cache`` holds a result for ``digest`` (what :func:`load_or_compute` would read, not compute)."""
-    return _stored(cache).get("digest") == digest
-
-
-def load_or_compute(cache: Path, digest: str, compute: Callable[[], Any]) -> tuple[Any, bool]:
-    """The cached result for ``digest``, or ``compute()``'s, written to ``cache`` (only when it changed).
-
-    Returns:
-        ``(data, computed)``.
-    """
-    stored = _stored(cache)
-    if stored.get("digest") == digest:
-        return stored["data"], False
-    data = compute()
-    text = json.dumps({"digest": digest, "data": data}, sort_keys=True)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    if not cache.is_file() or cache.read_text(encoding="utf-8") != text:
-        cache.write_text(text, encoding="utf-8")
-    return data, True
 
 
 def load_provider(name: str) -> Callable[..., Any]:
@@ -176,22 +157,44 @@ def examples_used(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
 # ---------------------------------------------------------------------------
 # The Sphinx glue
 # ---------------------------------------------------------------------------
+def trace_cache(app: Sphinx) -> tuple[str, str, list[str], str]:
+    """The arguments of the examples' :class:`lt_site.deps.ItemCache`: its file, the checkout, what counts, a salt."""
+    config = app.config
+    cache = Path(config.runtime_trace_cache)
+    checkout = config.runtime_trace_checkout or str(Path(app.confdir).parent)
+    examples = str(cache.with_name(cache.stem + ".examples.json"))
+    return (examples, checkout, list(config.runtime_trace_sources), config.runtime_trace_provider)
+
+
 def compute_trace(app: Sphinx) -> None:
-    """``builder-inited``: the trace of this build, from the cache or the provider."""
+    """``builder-inited``: the trace of this build, from the cache or the provider.
+
+    ``runtime_trace_cache`` holds the merged result (what the pages read: rewritten only when it changes);
+    ``<it>.key`` the key of the examples' records it was merged from.
+    """
     config = app.config
     app.runtime_trace = {"examples": {}, "lines": {}}  # type: ignore[attr-defined]
     if not config.runtime_trace_provider:
         return
-    cache = Path(config.runtime_trace_cache)
-    digest = source_digest(config.runtime_trace_sources, salt=config.runtime_trace_provider)
-
-    def compute() -> Any:
-        logger.info("runtime trace: running the examples of %s", config.runtime_trace_provider)
-        return load_provider(config.runtime_trace_provider)(config.runtime_trace_root)
-
-    data, computed = load_or_compute(cache, digest, compute)
-    if not computed:
-        logger.info("runtime trace: unchanged package, values from %s", cache)
+    cache, items = Path(config.runtime_trace_cache), trace_cache(app)
+    key = cache.with_name(cache.name + ".key")
+    examples = ItemCache(*items)
+    stored = _stored(cache)
+    if examples.all_current() and "data" in stored and key.is_file() and key.read_text() == examples.whole().key():
+        logger.info("runtime trace: nothing the examples reached changed, values from %s", cache)
+        app.runtime_trace = stored["data"]  # type: ignore[attr-defined]
+        return
+    logger.info("runtime trace: running the examples of %s whose code changed", config.runtime_trace_provider)
+    data = load_provider(config.runtime_trace_provider)(config.runtime_trace_root, items)
+    # Through JSON and back, so that this build reads what the next one will.
+    data = json.loads(json.dumps(data, sort_keys=True))
+    text = json.dumps({"data": data}, sort_keys=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    if not cache.is_file() or cache.read_text(encoding="utf-8") != text:
+        cache.write_text(text, encoding="utf-8")
+    # A provider that keeps no records (a test's) leaves no key: it runs in every build.
+    whole = ItemCache(*items).whole()
+    key.write_text(whole.key() if whole is not None else "")
     app.runtime_trace = data  # type: ignore[attr-defined]
 
 
@@ -266,7 +269,10 @@ def example_note(used: Iterable[str], examples: Mapping[str, Any]) -> nodes.cont
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("runtime_trace_provider", "", "env", types=frozenset({str}))
     app.add_config_value("runtime_trace_root", "", "env", types=frozenset({str}))
+    # The folders whose files count in the examples' records, and the checkout their paths are relative to
+    # (default: the folder above conf.py's).
     app.add_config_value("runtime_trace_sources", [], "env", types=frozenset({list, tuple}))
+    app.add_config_value("runtime_trace_checkout", "", "env", types=frozenset({str}))
     app.add_config_value("runtime_trace_cache", "", "env", types=frozenset({str}))
     app.connect("builder-inited", compute_trace)
     app.connect("doctree-read", annotate_code)

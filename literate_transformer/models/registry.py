@@ -47,9 +47,7 @@ TypeError: from_hf cannot convert a torch.nn.modules.linear.Linear: it converts 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -87,16 +85,23 @@ def register(*models: type[ConvertsFromHF]) -> None:
         REGISTRY[name] = model
 
 
-def _discover() -> None:
-    """Import every family's module of this folder once: each registers its classes as it is imported."""
+def _discover(name: str | None = None) -> None:
+    """Import the family that registers ``name`` (every family when ``None``): it registers as it is imported.
+
+    Which file registers which name is read from the files (:func:`~literate_transformer.models.registered_models`),
+    so converting one family imports that family and what it builds on, no other.
+    """
+    from . import registered_models
+
+    modules = registered_models()
+    wanted = sorted(set(modules.values())) if name is None else [modules[name]] if name in modules else []
     package = __name__.rpartition(".")[0]
-    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if module.name != "registry":
-            importlib.import_module(f"{package}.{module.name}")
+    for module in wanted:
+        importlib.import_module(f"{package}.{module}")
 
 
 def supported() -> list[str]:
-    """The ``transformers`` class names :func:`from_hf` converts, sorted."""
+    """The ``transformers`` class names :func:`from_hf` converts, sorted (every family is imported)."""
     _discover()
     return sorted(REGISTRY)
 
@@ -105,9 +110,10 @@ def model_class(name: str) -> type | None:
     """The package's class of that name for a registered ``transformers`` class (``"GPT2LMHeadModel"``), or ``None``.
 
     Every family names its models as ``transformers`` does, so the registry is also where
-    ``lt.GPT2LMHeadModel`` is found.
+    ``lt.GPT2LMHeadModel`` is found.  Only the family that registers the name is imported.
     """
-    return REGISTRY.get(name) if name in supported() else None
+    _discover(name)
+    return REGISTRY.get(name)
 
 
 def from_hf(model: nn.Module) -> nn.Module:
@@ -127,11 +133,10 @@ def from_hf(model: nn.Module) -> nn.Module:
         TypeError: for any other object, naming the supported classes.
     """
     cls = type(model)
-    names = supported()
-    if cls.__name__ not in REGISTRY or not cls.__module__.startswith("transformers."):
+    if model_class(cls.__name__) is None or not cls.__module__.startswith("transformers."):
         raise TypeError(
             f"from_hf cannot convert a {cls.__module__}.{cls.__qualname__}: it converts the transformers models "
-            f"{', '.join(names)}"
+            f"{', '.join(supported())}"
         )
     return REGISTRY[cls.__name__].from_hf(model).eval()
 

@@ -15,7 +15,7 @@ pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras);
 pytest.importorskip("myst_nb", reason="myst-nb is not installed (the docs extras)")
 
 import page_cache  # noqa: E402
-from lt_site.deps import ItemCache, Reached, Record  # noqa: E402
+from lt_site.deps import ItemCache, Reached, Record, kernel_epilogue, kernel_prologue, read_epilogue  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -31,6 +31,36 @@ def test_a_record_names_the_files_that_changed_and_the_ones_that_went(tmp_path):
     assert record.changed(tmp_path) == ["b.txt"]
     (tmp_path / "a.py").unlink()
     assert record.changed(tmp_path) == ["a.py", "b.txt"]
+
+
+def test_a_folder_that_was_listed_counts_by_the_names_in_it(tmp_path):
+    (tmp_path / "families").mkdir()
+    (tmp_path / "families" / "llama.py").write_text("x = 1\n")
+    with Reached([tmp_path]) as reached:
+        sorted((tmp_path / "families").glob("*.py"))
+    record = Record.of(reached.paths, tmp_path)
+    assert list(record.files) == ["families/"]
+    (tmp_path / "families" / "llama.py").write_text("x = 2\n")
+    assert record.is_current(tmp_path)  # the same names
+    (tmp_path / "families" / "phi3.py").write_text("x = 3\n")
+    assert record.changed(tmp_path) == ["families/"]
+
+
+def test_the_kernels_cells_record_the_modules_it_imported_and_the_files_it_opened_or_listed(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "table.txt").write_text("t\n")
+    # The page's own cells, between the two the build adds (in a process of its own, as a kernel is).
+    page = f"import pathlib, json\npathlib.Path({str(tmp_path)!r}, 'table.txt').read_text()\n"
+    page += f"list(pathlib.Path({str(tmp_path)!r}).iterdir())\n"
+    run = subprocess.run(
+        [sys.executable, "-c", kernel_prologue() + page + kernel_epilogue()], capture_output=True, text=True, check=True
+    )
+    reached = read_epilogue([{"output_type": "stream", "name": "stdout", "text": run.stdout}])
+    assert {str(tmp_path / "table.txt"), str(tmp_path)} <= set(reached)
+    assert any(path.endswith("json/__init__.py") for path in reached)  # an imported module
+    assert not any(path.endswith(".pyc") for path in reached)
 
 
 def test_a_record_keeps_the_versions_of_the_distributions_it_reached(tmp_path):
@@ -123,7 +153,8 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
     first = {page: _executed(tiny_site, page) for page in ("uses_a", "uses_b")}
     assert "a1" in tiny_site.html("uses_a") and "b1" in tiny_site.html("uses_b")
     record = json.loads((tiny_site.root / "_pagecache" / "uses_b.json").read_text())["record"]["files"]
-    assert sorted(record) == ["tinycode/__init__.py", "tinycode/b.py", "tinycode/table.txt"]
+    # The modules it imported, the data file it opened, and the folder the import system listed to find them.
+    assert sorted(record) == ["tinycode/", "tinycode/__init__.py", "tinycode/b.py", "tinycode/table.txt"]
 
     # The module one page imported: that page executes again, the other keeps its outputs.
     (tiny_site.root / "tinycode" / "b.py").write_text("VALUE = 'b2'\n")

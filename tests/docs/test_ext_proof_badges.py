@@ -57,15 +57,19 @@ def test_a_test_method_is_included_flush_left():
     assert "   :pyobject: FamilyTests.test_head\n   :language: python\n   :dedent:\n" in text
 
 
-# A provider as the package's proofs module is one: a function returning its Measurement records.
+# A provider as the package's proofs module is one: a function returning each proof's measuring function.
 PROVIDER = """
 from lt_site.measurement import Measurement
 
 DIFFERENCE = {difference!r}
 
 
-def run_all():
-    return [Measurement("alpha.Head", "torch.nn.Head", "tests/test_alpha.py::test_head", DIFFERENCE, 1e-5, "tiny")]
+def head():
+    return Measurement("alpha.Head", "torch.nn.Head", "tests/test_alpha.py::test_head", DIFFERENCE, 1e-5, "tiny")
+
+
+def items():
+    return {{"alpha.Head = torch.nn.Head": head}}
 """
 
 
@@ -80,7 +84,7 @@ def _site(tiny_site, difference, in_own_process=True):
     )
     tiny_site.write("tests/test_alpha.py", "def test_head():\n    assert True\n")
     root = tiny_site.root / "tinypkg"
-    provider = f"proofprovider_{str(difference).replace('.', '_').replace('-', '_')}:run_all"
+    provider = f"proofprovider_{str(difference).replace('.', '_').replace('-', '_')}:items"
     tiny_site.write(
         "docs/conf.py",
         f"""

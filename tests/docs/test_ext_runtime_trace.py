@@ -58,19 +58,6 @@ def test_one_dimensional_shapes_read_as_python_writes_them():
     assert runtime_trace.shape_text([7]) == "(7,)" and runtime_trace.shape_text([2, 3]) == "(2, 3)"
 
 
-def test_the_cache_is_used_while_the_digest_is_the_same(tmp_path):
-    cache, calls = tmp_path / "trace.json", []
-
-    def compute():
-        calls.append(1)
-        return {"n": len(calls)}
-
-    assert runtime_trace.load_or_compute(cache, "a", compute) == ({"n": 1}, True)
-    assert runtime_trace.load_or_compute(cache, "a", compute) == ({"n": 1}, False)
-    assert runtime_trace.load_or_compute(cache, "b", compute) == ({"n": 2}, True)
-    assert len(calls) == 2
-
-
 def test_a_provider_is_named_module_colon_function():
     assert runtime_trace.load_provider("json:dumps") is json.dumps
     with pytest.raises(ValueError, match="module:function"):
@@ -78,7 +65,7 @@ def test_a_provider_is_named_module_colon_function():
 
 
 PROVIDER = """
-def trace(root):
+def trace(root, cache=None):
     record = {
         "names": ["doubled"], "line": 5, "end_line": 5, "calls": 1, "example": "tiny",
         "values": [{"shape": [2, 3], "dtype": "float32", "values": [1.0], "stats": {"mean": 1.0},
@@ -122,13 +109,60 @@ def test_an_annotated_page_shows_the_shapes_and_where_they_come_from(tiny_site):
     assert "runtime-trace.js" in html
 
 
-def test_a_cache_is_current_only_for_its_own_digest(tmp_path):
-    cache = tmp_path / "cache.json"
-    assert not runtime_trace.is_current(cache, "abc")  # missing
-    runtime_trace.load_or_compute(cache, "abc", lambda: [1])
-    assert runtime_trace.is_current(cache, "abc") and not runtime_trace.is_current(cache, "other")
-    cache.write_text("{not json")
-    assert not runtime_trace.is_current(cache, "abc")
+# A provider that keeps its one example's trace with the record of what it reached, and counts its runs.
+COUNTING_PROVIDER = """
+from pathlib import Path
+
+from lt_site.deps import ItemCache
+
+RUNS = Path(__file__).with_name("runs.txt")
+
+
+def example():
+    from tinypkg.alpha import double
+
+    double(3)
+    RUNS.write_text(str(int(RUNS.read_text()) + 1 if RUNS.exists() else 1))
+    return {"description": "d", "dims": {}, "lines": {}, "path": None, "hooks": {}}
+
+
+def trace(root, cache=None):
+    traces = ItemCache(*cache).compute({"tiny": example})
+    return {"examples": {"tiny": {"description": "d", "dims": {}}}, "lines": {}, "paths": {}, "hooks": {}, **{}}
+"""
+
+
+def test_the_examples_run_again_only_when_a_file_they_reached_changed(tiny_site):
+    tiny_site.package(
+        "tinypkg",
+        {"__init__.py": "", "alpha.py": "def double(x):\n    return 2 * x\n", "beta.py": "X = 1\n"},
+    )
+    tiny_site.write("countingprovider.py", COUNTING_PROVIDER)
+    root = tiny_site.root / "tinypkg"
+    tiny_site.write(
+        "docs/conf.py",
+        f"""
+        import sys
+        sys.path.insert(0, {str(tiny_site.root)!r})
+        extensions = ["runtime_trace"]
+        runtime_trace_provider = "countingprovider:trace"
+        runtime_trace_root = {str(root)!r}
+        runtime_trace_sources = [{str(root)!r}]
+        runtime_trace_checkout = {str(tiny_site.root)!r}
+        runtime_trace_cache = {str(tiny_site.root / "cache" / "trace.json")!r}
+        """,
+    )
+    tiny_site.write("docs/index.rst", "Index\n=====\n")
+    runs = tiny_site.root / "runs.txt"
+    tiny_site.build()
+    tiny_site.build()
+    assert runs.read_text() == "1"  # nothing changed: the stored trace
+    (root / "beta.py").write_text("X = 2\n")
+    tiny_site.build()
+    assert runs.read_text() == "1"  # a file the example never reached
+    (root / "alpha.py").write_text("def double(x):\n    return x + x\n")
+    tiny_site.build()
+    assert runs.read_text() == "2"
 
 
 def test_a_line_that_called_a_module_shows_the_lens_cache_name_of_its_result():

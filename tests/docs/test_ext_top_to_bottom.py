@@ -17,8 +17,8 @@ import pytest
 
 pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras); the extension is not tested")
 
-import runtime_trace  # noqa: E402
 import top_to_bottom  # noqa: E402
+from lt_site.deps import Record, file_digest  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:The mapping interface for autodoc options")
 
@@ -76,7 +76,8 @@ PROVIDER = """
 from types import SimpleNamespace
 
 import torch
-from lt_site.trace import trace_examples
+from lt_site.deps import ItemCache
+from lt_site.trace import merge_traces, trace_example
 
 
 def run():
@@ -87,9 +88,9 @@ def run():
     model(torch.ones(4, 2))  # a second forward pass: not on the page
 
 
-def trace(root):
+def trace(root, cache):
     example = SimpleNamespace(name="child", description="three rows of two", dims={"T": 3, "E": 2}, run=run)
-    return trace_examples([example], root)
+    return merge_traces(ItemCache(*cache).compute({"child": lambda: trace_example(example, root)}))
 """
 
 #: The functions the child's forward pass runs, in the order of their first call.
@@ -268,10 +269,13 @@ def test_a_function_the_file_no_longer_has_at_its_lines_is_a_warning(site):
     # The file changes after the trace ran (as when it is edited while the site builds): the trace is not redone.
     parent = site.root / "tinyfam" / "parent.py"
     parent.write_text(parent.read_text().replace("import torch\n", "import math\nimport torch\n"))
-    cache = site.root / "cache" / "trace.json"
-    data = json.loads(cache.read_text())
-    data["digest"] = runtime_trace.source_digest([site.root / "tinyfam"], salt="familyprovider:trace")
-    cache.write_text(json.dumps(data))
+    # The records say the example reached the file as it is now, and the merged trace is theirs.
+    records = site.root / "cache" / "trace.examples.json.records.json"
+    data = json.loads(records.read_text())
+    for record in (data["record"], *data["items"].values()):
+        record["files"]["tinyfam/parent.py"] = file_digest(parent)
+    records.write_text(json.dumps(data))
+    (site.root / "cache" / "trace.json.key").write_text(Record.from_dict(data["record"]).key())
     app = site.build()
     assert "no longer define attend" in app.warnings
     assert "attend" not in [name for name, *_ in markers(site.html("top_to_bottom/tinyfam.child"))]

@@ -14,7 +14,9 @@ themselves, two ways.
   process imported (``sys.modules`` when the page is done) are exactly the
   package's modules the page reached, and an audit hook (:pep:`578`) sees
   every file it opened, the package's data files (the lineage table) and
-  the committed benchmark results among them.  :func:`kernel_prologue` and
+  the committed benchmark results among them, and every folder it listed
+  (a folder counts by the names in it: a new family's file is a change for
+  a page that listed the families).  :func:`kernel_prologue` and
   :func:`kernel_epilogue` are the two cells that record it, run before and
   after the page's own (and never shown).  They cost nothing while the page
   runs: no tracer slows the cells they watch.
@@ -26,6 +28,11 @@ themselves, two ways.
   matters for a family that only declares data, Mistral on Llama's code:
   no function of ``mistral.py`` runs when a Mistral model computes, but its
   class does.
+
+A Python file counts when its code runs (in a page's kernel: when its
+module is imported), not when it is merely read as text: the registry reads
+every family's file to learn which class each registers, and that must not
+make every page depend on every family.
 
 What a record does not see: a module-level constant read without running
 any function of its file (in a shared process), files read by another
@@ -73,10 +80,18 @@ MISSING = "missing"
 
 
 def file_digest(path: str | Path) -> str:
-    """16 hex digits of SHA-256 over the file's bytes (:data:`MISSING` when there is no such file)."""
+    """16 hex digits of SHA-256 over a file's bytes, or over a folder's names (:data:`MISSING` when neither).
+
+    A folder's digest is that of the names in it (bytecode caches and hidden names aside): a computation that
+    listed a folder (to find the families in it, say) depends on which files are there, not on their bytes.
+    """
+    path = Path(path)
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        if path.is_dir():
+            names = sorted(name for name in os.listdir(path) if name != "__pycache__" and not name.startswith("."))
+            return hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except (FileNotFoundError, NotADirectoryError):
         return MISSING
 
 
@@ -149,9 +164,11 @@ class Record:
             text = str(resolved)
             if "__pycache__" in resolved.parts:
                 continue
-            if any(text.startswith(folder) for folder in watched):
+            if any((text + os.sep).startswith(folder) for folder in watched):
                 if resolved.is_file():
                     files[resolved.relative_to(root).as_posix()] = file_digest(resolved)
+                elif resolved.is_dir():
+                    files[resolved.relative_to(root).as_posix() + "/"] = file_digest(resolved)
                 continue
             distribution = distribution_of(resolved)
             if distribution is not None:
@@ -201,11 +218,25 @@ _OPEN: list[Reached] = []
 _AUDITING = False
 
 
+#: Files read as text that do not count as reached: Python's source and bytecode count when they run.
+_SOURCE = (".py", ".pyc")
+
+
+#: The audit events of a folder's listing (``Path.glob`` and the import system list folders too).
+_LISTING = ("os.listdir", "os.scandir")
+
+
 def _audit(event: str, args: tuple) -> None:
-    if event == "open" and _OPEN and args and isinstance(args[0], (str, os.PathLike)):
-        path = os.path.abspath(os.fspath(args[0]))
-        for recorder in _OPEN:
-            recorder.opened.add(path)
+    if not _OPEN or event not in ("open", *_LISTING) or not args:
+        return
+    target = args[0] if args[0] is not None or event == "open" else "."
+    if not isinstance(target, (str, os.PathLike)):
+        return
+    path = os.path.abspath(os.fspath(target))
+    if event == "open" and path.endswith(_SOURCE):
+        return
+    for recorder in _OPEN:
+        recorder.opened.add(path)
 
 
 class Reached:
@@ -252,7 +283,7 @@ class Reached:
 
     @property
     def paths(self) -> set[str]:
-        """Every file reached: run or opened."""
+        """Every file reached: run or opened (and every folder listed)."""
         return self.files | self.opened
 
     def _on_call(self, frame, event, arg):
@@ -278,14 +309,17 @@ class Reached:
 class ItemCache:
     """Results of many items computed in one process, each reused while its own record is current.
 
-    A JSON file holds, for each item (a name), its result and the record of
-    its computation, and a record of the whole: what the last run reached,
-    the code that lists the items included.  While the whole is current, the
-    results are read without running anything (:meth:`all_current`);
-    otherwise :meth:`compute` reruns only the items whose own record changed.
+    Two JSON files: ``path`` holds the results, in order (what pages read; it
+    is rewritten only when a result changes, so that editing a file whose
+    results come out the same makes Sphinx read no page again), and
+    ``<path>.records.json`` the record of each item's computation and of the
+    whole (what the last run reached, the code that lists the items
+    included).  While the whole is current, the results are read without
+    running anything (:meth:`all_current`); otherwise :meth:`compute` reruns
+    only the items whose own record changed.
 
     Args:
-        path: The JSON file.
+        path: The results' JSON file.
         root: The checkout the records' paths are relative to.
         roots: The folders whose files count (see :meth:`Record.of`).
         salt: The versions and the device the results were computed with.
@@ -293,33 +327,38 @@ class ItemCache:
 
     def __init__(self, path: str | Path, root: str | Path, roots: Iterable[str | Path], salt: str = "") -> None:
         self.path = Path(path)
+        self.records_path = self.path.with_name(self.path.name + ".records.json")
         self.root = Path(root)
         self.roots = [Path(folder) for folder in roots]
         self.salt = salt
-        try:
-            self.stored = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            self.stored = {}
+        self.stored = _read_json(self.path)
+        self.records = _read_json(self.records_path)
 
     def whole(self) -> Record | None:
         """The record of the last run, or ``None``."""
-        return Record.from_dict(self.stored["record"]) if "record" in self.stored else None
+        return Record.from_dict(self.records["record"]) if "record" in self.records else None
 
     def all_current(self) -> bool:
         """Whether the last run's results can all be reused (nothing it reached, and no version, changed)."""
         whole = self.whole()
-        return whole is not None and whole.is_current(self.root, self.salt)
+        names = self.stored.get("order")
+        return (
+            whole is not None
+            and names == list(self.records.get("items", {}))
+            and whole.is_current(self.root, self.salt)
+        )
 
     def results(self) -> dict[str, Any]:
-        """The stored results, by item."""
-        return {name: item["data"] for name, item in self.stored.get("items", {}).items()}
+        """The stored results, by item, in order."""
+        results = self.stored.get("results", {})
+        return {name: results[name] for name in self.stored.get("order", [])}
 
     def stale(self) -> list[str]:
         """The items whose record changed since they were computed."""
         return [
             name
-            for name, item in self.stored.get("items", {}).items()
-            if not Record.from_dict(item["record"]).is_current(self.root, self.salt)
+            for name, record in self.records.get("items", {}).items()
+            if not Record.from_dict(record).is_current(self.root, self.salt)
         ]
 
     def compute(self, items: Mapping[str, Callable[[], Any]], listing: Iterable[str | Path] = ()) -> dict[str, Any]:
@@ -330,25 +369,46 @@ class ItemCache:
             listing: Files that define the items (their module), part of the whole's record.
 
         Returns:
-            The results, in the order of ``items``; the file is rewritten with exactly these items.
+            The results, in the order of ``items``; the files are rewritten with exactly these items.
         """
-        stored = self.stored.get("items", {})
-        kept, whole = {}, Record.of(listing, self.root, self.roots, self.salt)
+        results, records = self.stored.get("results", {}), self.records.get("items", {})
+        kept, kept_records = {}, {}
+        whole = Record.of(listing, self.root, self.roots, self.salt)
         for name, compute in items.items():
-            item = stored.get(name)
-            if item is None or not Record.from_dict(item["record"]).is_current(self.root, self.salt):
+            record = Record.from_dict(records[name]) if name in records and name in results else None
+            if record is not None and record.is_current(self.root, self.salt):
+                data = results[name]
+            else:
                 with Reached(self.roots) as reached:
                     data = compute()
+                # Through JSON and back: a result reused later reads exactly as one computed now.
+                data = json.loads(json.dumps(data))
                 record = Record.of(reached.paths, self.root, self.roots, self.salt)
-                item = {"data": data, "record": record.as_dict()}
-            kept[name] = item
-            whole = whole.merged(Record.from_dict(item["record"]))
-        self.stored = {"record": whole.as_dict(), "items": kept}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.stored, sort_keys=True)
-        if not self.path.is_file() or self.path.read_text(encoding="utf-8") != text:
-            self.path.write_text(text, encoding="utf-8")
-        return {name: item["data"] for name, item in kept.items()}
+            kept[name], kept_records[name] = data, record.as_dict()
+            whole = whole.merged(record)
+        self.stored = {"order": list(kept), "results": kept}
+        self.records = {"record": whole.as_dict(), "items": kept_records}
+        _write_json(self.path, self.stored)
+        _write_json(self.records_path, self.records)
+        return dict(kept)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON, only if it changed (a file Sphinx watches keeps its time otherwise)."""
+    text = json.dumps(data, sort_keys=True)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
 
 
 # ---------------------------------------------------------------------------
@@ -363,8 +423,12 @@ def kernel_prologue() -> str:
     return (
         "def _lt_site_audit(event, args, _opened=set(), _abspath=__import__('os').path.abspath,\n"
         "                   _fspath=__import__('os').fspath, _pathlike=__import__('os').PathLike):\n"
-        "    if event == 'open' and args and isinstance(args[0], (str, _pathlike)):\n"
-        "        _opened.add(_abspath(_fspath(args[0])))\n"
+        f"    if event in ('open', *{_LISTING!r}) and args:\n"
+        "        target = '.' if args[0] is None and event != 'open' else args[0]\n"
+        "        if isinstance(target, (str, _pathlike)):\n"
+        "            path = _abspath(_fspath(target))\n"
+        f"            if event != 'open' or not path.endswith({_SOURCE!r}):\n"
+        "                _opened.add(path)\n"
         "    return _opened\n"
         "__import__('sys').addaudithook(_lt_site_audit)\n"
     )

@@ -13,6 +13,8 @@ tiny configuration.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +37,9 @@ from literate_transformer.parts.positions import RelativePositionBias, Sinusoida
 
 from . import families
 from .base import BOOK_EXAMPLE_SIZES, RunningExample
+from .deps import ItemCache
 from .export import BrowserBert
-from .trace import trace_examples
+from .trace import merge_traces, trace_example
 
 __all__ = ["CORE_EXAMPLES", "RUNNING_EXAMPLES", "site_trace"]
 
@@ -134,15 +137,23 @@ CORE_EXAMPLES: tuple[RunningExample, ...] = (
 RUNNING_EXAMPLES: tuple[RunningExample, ...] = CORE_EXAMPLES + families.collect("EXAMPLES")
 
 
-def site_trace(package_root: str | Path | None = None) -> dict[str, Any]:
+def site_trace(package_root: str | Path | None = None, cache: Sequence[Any] | None = None) -> dict[str, Any]:
     """Run every running example (:data:`RUNNING_EXAMPLES`) and return the records as JSON-ready data.
 
     Args:
         package_root: The package's folder (default: ``literate_transformer``'s); paths in the result are
             relative to it.
+        cache: The arguments of an :class:`lt_site.deps.ItemCache` that keeps each example's trace with the
+            record of what its run reached: only the examples whose code changed run again.
 
     Returns:
-        What :func:`lt_site.trace.trace_examples` returns.
+        What :func:`lt_site.trace.merge_traces` returns.
     """
     root = Path(package_root) if package_root is not None else Path(interop.__file__).resolve().parent
-    return trace_examples(RUNNING_EXAMPLES, root)
+    items = {example.name: (lambda example=example: trace_example(example, root)) for example in RUNNING_EXAMPLES}
+    if cache is None:
+        return merge_traces({name: run() for name, run in items.items()})
+    # What lists the examples: the site's tooling as imported, and the folder of the families' modules.
+    listing = [module.__file__ for name, module in sys.modules.items() if name.partition(".")[0] == "lt_site"]
+    listing.append(str(Path(families.__file__).parent))
+    return merge_traces(ItemCache(*cache).compute(items, listing=listing))

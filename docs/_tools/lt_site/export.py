@@ -127,10 +127,14 @@ import literate_transformer
 from literate_transformer.core.checkpoints import load_tokenizer, resolve_checkpoint
 from literate_transformer.models.bert import BertModel
 
-from .digest import source_digest
+from .deps import Reached, Record
 
-#: The package's source folder, whose digest is part of the export's.
+#: The package's source folder.
 PACKAGE_SOURCE = Path(literate_transformer.__file__).resolve().parent
+#: What an export's record of its run counts: the package's files and the site's tooling's (this exporter's).
+RECORDED = (PACKAGE_SOURCE, Path(__file__).resolve().parent)
+#: The checkout, which the record's paths are relative to.
+CHECKOUT = PACKAGE_SOURCE.parent
 
 __all__ = [
     "BrowserBert",
@@ -603,7 +607,7 @@ def _versions(names: Sequence[str] = _VERSIONED) -> dict[str, str]:
 
 
 def export_digest(checkpoint_id: str, tokenizer_json: str, settings: dict[str, Any]) -> str:
-    """The hex SHA-256 of everything an export depends on.
+    """The hex SHA-256 of what an export is made from, besides the code its run reaches.
 
     Args:
         checkpoint_id: The checkpoint's weights SHA-256 (or its name, when it has no local file).
@@ -614,8 +618,7 @@ def export_digest(checkpoint_id: str, tokenizer_json: str, settings: dict[str, A
         64 hex digits; the same inputs always give the same digest.
     """
     digest = hashlib.sha256()
-    # The package's source (the site's one digest of it): any change to the model's code is a new model.
-    digest.update(source_digest([PACKAGE_SOURCE]).encode())
+    # The code is not in it: an export also keeps the record of the files its run reached (see _cached_metadata).
     for part in (checkpoint_id, tokenizer_json, json.dumps(settings, sort_keys=True), json.dumps(_versions())):
         digest.update(b"\0")
         digest.update(part.encode())
@@ -671,7 +674,8 @@ def _cached_metadata(
 ) -> dict[str, Any] | None:
     """The JSON file of a finished export made with ``digest``, or ``None`` when the export must be made.
 
-    The cache: an export with this digest whose graph is the size it recorded.
+    The cache: an export with this digest whose graph is the size it recorded, and none of whose recorded files
+    (the package's and the site's tooling's that its run reached, :mod:`lt_site.deps`) changed since.
 
     Args:
         onnx_path: The export's graph.
@@ -687,7 +691,14 @@ def _cached_metadata(
         return None
     if metadata.get("digest") != digest or metadata.get("model", {}).get("bytes") != onnx_path.stat().st_size:
         return None
+    if "reached" not in metadata or not Record.from_dict(metadata["reached"]).is_current(CHECKOUT):
+        return None
     return metadata
+
+
+def record_of(reached: Reached) -> dict[str, Any]:
+    """An export's record of what its run reached, as its JSON file keeps it."""
+    return Record.of(reached.paths, CHECKOUT, RECORDED).as_dict()
 
 
 def _write_metadata(path: Path, metadata: dict[str, Any]) -> None:
@@ -756,74 +767,77 @@ def export_for_browser(
         raise ValueError("check_texts must be a non-empty sequence of sentences or (sentence, sentence) pairs")
     check_texts = [text if isinstance(text, str) else list(text) for text in check_texts]
 
-    # The checkpoint's identity is its weights' SHA-256 (verified for the default checkpoint).
-    resolved = resolve_checkpoint(checkpoint)
-    weights_file = getattr(resolved, "weights_file", None)
-    checkpoint_id = resolved.sha256 or (_file_sha256(Path(weights_file)) if weights_file else os.fspath(checkpoint))
-    tokenizer = load_tokenizer(checkpoint)
-    # What the page's tokenizer is built from (not the backend's whole state, which
-    # also records the truncation of its last call).
-    spec = tokenizer_spec(tokenizer)
-    tokenizer_json = json.dumps(spec, sort_keys=True)
-    settings = {
-        "block_size": block_size,
-        "opset": OPSET,
-        "check_texts": check_texts,
-        "keep_fp32": bool(keep_fp32),
-    }
-    digest = export_digest(checkpoint_id, tokenizer_json, settings)
-    onnx_path, metadata_path = folder / ONNX_FILE, folder / METADATA_FILE
-    cached = None if force else _cached_metadata(onnx_path, metadata_path, digest, load_browser_export)
-    if cached is not None:
-        return BrowserExport(folder, onnx_path, metadata_path, digest, True, cached)
-
-    onnx = _onnx()
-    folder.mkdir(parents=True, exist_ok=True)
-    model = BertModel.from_pretrained(checkpoint)
-    fp32_path = folder / FP32_ONNX_FILE
-    export_onnx(model, fp32_path)
-    fp32_proto = onnx.load_model(fp32_path)
-    shrunk = shrink_weights(fp32_proto, block_size=block_size)
-    shrunk_bytes = shrunk.SerializeToString()
-    _write_atomically(onnx_path, shrunk_bytes)
-    check = compare_with_pytorch(shrunk_bytes, model, tokenizer, check_texts)
-    fp32_check = compare_with_pytorch(fp32_path, model, tokenizer, check_texts) if keep_fp32 else None
-    fp32_bytes = fp32_path.stat().st_size
-    if not keep_fp32:
-        fp32_path.unlink()
-
-    config = model.config
-    metadata = {
-        "format": FORMAT,
-        "digest": digest,
-        "checkpoint": {"argument": None if checkpoint is None else os.fspath(checkpoint), "sha256": checkpoint_id},
-        "config": config.sizes(),
-        "model": {
-            "file": ONNX_FILE,
-            "bytes": len(shrunk_bytes),
-            "sha256": hashlib.sha256(shrunk_bytes).hexdigest(),
-            # What gzip -9 makes of it (the page downloads it compressed).
-            "gzip_bytes": len(gzip.compress(shrunk_bytes, compresslevel=9, mtime=0)),
-            "opset": OPSET,
-            "inputs": {"input_ids": ["1", "T"], "token_type_ids": ["1", "T"]},
-            "outputs": {"last_hidden_state": ["1", "T", "E"], "attentions": ["1", "L", "H", "T", "T"]},
-        },
-        "weights": {
-            "scheme": "int8 codes + int4 corrections, one float16 scale per block",
+    # Everything from here on is recorded: the export is made again when a file its run reached changes.
+    with Reached(RECORDED) as reached:
+        # The checkpoint's identity is its weights' SHA-256 (verified for the default checkpoint).
+        resolved = resolve_checkpoint(checkpoint)
+        weights_file = getattr(resolved, "weights_file", None)
+        checkpoint_id = resolved.sha256 or (_file_sha256(Path(weights_file)) if weights_file else os.fspath(checkpoint))
+        tokenizer = load_tokenizer(checkpoint)
+        # What the page's tokenizer is built from (not the backend's whole state, which
+        # also records the truncation of its last call).
+        spec = tokenizer_spec(tokenizer)
+        tokenizer_json = json.dumps(spec, sort_keys=True)
+        settings = {
             "block_size": block_size,
-            "bits_per_weight": 8 + 4 + 16 / block_size,
-            "float32_bytes": fp32_bytes,
-            "shrunk_tensors": sum(1 for node in shrunk.graph.node if node.op_type == "DequantizeLinear") // 2,
-        },
-        "check": {
-            "texts": check.texts,
-            "max_abs_attention": check.max_abs_attention,
-            "max_abs_last_hidden_state": check.max_abs_last_hidden_state,
-            "float32_max_abs_attention": fp32_check.max_abs_attention if fp32_check else None,
-            "float32_max_abs_last_hidden_state": fp32_check.max_abs_last_hidden_state if fp32_check else None,
-        },
-        "tokenizer": spec,
-        "versions": _versions(),
-    }
+            "opset": OPSET,
+            "check_texts": check_texts,
+            "keep_fp32": bool(keep_fp32),
+        }
+        digest = export_digest(checkpoint_id, tokenizer_json, settings)
+        onnx_path, metadata_path = folder / ONNX_FILE, folder / METADATA_FILE
+        cached = None if force else _cached_metadata(onnx_path, metadata_path, digest, load_browser_export)
+        if cached is not None:
+            return BrowserExport(folder, onnx_path, metadata_path, digest, True, cached)
+
+        onnx = _onnx()
+        folder.mkdir(parents=True, exist_ok=True)
+        model = BertModel.from_pretrained(checkpoint)
+        fp32_path = folder / FP32_ONNX_FILE
+        export_onnx(model, fp32_path)
+        fp32_proto = onnx.load_model(fp32_path)
+        shrunk = shrink_weights(fp32_proto, block_size=block_size)
+        shrunk_bytes = shrunk.SerializeToString()
+        _write_atomically(onnx_path, shrunk_bytes)
+        check = compare_with_pytorch(shrunk_bytes, model, tokenizer, check_texts)
+        fp32_check = compare_with_pytorch(fp32_path, model, tokenizer, check_texts) if keep_fp32 else None
+        fp32_bytes = fp32_path.stat().st_size
+        if not keep_fp32:
+            fp32_path.unlink()
+
+        config = model.config
+        metadata = {
+            "format": FORMAT,
+            "digest": digest,
+            "checkpoint": {"argument": None if checkpoint is None else os.fspath(checkpoint), "sha256": checkpoint_id},
+            "config": config.sizes(),
+            "model": {
+                "file": ONNX_FILE,
+                "bytes": len(shrunk_bytes),
+                "sha256": hashlib.sha256(shrunk_bytes).hexdigest(),
+                # What gzip -9 makes of it (the page downloads it compressed).
+                "gzip_bytes": len(gzip.compress(shrunk_bytes, compresslevel=9, mtime=0)),
+                "opset": OPSET,
+                "inputs": {"input_ids": ["1", "T"], "token_type_ids": ["1", "T"]},
+                "outputs": {"last_hidden_state": ["1", "T", "E"], "attentions": ["1", "L", "H", "T", "T"]},
+            },
+            "weights": {
+                "scheme": "int8 codes + int4 corrections, one float16 scale per block",
+                "block_size": block_size,
+                "bits_per_weight": 8 + 4 + 16 / block_size,
+                "float32_bytes": fp32_bytes,
+                "shrunk_tensors": sum(1 for node in shrunk.graph.node if node.op_type == "DequantizeLinear") // 2,
+            },
+            "check": {
+                "texts": check.texts,
+                "max_abs_attention": check.max_abs_attention,
+                "max_abs_last_hidden_state": check.max_abs_last_hidden_state,
+                "float32_max_abs_attention": fp32_check.max_abs_attention if fp32_check else None,
+                "float32_max_abs_last_hidden_state": fp32_check.max_abs_last_hidden_state if fp32_check else None,
+            },
+            "tokenizer": spec,
+            "versions": _versions(),
+        }
+    metadata["reached"] = record_of(reached)
     _write_metadata(metadata_path, metadata)
     return BrowserExport(folder, onnx_path, metadata_path, digest, False, metadata)

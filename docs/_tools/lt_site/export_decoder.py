@@ -95,7 +95,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-import literate_transformer
 from literate_transformer.core.checkpoints import (
     DECODER_ENV,
     DECODER_SHA256,
@@ -107,8 +106,9 @@ from literate_transformer.core.gguf import GGUFFile, dequantize, gguf_tokenizer,
 from literate_transformer.models.llama import LlamaForCausalLM, head_dim_of, key_value_heads_of
 from literate_transformer.trained import halves_from_pairs, hf_name, llama_config_from_gguf, llama_from_gguf
 
-from .digest import source_digest
+from .deps import Reached
 from .export import (
+    RECORDED,
     BrowserExport,
     _cached_metadata,
     _check_path,
@@ -118,6 +118,7 @@ from .export import (
     _versions,
     _write_atomically,
     _write_metadata,
+    record_of,
 )
 
 __all__ = [
@@ -136,8 +137,6 @@ __all__ = [
     "load_decoder_export",
 ]
 
-#: The package's source folder, whose digest is part of the export's.
-PACKAGE_SOURCE = Path(literate_transformer.__file__).resolve().parent
 #: Opset 21: the first with ``uint4`` tensors and block-wise ``DequantizeLinear``.
 OPSET = 21
 #: Names of the files :func:`export_decoder_for_browser` writes.
@@ -652,15 +651,15 @@ def _compare(session: Any, model: LlamaForCausalLM, prompts: Sequence[Sequence[i
 # The cached export for the site
 # ---------------------------------------------------------------------------
 def export_digest(file_id: str, settings: Mapping[str, Any]) -> str:
-    """The hex SHA-256 of everything the export depends on: the package's source, this exporter, the file, settings.
+    """The hex SHA-256 of what the export is made from besides the code its run reaches: the file and the settings.
 
     Args:
         file_id: The GGUF file's SHA-256.
         settings: The export's settings (check prompts, new tokens).
     """
     digest = hashlib.sha256()
-    digest.update(source_digest([PACKAGE_SOURCE]).encode())
-    digest.update(Path(__file__).read_bytes())
+    # The code is not in it: the export also keeps the record of the files its run reached (the package's and
+    # this exporter's; see lt_site.export._cached_metadata).
     for part in (file_id, json.dumps(settings, sort_keys=True), json.dumps(_versions(_VERSIONED), sort_keys=True)):
         digest.update(b"\0")
         digest.update(part.encode())
@@ -734,62 +733,70 @@ def export_decoder_for_browser(
     path = _default_decoder_file() if default else resolve_decoder(gguf)
     if path.is_dir() or path.suffix != ".gguf":
         raise ValueError(f"gguf must be a GGUF file of a Llama, got {path}")
-    file_id = _file_sha256(path, default)
-    settings = {"check_prompts": list(check_prompts), "check_new_tokens": check_new_tokens, "opset": OPSET}
-    digest = export_digest(file_id, settings)
-    onnx_path, metadata_path = folder / ONNX_FILE, folder / METADATA_FILE
-    cached = None if force else _cached_metadata(onnx_path, metadata_path, digest, load_decoder_export)
-    if cached is not None:
-        return DecoderExport(folder, onnx_path, metadata_path, digest, True, cached)
+    # Everything from here on is recorded: the export is made again when a file its run reached changes.
+    with Reached(RECORDED) as reached:
+        file_id = _file_sha256(path, default)
+        settings = {"check_prompts": list(check_prompts), "check_new_tokens": check_new_tokens, "opset": OPSET}
+        digest = export_digest(file_id, settings)
+        onnx_path, metadata_path = folder / ONNX_FILE, folder / METADATA_FILE
+        cached = None if force else _cached_metadata(onnx_path, metadata_path, digest, load_decoder_export)
+        if cached is not None:
+            return DecoderExport(folder, onnx_path, metadata_path, digest, True, cached)
 
-    if default:
-        # The default file is verified by its SHA-256 before its weights are used.
-        resolve_decoder(None)
-    folder.mkdir(parents=True, exist_ok=True)
-    read = read_gguf(path)
-    model = llama_from_gguf(read)
-    tokenizer = gguf_tokenizer(read)
-    graph = export_decoder_graph(model, decoder_blocks(read, llama_config_from_gguf(read)))
-    data = graph.SerializeToString()
-    _write_atomically(onnx_path, data)
-    wrapping = chat_wrapping(tokenizer)
-    prompts = [tokenizer(wrapping["before"] + prompt + wrapping["after"])["input_ids"] for prompt in check_prompts]
-    check = compare_with_pytorch(data, model, prompts, check_new_tokens)
-    if not check.greedy_ids_equal:
-        raise ValueError("the exported graph's greedy ids differ from the model's on the check prompts")
+        if default:
+            # The default file is verified by its SHA-256 before its weights are used.
+            resolve_decoder(None)
+        folder.mkdir(parents=True, exist_ok=True)
+        read = read_gguf(path)
+        model = llama_from_gguf(read)
+        tokenizer = gguf_tokenizer(read)
+        graph = export_decoder_graph(model, decoder_blocks(read, llama_config_from_gguf(read)))
+        data = graph.SerializeToString()
+        _write_atomically(onnx_path, data)
+        wrapping = chat_wrapping(tokenizer)
+        prompts = [tokenizer(wrapping["before"] + prompt + wrapping["after"])["input_ids"] for prompt in check_prompts]
+        check = compare_with_pytorch(data, model, prompts, check_new_tokens)
+        if not check.greedy_ids_equal:
+            raise ValueError("the exported graph's greedy ids differ from the model's on the check prompts")
 
-    config = model.config
-    kinds: dict[str, int] = {}
-    for info in read.tensors.values():
-        kinds[info.kind] = kinds.get(info.kind, 0) + 1
-    metadata = {
-        "format": FORMAT,
-        "digest": digest,
-        "file": {"name": path.name, "sha256": file_id, "bytes": path.stat().st_size, "tensor_formats": kinds},
-        "config": {
-            "vocab_size": config.vocab_size,
-            "hidden_size": config.hidden_size,
-            "intermediate_size": config.intermediate_size,
-            "num_hidden_layers": config.num_hidden_layers,
-            "num_attention_heads": config.num_attention_heads,
-            "num_key_value_heads": key_value_heads_of(config),
-            "head_dim": head_dim_of(config),
-            "max_position_embeddings": config.max_position_embeddings,
-            "eos_token_id": config.eos_token_id,
-            "parameters": sum(parameter.numel() for parameter in model.parameters()),
-        },
-        "model": {"file": ONNX_FILE, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "opset": OPSET},
-        "check": {
-            "prompts": check.prompts,
-            "new_tokens": list(check.new_tokens),
-            "greedy_ids_equal": check.greedy_ids_equal,
-            "max_abs_probability": check.max_abs_probability,
-            "max_abs_logit": check.max_abs_logit,
-            "max_abs_attention": check.max_abs_attention,
-        },
-        "tokenizer": tokenizer_spec(read),
-        "chat": wrapping,
-        "versions": _versions(_VERSIONED),
-    }
+        config = model.config
+        kinds: dict[str, int] = {}
+        for info in read.tensors.values():
+            kinds[info.kind] = kinds.get(info.kind, 0) + 1
+        metadata = {
+            "format": FORMAT,
+            "digest": digest,
+            "file": {"name": path.name, "sha256": file_id, "bytes": path.stat().st_size, "tensor_formats": kinds},
+            "config": {
+                "vocab_size": config.vocab_size,
+                "hidden_size": config.hidden_size,
+                "intermediate_size": config.intermediate_size,
+                "num_hidden_layers": config.num_hidden_layers,
+                "num_attention_heads": config.num_attention_heads,
+                "num_key_value_heads": key_value_heads_of(config),
+                "head_dim": head_dim_of(config),
+                "max_position_embeddings": config.max_position_embeddings,
+                "eos_token_id": config.eos_token_id,
+                "parameters": sum(parameter.numel() for parameter in model.parameters()),
+            },
+            "model": {
+                "file": ONNX_FILE,
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "opset": OPSET,
+            },
+            "check": {
+                "prompts": check.prompts,
+                "new_tokens": list(check.new_tokens),
+                "greedy_ids_equal": check.greedy_ids_equal,
+                "max_abs_probability": check.max_abs_probability,
+                "max_abs_logit": check.max_abs_logit,
+                "max_abs_attention": check.max_abs_attention,
+            },
+            "tokenizer": tokenizer_spec(read),
+            "chat": wrapping,
+            "versions": _versions(_VERSIONED),
+        }
+    metadata["reached"] = record_of(reached)
     _write_metadata(metadata_path, metadata)
     return DecoderExport(folder, onnx_path, metadata_path, digest, False, metadata)

@@ -54,7 +54,7 @@ from literate_transformer.parts.positions import RelativePositionBias
 from . import families, training_step
 from .base import Measurement, Proof, book_example, first, max_diff, randomized
 
-__all__ = ["CORE_PROOFS", "PROOFS", "run_all"]
+__all__ = ["CORE_PROOFS", "PROOFS", "measure", "run_all", "items"]
 
 
 # ---------------------------------------------------------------------------
@@ -363,18 +363,34 @@ CORE_PROOFS: tuple[Proof, ...] = (
 PROOFS: tuple[Proof, ...] = CORE_PROOFS + families.collect("PROOFS") + training_step.PROOFS
 
 
+def measure(proof: Proof) -> Measurement:
+    """Run one proof on its example, from a fixed seed."""
+    torch.manual_seed(0)
+    return Measurement(
+        proof.subject, proof.reference, proof.test, proof.run(), proof.tolerance, proof.example, proof.dtype
+    )
+
+
 def run_all(proofs: tuple[Proof, ...] = PROOFS) -> list[Measurement]:
     """Run every proof on its example (no gradients, a fixed seed).
 
     Returns:
         One :class:`Measurement` per proof, in order.
     """
-    results = []
-    for proof in proofs:
-        torch.manual_seed(0)
-        results.append(
-            Measurement(
-                proof.subject, proof.reference, proof.test, proof.run(), proof.tolerance, proof.example, proof.dtype
-            )
-        )
-    return results
+    return [measure(proof) for proof in proofs]
+
+
+def items(proofs: tuple[Proof, ...] = PROOFS) -> dict[str, Callable[[], Measurement]]:
+    """Each proof by its name (``subject = reference``) and the function that measures it, in order.
+
+    The proof badges keep each measurement with the record of what its run reached, and measure again only
+    the proofs whose code changed.
+
+    Raises:
+        ValueError: when two proofs have the same name.
+    """
+    named = {f"{proof.subject} = {proof.reference}": proof for proof in proofs}
+    if len(named) != len(proofs):
+        twice = sorted({name for name in named if sum(f"{p.subject} = {p.reference}" == name for p in proofs) > 1})
+        raise ValueError(f"proofs need distinct subjects and references: {', '.join(twice)} appear twice")
+    return {name: (lambda proof=proof: measure(proof)) for name, proof in named.items()}

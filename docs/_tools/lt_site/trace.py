@@ -61,6 +61,8 @@ __all__ = [
     "fold_names",
     "summarize",
     "record",
+    "trace_example",
+    "merge_traces",
     "trace_examples",
 ]
 
@@ -199,7 +201,8 @@ class LineTracer:
     ``frame_id`` numbers the calls (a checker binds letters such as ``T``
     per call; a frame's ``id()`` would not do, since it is reused once the
     frame is freed).  Use as a context manager; nesting
-    with another tracer is not supported.
+    with another :class:`LineTracer` is not supported; a tracer set before
+    it still receives the ``call`` events (its local tracers are not used).
 
     Args:
         watched: The statements to report.
@@ -235,6 +238,9 @@ class LineTracer:
     def _on_call(self, frame, event, arg):
         if event != "call":
             return None
+        # A tracer set before (a record of what the run reached, lt_site.deps.Reached) still sees every call.
+        if self._previous is not None:
+            self._previous(frame, event, arg)
         if self.on_call is not None:
             self.on_call(frame)
         functions = self.index.get(frame.f_code.co_filename)
@@ -654,26 +660,22 @@ def record(
     return dict(sorted(records.items()))
 
 
-def trace_examples(examples: Sequence[Any], package_root: str | Path) -> dict[str, Any]:
-    """Run each example once under :func:`record` and return its records as JSON-ready data, by file and line.
-
-    The same run records, for each example, its *forward path*: the functions of the package its model's first
-    forward pass called, in the order of their first call (:class:`CallPath`), and what that example computed
-    on their lines (a line of the annotated source shows the first example that ran it; a family's page read
-    top to bottom shows its own example's).
+def trace_example(example: Any, package_root: str | Path) -> dict[str, Any]:
+    """Run one example under :func:`record` and return what it computed, as JSON-ready data, by file and line.
 
     Args:
-        examples: The running examples, in order (each has a ``name``, a ``description``, ``dims`` and a
-            ``run`` that takes no arguments, as :class:`lt_site.base.RunningExample` does).
+        example: A running example (it has a ``name``, a ``description``, ``dims`` and a ``run`` that takes
+            no arguments, as :class:`lt_site.base.RunningExample` does).
         package_root: The package's folder: every ``*.py`` file under it is watched, and paths in the result
             are relative to it.
 
     Returns:
-        ``{"examples": {name: {"description", "dims"}}, "lines": {relative path: {line: record}},
-        "paths": {name: {"calls": [call record], "lines": {relative path: {line: record}}}},
-        "hooks": {relative path: {line: {"name", "example"}}}}``: ``lines`` holds the first example that ran
-        each line; an example that ran no forward pass has no path; ``hooks`` names, for each line that called a
-        module, the lens's cache name of that module (:class:`ModuleCalls`).
+        ``{"description", "dims", "lines": {relative path: {line: record}}, "path": {"calls", "lines"} or
+        None, "hooks": {relative path: {line: name}}}``: what each line it ran computed the first time; its
+        *forward path* (the functions of the package its model's first forward pass called, in the order of
+        their first call, :class:`CallPath`, and the records of their lines), ``None`` when it ran no forward
+        pass; and, for each line that called a module, the lens's cache name of that module
+        (:class:`ModuleCalls`).
     """
     root = Path(package_root)
     paths = sorted(root.rglob("*.py"))
@@ -681,28 +683,21 @@ def trace_examples(examples: Sequence[Any], package_root: str | Path) -> dict[st
     def relative(path: str) -> str:
         return Path(path).resolve().relative_to(root.resolve()).as_posix()
 
-    merged: dict[tuple[str, int], LineRecord] = {}
-    forward_paths: dict[str, Any] = {}
-    hooks: dict[str, dict[str, dict[str, str]]] = {}
-    for example in examples:
-        calls = CallPath(paths)
-        with ModuleCalls(paths) as modules:
-            records = record(example.run, paths, example.name, calls=calls)
-        for (path, line), name in modules.cache_names().items():
-            # A line keeps the first example that called a module there.
-            hooks.setdefault(relative(path), {}).setdefault(str(line), {"name": name, "example": example.name})
-        for key, line_record in records.items():
-            # A line keeps the first example that ran it, with that example's count of calls.
-            merged.setdefault(key, line_record)
-        if not calls.calls:
-            continue
+    calls = CallPath(paths)
+    with ModuleCalls(paths) as modules:
+        records = record(example.run, paths, example.name, calls=calls)
+    hooks: dict[str, dict[str, str]] = {}
+    for (path, line), name in modules.cache_names().items():
+        hooks.setdefault(relative(path), {})[str(line)] = name
+    forward_path = None
+    if calls.calls:
         spans = [(call.path, call.line, call.end_line) for call in calls.calls]
         on_path = [
             line_record
             for (path, line), line_record in records.items()
             if any(path == span_path and first <= line <= last for span_path, first, last in spans)
         ]
-        forward_paths[example.name] = {
+        forward_path = {
             "calls": [
                 dict(
                     call.as_dict(),
@@ -714,11 +709,54 @@ def trace_examples(examples: Sequence[Any], package_root: str | Path) -> dict[st
             "lines": _by_file(on_path, relative),
         }
     return {
-        "examples": {example.name: {"description": example.description, "dims": example.dims} for example in examples},
-        "lines": _by_file(merged.values(), relative),
-        "paths": forward_paths,
+        "description": example.description,
+        "dims": example.dims,
+        "lines": _by_file(records.values(), relative),
+        "path": forward_path,
         "hooks": hooks,
     }
+
+
+def merge_traces(traces: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The traces of several examples (:func:`trace_example`, by name, in order) as one.
+
+    Returns:
+        ``{"examples": {name: {"description", "dims"}}, "lines": {relative path: {line: record}},
+        "paths": {name: {"calls", "lines"}}, "hooks": {relative path: {line: {"name", "example"}}}}``:
+        ``lines`` and ``hooks`` hold, for each line, the first example that ran it (with that example's count
+        of calls); an example that ran no forward pass has no path.
+    """
+    lines: dict[str, dict[str, Any]] = {}
+    hooks: dict[str, dict[str, dict[str, str]]] = {}
+    for name, trace in traces.items():
+        for path, records in trace["lines"].items():
+            for line, line_record in records.items():
+                lines.setdefault(path, {}).setdefault(line, line_record)
+        for path, names in trace["hooks"].items():
+            for line, hook in names.items():
+                hooks.setdefault(path, {}).setdefault(line, {"name": hook, "example": name})
+    return {
+        "examples": {name: {"description": t["description"], "dims": t["dims"]} for name, t in traces.items()},
+        "lines": {
+            path: dict(sorted(records.items(), key=lambda item: int(item[0])))
+            for path, records in sorted(lines.items())
+        },
+        "paths": {name: trace["path"] for name, trace in traces.items() if trace["path"] is not None},
+        "hooks": hooks,
+    }
+
+
+def trace_examples(examples: Sequence[Any], package_root: str | Path) -> dict[str, Any]:
+    """Run each example once under :func:`record` (:func:`trace_example`) and merge them (:func:`merge_traces`).
+
+    Args:
+        examples: The running examples, in order.
+        package_root: The package's folder (see :func:`trace_example`).
+
+    Returns:
+        What :func:`merge_traces` returns.
+    """
+    return merge_traces({example.name: trace_example(example, package_root) for example in examples})
 
 
 def _by_file(records: Iterable[LineRecord], relative: Callable[[str], str]) -> dict[str, dict[str, Any]]:

@@ -76,10 +76,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
+import stat
+import struct
+import time
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +114,11 @@ __all__ = [
     "DECODER_FILE",
     "DECODER_SHA256",
     "resolve_decoder",
+    "WEIGHT_INDEXES",
+    "check_decoder_folder",
+    "read_config",
+    "check_sizes_backed",
+    "path_kind",
 ]
 
 #: The environment of every build, test and example of this project, offline and quiet.
@@ -186,6 +196,30 @@ class Checkpoint:
         return self.config.get("model_type")
 
 
+#: What a path is, by ``stat``'s test of its mode, for the messages that refuse it.
+_PATH_KINDS = (
+    (stat.S_ISREG, "a file"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (a named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def path_kind(path: str | os.PathLike[str]) -> str | None:
+    """What is at ``path``: ``"a file"``, ``"a folder"``, ``"a FIFO (a named pipe)"``, ``"a character device"``
+    (``/dev/zero``), ...; ``None`` where there is nothing (or a link to nothing).
+
+    Asked before a file is opened: opening a FIFO waits for a writer, and a device never ends.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return next((kind for test, kind in _PATH_KINDS if test(mode)), "neither a file nor a folder")
+
+
 def use_offline_environment(environ: dict[str, str] | None = None) -> None:
     """Set every variable of :data:`OFFLINE_ENVIRONMENT` that is not set yet (in ``os.environ`` by default).
 
@@ -206,10 +240,33 @@ def sha256_of(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-@lru_cache(maxsize=16)
-def _cached_sha256(path: str, size: int, mtime_ns: int) -> str:
-    # Keyed on size and modification time, so an edited file is hashed again.
-    return sha256_of(path)
+#: Digests already computed, by what identifies a file's contents without reading them (at most 16).
+_DIGESTS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+#: A change this recent may share its timestamps with the contents they replaced (file times tick every few
+#: milliseconds): such a file is hashed again rather than remembered.
+_RECENT_NS = 2_000_000_000
+
+
+def _sha256_remembered(path: Path) -> str:
+    """``sha256_of(path)``, remembered for a file that has not changed since: same device, inode, size, modification
+    and change time.
+
+    The change time (``ctime``) is the kernel's to set: a file swapped for another of the same size, its
+    modification time set back (``os.utime``), has a new one; a file swapped by renaming has a new inode.  A file
+    changed in the last two seconds is hashed again every time, since a change within one tick of the clock leaves
+    its times as they were.
+    """
+    before = path.stat()
+    key = (str(path.resolve()), before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
+    if key in _DIGESTS:
+        _DIGESTS.move_to_end(key)
+        return _DIGESTS[key]
+    digest = sha256_of(path)
+    if time.time_ns() - before.st_ctime_ns > _RECENT_NS:
+        _DIGESTS[key] = digest
+        if len(_DIGESTS) > 16:
+            _DIGESTS.popitem(last=False)
+    return digest
 
 
 def verify_sha256(
@@ -230,8 +287,7 @@ def verify_sha256(
         CheckpointIntegrityError: naming the file and both digests.
     """
     path = Path(path)
-    stat = path.stat()
-    actual = _cached_sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    actual = _sha256_remembered(path)
     if actual != expected.lower():
         raise CheckpointIntegrityError(
             f"refusing to load {path}: its SHA-256 is {actual}, expected {expected.lower()}. "
@@ -239,6 +295,178 @@ def verify_sha256(
             f"({reinstall}) or point {variable} elsewhere."
         )
     return actual
+
+
+#: The largest ``config.json`` read: a config is a few kilobytes; anything this large is not one.
+_MOST_CONFIG_BYTES = 16 * 2**20
+#: The largest header of a safetensors file (the limit of the ``safetensors`` package itself).
+_MOST_SAFETENSORS_HEADER = 100 * 2**20
+#: The names that ``config.json`` gives a model's width, its number of layers and its feed-forward width, family by
+#: family (BERT's and Llama's first, then GPT-2's, T5's, DistilBERT's): the first present is read.
+_WIDTHS = ("hidden_size", "n_embd", "d_model", "dim")
+_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_FEED_FORWARD_WIDTHS = ("intermediate_size", "n_inner", "d_ff", "ffn_dim", "hidden_dim")
+#: A layer's index in a tensor's name: ``encoder.layer.3.``, ``model.layers.3.``, ``h.3.``, ``block.3.``.
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|layers|h|block|blocks)\.(\d+)\.")
+#: JSON's names of what ``json.loads`` returns, for the message that refuses a config that is not an object.
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def read_config(config_file: str | os.PathLike[str]) -> dict[str, Any]:
+    """A checkpoint's ``config.json``, read: a JSON object, its fields by name.
+
+    Raises:
+        CheckpointNotFoundError: (a :class:`FileNotFoundError`) when there is no such file.
+        ValueError: naming the file, for one that is not a file, larger than a config can be, not JSON, or JSON
+            of another kind than an object (a list, a string, ...).
+    """
+    config_file = Path(config_file)
+    kind = path_kind(config_file)
+    if kind is None:
+        raise CheckpointNotFoundError(f"{config_file} does not exist")
+    if kind != "a file":
+        raise ValueError(f"{config_file} is {kind}, not a file")
+    size = config_file.stat().st_size
+    if size > _MOST_CONFIG_BYTES:
+        raise ValueError(f"{config_file} holds {size:,} bytes: not a config (at most {_MOST_CONFIG_BYTES:,})")
+    try:
+        config = json.loads(config_file.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{config_file} is not JSON: {error}") from None
+    if not isinstance(config, dict):
+        found = "null" if config is None else _JSON_KINDS.get(type(config), type(config).__name__)
+        raise ValueError(f"{config_file} must hold a JSON object (the config's fields by name), got {found}")
+    return config
+
+
+def _safetensors_shapes(weights_file: Path) -> dict[str, list[int]] | None:
+    """The shape of every tensor of a safetensors file, from its header alone; ``None`` for another format."""
+    if weights_file.suffix != ".safetensors":
+        return None
+    size = weights_file.stat().st_size
+    with open(weights_file, "rb") as handle:
+        # An 8-byte little-endian length, then that many bytes of JSON: each tensor's dtype, shape and place.
+        start = handle.read(8)
+        length = struct.unpack("<Q", start)[0] if len(start) == 8 else -1
+        if not 0 < length <= min(size - 8, _MOST_SAFETENSORS_HEADER):
+            raise ValueError(f"{weights_file} is not a safetensors file: its header's length is not in the file")
+        try:
+            header = json.loads(handle.read(length))
+            shapes = {name: list(entry["shape"]) for name, entry in header.items() if name != "__metadata__"}
+        except (ValueError, TypeError, KeyError) as error:
+            raise ValueError(f"{weights_file} is not a safetensors file: its header does not read ({error})") from None
+    for name, shape in shapes.items():
+        if not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in shape):
+            raise ValueError(f"{weights_file}: tensor {name!r} has shape {shape}, not sizes")
+    return shapes
+
+
+def _size_field(
+    config: dict[str, Any], names: tuple[str, ...], source: Path, minimum: int = 1
+) -> tuple[str, int] | None:
+    """The first of ``names`` the config sets, and its value: an int of at least ``minimum``."""
+    for name in names:
+        value = config.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            what = "a positive int" if minimum == 1 else f"an int of at least {minimum}"
+            raise ValueError(f"{source}: {name} must be {what}, got {value!r}")
+        return name, value
+    return None
+
+
+def check_sizes_backed(
+    config: dict[str, Any],
+    weight_files: list[Path],
+    source: Path,
+    tables: tuple[str, ...] = ("vocab_size",),
+) -> None:
+    """Refuse, before a model is built, a config whose sizes no weight of the checkpoint backs.
+
+    A model is built from its config, and each size multiplies what is
+    allocated: a ``hidden_size`` of a billion asks for a token table of
+    terabytes, and a million layers take minutes to build before the first
+    weight is compared.  The weights are counted from the safetensors header
+    (its shapes, not its data), or, for a pickled ``.bin``, bounded by the
+    file's bytes; the config must then fit them: each table (``tables``,
+    rows of the width) and the feed-forward matrix no larger than all the
+    weights together, and no more layers than the tensors' names number
+    (``encoder.layer.5.``: six), or, where the names say nothing, no more
+    than all the weights could give a width each.
+
+    Args:
+        config: The parsed ``config.json``.
+        weight_files: Its weights files (the shards of a sharded checkpoint).
+        source: The ``config.json``, for the messages.
+        tables: The fields that count rows of a table of the width (the vocabulary; BERT's positions and token
+            types).
+
+    Raises:
+        ValueError: naming the field, its value and the weights that do not back it.
+    """
+    width = _size_field(config, _WIDTHS, source)
+    layers = _size_field(config, _LAYER_COUNTS, source)
+    feed_forward = _size_field(config, _FEED_FORWARD_WIDTHS, source)
+    # A table may have no rows (BERT's type_vocab_size 0: no token types).
+    rows = [found for name in tables if (found := _size_field(config, (name,), source, minimum=0)) is not None]
+    held, indices, counted = 0, set(), True
+    for file in weight_files:
+        shapes = _safetensors_shapes(file)
+        if shapes is None:
+            # A pickle's tensors are not listed without unpickling it: at most one weight per byte.
+            held, counted = held + file.stat().st_size, False
+            continue
+        for name, shape in shapes.items():
+            held += math.prod(shape)
+            indices.update(_LAYER_INDEX.findall(name))
+    weights = ", ".join(file.name for file in weight_files)
+    holds = f"{weights} {'holds' if counted else 'can hold at most'} {held:,} weights"
+    if width is None:
+        return
+    for name, value in [*rows, *([feed_forward] if feed_forward else [])]:
+        if value * width[1] > held:
+            raise ValueError(
+                f"{source}: {name} ({value:,}) rows of {width[0]} ({width[1]:,}) are {value * width[1]:,} weights, "
+                f"but {holds}: the config's sizes are not its weights'"
+            )
+    if layers is None:
+        return
+    if indices:
+        if layers[1] > len(indices):
+            raise ValueError(
+                f"{source}: {layers[0]} is {layers[1]:,}, but {weights} holds the tensors of {len(indices)} layers"
+            )
+    elif layers[1] * width[1] > held:
+        raise ValueError(
+            f"{source}: {layers[0]} ({layers[1]:,}) layers of {width[0]} ({width[1]:,}) need more than "
+            f"{layers[1] * width[1]:,} weights, but {holds}"
+        )
+
+
+def _requested_name(requested: object, argument: str) -> str:
+    """A path (or a hub name) as a string: never empty, which would name the current folder."""
+    if not isinstance(requested, (str, os.PathLike)):
+        raise TypeError(f"{argument} must be a str or an os.PathLike, got {type(requested).__name__}")
+    name = os.fspath(requested)
+    if not isinstance(name, str):
+        raise TypeError(f"{argument} must name a path as a str, got {type(name).__name__}")
+    if not name.strip():
+        raise ValueError(f"{argument} is {name!r}: name a checkpoint, or pass None for the default")
+    return name
+
+
+def _checkpoint_folder(folder: Path, what: str) -> tuple[Path, dict[str, Any]]:
+    """A checkpoint folder's ``config.json`` and its parsed config: an empty folder, or one without the file,
+    refused as such."""
+    config_file = folder / "config.json"
+    if path_kind(config_file) is None:
+        if not any(folder.iterdir()):
+            raise CheckpointNotFoundError(
+                f"{what} folder {folder} is empty: a checkpoint folder holds config.json and its weights"
+            )
+        raise CheckpointNotFoundError(f"{folder} is not a checkpoint folder: it has no config.json.")
+    return config_file, read_config(config_file)
 
 
 def _default_folder() -> Path:
@@ -305,21 +533,21 @@ def resolve_checkpoint(path_or_name: str | os.PathLike[str] | None = None, model
     if requested is None:
         name, folder, expected = DEFAULT_PACKAGE, _default_folder(), DEFAULT_SHA256
     else:
-        name = os.fspath(requested)
+        name = _requested_name(requested, "path_or_name")
         folder = Path(name).expanduser()
         # The environment's pin applies to the environment's checkpoint only.
         if path_or_name is None:
             expected = os.environ.get(CHECKPOINT_SHA256_ENV) or None
-        if not folder.is_dir():
+        kind = path_kind(folder)
+        if kind not in (None, "a folder"):
+            raise ValueError(f"checkpoint {name!r} is {kind}, not a checkpoint folder (config.json and its weights)")
+        if kind is None:
             looks_like_path = Path(name).is_absolute() or name.startswith((".", "~")) or name.count("/") > 1
             if looks_like_path:
                 raise CheckpointNotFoundError(f"checkpoint folder {name!r} does not exist.")
             folder = _hub_folder(name)
 
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise CheckpointNotFoundError(f"{folder} is not a checkpoint folder: it has no config.json.")
-    config = json.loads(config_file.read_text())
+    config_file, config = _checkpoint_folder(folder, "checkpoint")
     if config.get("model_type") != model_type:
         raise ValueError(
             f"{name} holds a {config.get('model_type')!r} checkpoint; this loader needs model_type {model_type!r}."
@@ -330,6 +558,10 @@ def resolve_checkpoint(path_or_name: str | os.PathLike[str] | None = None, model
             f"{folder} has no weights file: expected one of {', '.join(WEIGHT_FILES)} next to config.json."
         )
     digest = verify_sha256(weights_file, expected) if expected else None
+    # BERT's model has a table of positions and one of token types besides the vocabulary's.
+    check_sizes_backed(
+        config, [weights_file], config_file, ("vocab_size", "max_position_embeddings", "type_vocab_size")
+    )
     return Checkpoint(name, folder, config, weights_file, digest)
 
 
@@ -445,21 +677,66 @@ def resolve_decoder(path: str | os.PathLike[str] | None = None) -> Path:
     against :data:`DECODER_SHA256_ENV` when that is set.
 
     Returns:
-        The GGUF file, or the folder.
+        The GGUF file, or the folder (which :func:`check_decoder_folder` checks before it is read).
 
     Raises:
         CheckpointNotFoundError: (a :class:`FileNotFoundError`) naming what does not exist, or what to install.
         CheckpointIntegrityError: (a :class:`ValueError`) naming the file and both digests.
+        ValueError: for an empty ``path`` (which would name the current folder), or a path that is neither a file
+            nor a folder (a FIFO, ``/dev/zero``).
+        TypeError: for a ``path`` that is not a str or an ``os.PathLike``.
     """
     requested = path if path is not None else os.environ.get(DECODER_ENV) or None
     if requested is None:
         found = _default_decoder_file()
         verify_sha256(found, DECODER_SHA256, _INSTALL_DECODER, DECODER_ENV)
         return found
-    found = Path(requested).expanduser()
-    if not found.exists():
-        raise CheckpointNotFoundError(f"decoder {os.fspath(requested)!r} does not exist (a GGUF file or a folder)")
+    name = _requested_name(requested, "path" if path is not None else DECODER_ENV)
+    found = Path(name).expanduser()
+    kind = path_kind(found)
+    if kind is None:
+        raise CheckpointNotFoundError(f"decoder {name!r} does not exist (a GGUF file or a folder)")
+    if kind == "a folder":
+        return found
+    if kind != "a file":
+        raise ValueError(f"decoder {name!r} is {kind}, not a GGUF file or a checkpoint folder")
     expected = os.environ.get(DECODER_SHA256_ENV) if path is None else None
-    if expected and found.is_file():
+    if expected:
         verify_sha256(found, expected, f"the file {DECODER_ENV} names", DECODER_ENV)
     return found
+
+
+#: A sharded checkpoint's index of its weights files (``transformers``' names).
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def check_decoder_folder(folder: Path) -> list[Path]:
+    """A decoder's checkpoint folder, checked before ``transformers`` reads it: its config an object, its weights
+    present (one file, or the shards an index lists), and its sizes backed by them (:func:`check_sizes_backed`).
+
+    Returns:
+        The weights files.
+
+    Raises:
+        CheckpointNotFoundError: (a :class:`FileNotFoundError`) for an empty folder, one without ``config.json``,
+            without weights, or whose index lists a shard it lacks.
+        ValueError: for a ``config.json`` that is not a JSON object, or sizes the weights do not back.
+    """
+    config_file, config = _checkpoint_folder(folder, "decoder")
+    files = [folder / file for file in WEIGHT_FILES if (folder / file).is_file()][:1]
+    index = next((folder / file for file in WEIGHT_INDEXES if (folder / file).is_file()), None)
+    if not files and index is not None:
+        weight_map = read_config(index).get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(shard, str) for shard in weight_map.values()):
+            raise ValueError(f"{index} must map each tensor's name to its shard's file name (its weight_map)")
+        files = [folder / shard for shard in sorted(set(weight_map.values()))]
+        missing = [file.name for file in files if path_kind(file) != "a file"]
+        if missing:
+            raise CheckpointNotFoundError(f"{folder} lacks the weights files its {index.name} lists: {missing}")
+    if not files:
+        raise CheckpointNotFoundError(
+            f"{folder} has no weights file: expected one of {', '.join(WEIGHT_FILES + WEIGHT_INDEXES)} next to "
+            "config.json."
+        )
+    check_sizes_backed(config, files, config_file)
+    return files

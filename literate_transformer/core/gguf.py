@@ -6,8 +6,8 @@ everything in one file, *GGUF* (its ``docs/gguf.md`` and ``gguf-py`` define
 it), and keeps most weights *quantized*: a row is cut into blocks of 32
 consecutive weights, and each block is stored as 32 small integers and the
 one or two numbers that turn them back into weights.  This module reads such
-a file with the standard library into PyTorch tensors; nothing of llama.cpp
-runs.
+a file with the standard library (and NumPy) into PyTorch tensors; nothing of
+llama.cpp runs.
 
 The container
 -------------
@@ -28,6 +28,13 @@ Little-endian throughout, in four parts:
 :func:`read_gguf` reads parts 1 to 3 and returns a :class:`GGUFFile`; its
 :meth:`~GGUFFile.tensor` reads one tensor's bytes and turns them into
 float32 weights.
+
+A GGUF file is input from anywhere, so the reader trusts no number of the
+header before checking it: a count or a length against the bytes the file
+has left (before anything is allocated), the alignment, each key and tensor
+named once, each tensor's dimensions and its place in the data.  It maps the
+file (:mod:`mmap`) instead of reading it: reading the header costs what the
+header holds, and a tensor's bytes are copied out when it is read.
 
 The blocks
 ----------
@@ -73,14 +80,18 @@ Q4_0 18 bytes, largest error 0.121
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
+
+from .checkpoints import path_kind
 
 __all__ = [
     "GGML_TYPES",
@@ -90,6 +101,7 @@ __all__ = [
     "bits_per_weight",
     "dequantize",
     "quantize",
+    "GGML_BLOCKS",
     "TensorInfo",
     "GGUFFile",
     "read_gguf",
@@ -105,7 +117,8 @@ GGML_TYPES = {
     0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1",
     10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS",
     18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16",
-    26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
+    26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 40: "NVFP4",
+    41: "Q1_0",
 }  # fmt: skip
 
 
@@ -281,49 +294,125 @@ def quantize(weights: Tensor, kind: str) -> Tensor:
 #: The metadata's fixed-size value types (``gguf_type`` in ``gguf.h``): 8 is a string, 9 an array.
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
+#: A string's length, before its bytes.
+_LENGTH = struct.Struct("<Q")
+#: ``general.alignment`` when the file does not set it.
+DEFAULT_ALIGNMENT = 32
+#: The most dimensions a tensor has (``GGML_MAX_DIMS``).
+MAX_DIMS = 4
+#: How deep arrays of arrays may nest (llama.cpp reads none; deeper ones are refused rather than recursed into).
+MAX_NESTING = 8
+#: The fewest bytes a metadata entry takes (a key's length, its type, a one-byte value) and a tensor's entry (a
+#: name's length, its number of dimensions, its type, its offset): what bounds the counts the header claims.
+_SMALLEST_ENTRY, _SMALLEST_TENSOR = 8 + 4 + 1, 8 + 4 + 4 + 8
+#: ``ggml``'s count of a tensor's weights is an ``int64_t``.
+_MOST_WEIGHTS = 2**63 - 1
 
 
 class _Cursor:
-    """Reads the header's values one after another, from a bytes-like buffer."""
+    """Reads the header's values one after another from the mapped file; every count checked against what is left.
 
-    def __init__(self, buffer: bytes, path: Path) -> None:
-        self.buffer, self.path, self.position = buffer, path, 0
+    A count or a length is read before what it counts, and a hostile file can claim any: each is compared with
+    the bytes the file has left before anything is allocated or looped over.
+    """
 
-    def take(self, code: str) -> Any:
-        """One little-endian value of ``struct`` format ``code``."""
-        return self.take_many(code, 1)[0]
+    def __init__(self, buffer: Any, path: Path) -> None:
+        self.buffer, self.path, self.position, self.size = buffer, path, 0, len(buffer)
 
-    def take_many(self, code: str, count: int) -> list[Any]:
-        """``count`` little-endian values of ``struct`` format ``code``, at once."""
-        layout = f"<{count}{code}"
-        try:
-            values = struct.unpack_from(layout, self.buffer, self.position)
-        except struct.error:
-            raise ValueError(f"{self.path} ends in the middle of its header: the file is truncated") from None
-        self.position += struct.calcsize(layout)
-        return list(values)
+    def take(self, code: str, what: str) -> Any:
+        """One little-endian value of ``struct`` format ``code``: ``what`` it is, for the message."""
+        layout = "<" + code
+        size = struct.calcsize(layout)
+        if self.position + size > self.size:
+            raise ValueError(f"{self.path} ends in the middle of its header (reading {what}): the file is truncated")
+        (value,) = struct.unpack_from(layout, self.buffer, self.position)
+        self.position += size
+        return value
 
-    def string(self) -> str:
+    def count(self, what: str, item_bytes: int) -> int:
+        """A count (8 bytes) of items of at least ``item_bytes`` bytes each: no more than the bytes left can hold."""
+        count = self.take("Q", what)
+        left = self.size - self.position
+        if count * item_bytes > left:
+            raise ValueError(
+                f"{self.path}: {what} is {count:,}, but the {left:,} bytes left in the file hold at most "
+                f"{left // item_bytes:,}: the file ends in the middle of its header, or is corrupt"
+            )
+        return count
+
+    def string(self, what: str) -> str:
         """A length (8 bytes), then that many bytes of UTF-8."""
-        length = self.take("Q")
-        text = bytes(self.buffer[self.position : self.position + length])
-        if len(text) != length:
-            raise ValueError(f"{self.path} ends in the middle of its header: the file is truncated")
+        length = self.count(f"the length of {what}", 1)
+        start = self.position
         self.position += length
-        return text.decode("utf-8", errors="replace")
+        return str(self.buffer[start : self.position], "utf-8", "replace")
 
-    def value(self, kind: int) -> Any:
-        """One metadata value of type ``kind``: a scalar, a string, or an array of either."""
+    def strings(self, count: int, key: str) -> list[str]:
+        """``count`` strings, one after another (a vocabulary's 49,152 tokens): :meth:`string` in one loop."""
+        buffer, position, size, length_at = self.buffer, self.position, self.size, _LENGTH.unpack_from
+        values = []
+        for _ in range(count):
+            if position + 8 > size:
+                self.position = position
+                return values + [self.string(f"metadata key {key!r}")]  # refused, with its message
+            (length,) = length_at(buffer, position)
+            if length > size - position - 8:
+                self.position = position
+                return values + [self.string(f"metadata key {key!r}")]
+            position += 8 + length
+            values.append(str(buffer[position - length : position], "utf-8", "replace"))
+        self.position = position
+        return values
+
+    def value(self, kind: int, key: str, depth: int = 0) -> Any:
+        """One value of metadata key ``key``, of type ``kind``: a scalar, a string, or an array.
+
+        An array of numbers is a :class:`numpy.ndarray` of their type, as compact as in the file; an array of
+        strings (or of arrays) a list.
+        """
         if kind == _STRING:
-            return self.string()
+            return self.string(f"metadata key {key!r}")
         if kind == _ARRAY:
-            item_kind, count = self.take("I"), self.take("Q")
+            item_kind = self.take("I", f"the item type of metadata key {key!r}")
             if item_kind in _SCALARS:
-                return self.take_many(_SCALARS[item_kind], count)
-            return [self.value(item_kind) for _ in range(count)]
+                dtype = np.dtype("<" + _SCALARS[item_kind])
+                count = self.count(f"the length of metadata key {key!r}", dtype.itemsize)
+                values = np.frombuffer(self.buffer, dtype, count, self.position).copy()
+                self.position += count * dtype.itemsize
+                return values
+            if item_kind == _ARRAY and depth + 1 >= MAX_NESTING:
+                raise ValueError(
+                    f"{self.path}: metadata key {key!r} nests arrays more than {MAX_NESTING} deep; this reader reads "
+                    f"arrays of arrays {MAX_NESTING} deep at most"
+                )
+            if item_kind not in (_STRING, _ARRAY):
+                raise ValueError(
+                    f"{self.path}: metadata key {key!r} is an array of unknown type {item_kind}: not a GGUF file "
+                    "this reads"
+                )
+            # Each string takes at least its 8-byte length; each array its type and its length.
+            count = self.count(f"the length of metadata key {key!r}", 8 if item_kind == _STRING else 4 + 8)
+            if item_kind == _STRING:
+                return self.strings(count, key)
+            return [self.value(item_kind, key, depth + 1) for _ in range(count)]
         if kind not in _SCALARS:
-            raise ValueError(f"{self.path} holds a metadata value of unknown type {kind}: not a GGUF file this reads")
-        return self.take(_SCALARS[kind])
+            raise ValueError(
+                f"{self.path}: metadata key {key!r} has a value of unknown type {kind}: not a GGUF file this reads"
+            )
+        return self.take(_SCALARS[kind], f"metadata key {key!r}")
+
+
+#: Every ``ggml`` type's block: weights per block, bytes per block (``ggml_type_traits``; gguf-py's
+#: ``GGML_QUANT_SIZES``), so that the place of every tensor is checked, even one of a format not decoded here.
+GGML_BLOCKS = {
+    "F32": (1, 4), "F16": (1, 2), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
+    "Q8_0": (32, 34), "Q8_1": (32, 40), "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144),
+    "Q5_K": (256, 176), "Q6_K": (256, 210), "Q8_K": (256, 292), "IQ2_XXS": (256, 66), "IQ2_XS": (256, 74),
+    "IQ3_XXS": (256, 98), "IQ1_S": (256, 50), "IQ4_NL": (32, 18), "IQ3_S": (256, 110), "IQ2_S": (256, 82),
+    "IQ4_XS": (256, 136), "I8": (1, 1), "I16": (1, 2), "I32": (1, 4), "I64": (1, 8), "F64": (1, 8),
+    "IQ1_M": (256, 56), "BF16": (1, 2), "TQ1_0": (256, 54), "TQ2_0": (256, 66), "MXFP4": (32, 17),
+    "NVFP4": (64, 36), "Q1_0": (128, 18),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -363,19 +452,26 @@ class GGUFFile:
     Attributes:
         path: The file.
         version: The format's version.
-        metadata: Every metadata entry, key to value (arrays as lists).
+        metadata: Every metadata entry, key to value: a number, a string, or an array (of numbers, a
+            :class:`numpy.ndarray` of their type; of strings, a list).
         tensors: Every tensor's :class:`TensorInfo`, by name, in the file's order.
+        data: The file, mapped into memory once (:mod:`mmap`): :meth:`raw` copies a tensor's bytes out of it, and
+            nothing else of the file is read until then.
     """
 
     path: Path
     version: int
     metadata: dict[str, Any] = field(repr=False)
     tensors: dict[str, TensorInfo] = field(repr=False)
+    data: Any = field(default=None, repr=False, compare=False)
 
     @property
     def architecture(self) -> str:
         """``general.architecture``: the model the tensors are for (``"llama"``)."""
         return self.metadata.get("general.architecture", "")
+
+    def _size(self) -> int:
+        return len(self.data) if self.data is not None else self.path.stat().st_size
 
     def check_readable(self) -> None:
         """Check, before reading any weight, that every tensor is of a format this module reads and inside the file.
@@ -383,70 +479,167 @@ class GGUFFile:
         Raises:
             ValueError: naming the first tensor of another type (and its type), or the first the file ends inside.
         """
-        size = self.path.stat().st_size
+        size = self._size()
         for info in self.tensors.values():
             if info.offset + info.nbytes > size:
                 raise ValueError(f"{self.path} ends inside tensor {info.name!r}: the file is truncated")
 
     def raw(self, name: str) -> Tensor:
-        """Tensor ``name``'s bytes, as stored, read from the file (a 1-d ``torch.uint8`` tensor).
+        """Tensor ``name``'s bytes, as stored, copied out of the file (a 1-d ``torch.uint8`` tensor).
 
         Raises:
             KeyError: for a name the file does not have.
             ValueError: for a tensor of a format this module does not read, or one the file is too short for.
         """
         info = self.tensors[name]
-        raw = torch.empty(info.nbytes, dtype=torch.uint8)
-        with open(self.path, "rb") as handle:
-            handle.seek(info.offset)
-            read = handle.readinto(raw.numpy())
-        if read != info.nbytes:
+        nbytes = info.nbytes
+        # Checked before a byte is copied: a tensor that claims more than the file holds allocates nothing.
+        if info.offset + nbytes > self._size():
             raise ValueError(f"{self.path} ends inside tensor {name!r}: the file is truncated")
-        return raw
+        if self.data is None:
+            with open(self.path, "rb") as handle:
+                handle.seek(info.offset)
+                return torch.frombuffer(bytearray(handle.read(nbytes)), dtype=torch.uint8)
+        return torch.from_numpy(np.frombuffer(self.data, np.uint8, nbytes, info.offset).copy())
 
     def tensor(self, name: str) -> Tensor:
-        """Tensor ``name``'s weights in float32, of its shape (:func:`dequantize` of :meth:`raw`)."""
+        """Tensor ``name``'s weights in float32, of its shape (:func:`dequantize` of :meth:`raw`).
+
+        Raises:
+            ValueError: as :meth:`raw`, or for a tensor that holds NaN or infinite weights (a block's scale or
+                minimum NaN or infinite), naming it.
+        """
         info = self.tensors[name]
-        return dequantize(self.raw(name), info.kind, info.shape)
+        weights = dequantize(self.raw(name), info.kind, info.shape)
+        # A NaN or an infinity anywhere makes the sum NaN or infinite: one cheap pass, and a precise one if so.
+        if not bool(torch.isfinite(weights.sum())):
+            nan, infinite = int(weights.isnan().sum()), int(weights.isinf().sum())
+            if nan or infinite:
+                raise ValueError(
+                    f"{self.path}: tensor {name!r} holds {nan:,} NaN values and {infinite:,} infinite ones among "
+                    f"its {weights.numel():,} weights: a model of finite weights was expected"
+                )
+        return weights
+
+
+def _check_path(path: Path) -> None:
+    """A regular file: ``FileNotFoundError`` where there is nothing, ``ValueError`` naming what is there instead."""
+    kind = path_kind(path)
+    if kind is None:
+        raise FileNotFoundError(f"GGUF file {path} does not exist")
+    if kind != "a file":
+        raise ValueError(f"GGUF file {path} is {kind}, not a file")
+
+
+def _check_tensors(path: Path, entries: list[tuple[str, list[int], str, int]], alignment: int, start: int) -> None:
+    """Each tensor's dimensions, and its place: aligned, and inside its own span, overlapping no other."""
+    spans = []
+    for name, dims, kind, offset in entries:
+        if any(size < 1 for size in dims):
+            raise ValueError(
+                f"{path}: tensor {name!r} has dimensions {dims} (innermost first); each must be at least 1"
+            )
+        if offset % alignment:
+            raise ValueError(
+                f"{path}: tensor {name!r} starts at offset {offset:,} of the data, not a multiple of "
+                f"general.alignment ({alignment})"
+            )
+        numel = 1
+        for size in dims:
+            numel *= size
+        if numel > _MOST_WEIGHTS:
+            raise ValueError(
+                f"{path}: tensor {name!r} has dimensions {dims} (innermost first), {numel:,} weights: more than a "
+                "64-bit count holds"
+            )
+        if kind not in GGML_BLOCKS:
+            continue  # its place cannot be known; check_readable refuses it before any weight is read
+        block_weights, block_bytes = GGML_BLOCKS[kind]
+        if dims[0] % block_weights:
+            raise ValueError(
+                f"{path}: tensor {name!r} has rows of {dims[0]} weights, not a whole number of {kind} blocks of "
+                f"{block_weights}"
+            )
+        spans.append((start + offset, numel // block_weights * block_bytes, name))
+    spans.sort()
+    for (first, size, name), (second, _, other) in zip(spans, spans[1:], strict=False):
+        if first + size > second:
+            raise ValueError(
+                f"{path}: tensors {name!r} and {other!r} overlap: {name!r} takes bytes {first:,} to "
+                f"{first + size:,}, and {other!r} starts at {second:,}"
+            )
 
 
 def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     """Read a GGUF file's header: its metadata and its tensors' places, not their data.
 
+    The file is mapped into memory (:mod:`mmap`), not read: the header costs
+    what the header holds, whatever the file's size.  Nothing in the header is
+    trusted before it is checked: every count and length against the bytes
+    the file has left (before anything is allocated), each key and tensor
+    name once, the alignment a power of two, each tensor's dimensions
+    positive, its offset aligned and its bytes overlapping no other tensor's.
+    A file cut short inside its data is read (its header is whole), and
+    refused by :meth:`~GGUFFile.check_readable` or :meth:`~GGUFFile.raw`
+    before a weight is read.
+
     Raises:
         FileNotFoundError: naming a file that does not exist.
-        ValueError: for a file that is not GGUF (version 2 or 3), or ends inside its header.
+        ValueError: for a path that is not a file (a folder, a FIFO, a device), a file that is not GGUF
+            (version 2 or 3), that ends inside its header, or whose header does not hold together (naming the
+            key, the tensor or the count at fault).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"GGUF file {path} does not exist")
+    _check_path(path)
     with open(path, "rb") as handle:
-        buffer = handle.read()
-    if buffer[:4] != MAGIC:
+        size = os.fstat(handle.fileno()).st_size
+        if size < len(MAGIC):
+            raise ValueError(f"{path} is not a GGUF file: it holds {size} bytes")
+        buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    if buffer[: len(MAGIC)] != MAGIC:
         raise ValueError(f"{path} is not a GGUF file: it starts with {buffer[:4]!r}, not {MAGIC!r}")
     cursor = _Cursor(buffer, path)
     cursor.position = len(MAGIC)
-    version = cursor.take("I")
+    version = cursor.take("I", "the version")
     if version not in (2, 3):
         raise ValueError(f"{path} is GGUF version {version}; this reader reads versions 2 and 3")
-    tensor_count, entry_count = cursor.take("Q"), cursor.take("Q")
-    # The metadata: key, type, value, one entry after another.
-    metadata = {}
-    for _ in range(entry_count):
-        key = cursor.string()
-        metadata[key] = cursor.value(cursor.take("I"))
-    # Each tensor's name, dimensions (innermost first), type and offset in the data.
-    entries = []
-    for _ in range(tensor_count):
-        name = cursor.string()
-        dimensions = cursor.take_many("Q", cursor.take("I"))
-        kind, offset = cursor.take("I"), cursor.take("Q")
-        entries.append((name, tuple(reversed(dimensions)), GGML_TYPES.get(kind, f"type {kind}"), offset))
+    tensor_count = cursor.count("the number of tensors", _SMALLEST_TENSOR)
+    entry_count = cursor.count("the number of metadata entries", _SMALLEST_ENTRY)
+    # The metadata: key, type, value, one entry after another; each key once.
+    metadata: dict[str, Any] = {}
+    for index in range(entry_count):
+        key = cursor.string(f"the key of metadata entry {index}")
+        if key in metadata:
+            raise ValueError(f"{path}: metadata key {key!r} appears twice; a GGUF file sets each key once")
+        metadata[key] = cursor.value(cursor.take("I", f"the type of metadata key {key!r}"), key)
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if type(alignment) is not int or alignment < 1 or alignment & (alignment - 1):
+        raise ValueError(
+            f"{path}: general.alignment is {alignment!r} ({type(alignment).__name__}); it must be a positive power "
+            f"of two ({DEFAULT_ALIGNMENT} when the file does not set it)"
+        )
+    # Each tensor's name (once), dimensions (innermost first), type and offset in the data.
+    entries: list[tuple[str, list[int], str, int]] = []
+    names: set[str] = set()
+    for index in range(tensor_count):
+        name = cursor.string(f"the name of tensor {index}")
+        if name in names:
+            raise ValueError(f"{path}: tensor {name!r} appears twice; a GGUF file names each tensor once")
+        names.add(name)
+        n_dims = cursor.take("I", f"the number of dimensions of tensor {name!r}")
+        if n_dims > MAX_DIMS:
+            raise ValueError(f"{path}: tensor {name!r} has {n_dims:,} dimensions; a GGUF tensor has {MAX_DIMS} at most")
+        dims = [cursor.take("Q", f"the dimensions of tensor {name!r}") for _ in range(n_dims)]
+        kind = cursor.take("I", f"the type of tensor {name!r}")
+        offset = cursor.take("Q", f"the offset of tensor {name!r}")
+        entries.append((name, dims, GGML_TYPES.get(kind, f"type {kind}"), offset))
     # The data starts at the next multiple of the alignment.
-    alignment = metadata.get("general.alignment", 32)
     start = -(-cursor.position // alignment) * alignment
-    tensors = {name: TensorInfo(name, shape, kind, start + offset) for name, shape, kind, offset in entries}
-    return GGUFFile(path, version, metadata, tensors)
+    _check_tensors(path, entries, alignment, start)
+    tensors = {
+        name: TensorInfo(name, tuple(reversed(dims)), kind, start + offset) for name, dims, kind, offset in entries
+    }
+    return GGUFFile(path, version, metadata, tensors, buffer)
 
 
 # ---------------------------------------------------------------------------
@@ -454,6 +647,42 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
 # ---------------------------------------------------------------------------
 #: llama.cpp's token types (``llama_token_type``): the control tokens are the special ones.
 CONTROL, USER_DEFINED = 3, 4
+
+
+def _tokenizer_entries(gguf: GGUFFile) -> tuple[list[str], dict[str, int], list[int], list[tuple[str, str]]]:
+    """The tokens, the vocabulary (each token's id, by its text), each token's type and the merges, checked:
+    strings, a type per token, and each merge two tokens of the vocabulary that merge into a third."""
+    metadata, path = gguf.metadata, gguf.path
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+        raise ValueError(f"{path}: tokenizer.ggml.tokens must be an array of strings (the vocabulary)")
+    kinds = metadata.get("tokenizer.ggml.token_type")
+    if kinds is None:
+        kinds = [1] * len(tokens)
+    elif not (isinstance(kinds, np.ndarray) and kinds.dtype.kind in "iu"):
+        raise ValueError(f"{path}: tokenizer.ggml.token_type must be an array of integers (a type per token)")
+    elif len(kinds) != len(tokens):
+        raise ValueError(f"{path}: {len(tokens)} tokens but {len(kinds)} token types in the metadata")
+    else:
+        kinds = kinds.tolist()
+    entries = metadata.get("tokenizer.ggml.merges", [])
+    if not isinstance(entries, list) or not all(isinstance(merge, str) for merge in entries):
+        raise ValueError(f"{path}: tokenizer.ggml.merges must be an array of strings ('Ġ t': two tokens and a space)")
+    vocabulary = {token: index for index, token in enumerate(tokens)}
+    # A merge is two tokens separated by a space: "Ġ t" merges "Ġ" and "t" into "Ġt".
+    merges = [tuple(merge.split(" ")) for merge in entries]
+    for index, merge in enumerate(merges):
+        if (
+            len(merge) != 2
+            or merge[0] not in vocabulary
+            or merge[1] not in vocabulary
+            or "".join(merge) not in vocabulary
+        ):
+            raise ValueError(
+                f"{path}: tokenizer.ggml.merges[{index}] is {entries[index]!r}: a merge must be two tokens of the "
+                "vocabulary, separated by a space, that merge into a third"
+            )
+    return tokens, vocabulary, kinds, merges
 
 
 def gguf_tokenizer(gguf: GGUFFile, padding_side: str = "left") -> Any:
@@ -476,7 +705,9 @@ def gguf_tokenizer(gguf: GGUFFile, padding_side: str = "left") -> Any:
         A :class:`transformers.PreTrainedTokenizerFast`.
 
     Raises:
-        ValueError: for a tokenizer other than byte-level BPE (``tokenizer.ggml.model`` not ``"gpt2"``).
+        ValueError: for a tokenizer other than byte-level BPE (``tokenizer.ggml.model`` not ``"gpt2"``), or
+            entries that do not make one (tokens that are not strings, or of another number than their types,
+            merges that are not two known tokens making a third, a chat template that is not text), naming the key.
     """
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -487,13 +718,8 @@ def gguf_tokenizer(gguf: GGUFFile, padding_side: str = "left") -> Any:
         raise ValueError(
             f"{gguf.path}: tokenizer.ggml.model is {model!r}; this package builds byte-level BPE ('gpt2') only"
         )
-    tokens = metadata["tokenizer.ggml.tokens"]
-    kinds = metadata.get("tokenizer.ggml.token_type", [1] * len(tokens))
-    if len(kinds) != len(tokens):
-        raise ValueError(f"{gguf.path}: {len(tokens)} tokens but {len(kinds)} token types in the metadata")
-    # A merge is two tokens separated by a space: "Ġ t" merges "Ġ" and "t" into "Ġt".
-    merges = [tuple(merge.split(" ")) for merge in metadata.get("tokenizer.ggml.merges", [])]
-    tokenizer = Tokenizer(models.BPE(vocab={token: index for index, token in enumerate(tokens)}, merges=merges))
+    tokens, vocabulary, kinds, merges = _tokenizer_entries(gguf)
+    tokenizer = Tokenizer(models.BPE(vocab=vocabulary, merges=merges))
     # GPT-2's split into words, each word's bytes spelled as printable characters ("Ġ" is a space).
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -514,7 +740,12 @@ def gguf_tokenizer(gguf: GGUFFile, padding_side: str = "left") -> Any:
 
     def special(key: str) -> str | None:
         index = metadata.get(f"tokenizer.ggml.{key}")
-        return tokens[index] if index is not None and 0 <= index < len(tokens) else None
+        known = isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(tokens)
+        return tokens[index] if known else None
+
+    template = metadata.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise ValueError(f"{gguf.path}: tokenizer.chat_template must be a string (a Jinja template)")
 
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
@@ -522,7 +753,7 @@ def gguf_tokenizer(gguf: GGUFFile, padding_side: str = "left") -> Any:
         eos_token=special("eos_token_id"),
         unk_token=special("unknown_token_id"),
         pad_token=special("padding_token_id"),
-        chat_template=metadata.get("tokenizer.chat_template"),
+        chat_template=template,
         padding_side=padding_side,
         clean_up_tokenization_spaces=False,
         # What a decoder's forward takes (transformers 4.x would add token_type_ids, which no decoder reads).

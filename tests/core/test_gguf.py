@@ -121,7 +121,9 @@ def test_the_header_gives_the_metadata_and_each_tensors_place_and_shape(small_fi
     reference = gguf.GGUFReader(path)
     assert file.version == 3 and file.architecture == "llama"
     assert file.metadata["test.count"] == 7 and file.metadata["test.name"] == "small"
-    assert file.metadata["test.floats"] == [0.5, 1.5]
+    # An array of numbers stays as compact as in the file: a NumPy array of its type.
+    floats = file.metadata["test.floats"]
+    assert isinstance(floats, np.ndarray) and floats.dtype == np.float32 and floats.tolist() == [0.5, 1.5]
     assert list(file.tensors) == [tensor.name for tensor in reference.tensors]
     for tensor in reference.tensors:
         info = file.tensors[tensor.name]

@@ -49,6 +49,7 @@ package.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -57,7 +58,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .core.checkpoints import DECODER_ENV, quiet_transformers, resolve_decoder
+from .core.checkpoints import DECODER_ENV, check_decoder_folder, quiet_transformers, resolve_decoder
 from .core.gguf import GGUFFile, gguf_tokenizer, read_gguf
 from .core.validation import Arguments, validate_with
 from .models.llama import LlamaForCausalLM
@@ -148,8 +149,60 @@ def _check_llama(gguf: GGUFFile) -> None:
         )
 
 
+def _blocks_named(blocks: set[int]) -> str:
+    """The blocks a file's tensors hold, for a message: ``"blk.0 to blk.29"``, or the list where some are missing."""
+    if not blocks:
+        return "none"
+    ordered = sorted(blocks)
+    if ordered == list(range(len(ordered))):
+        return f"blk.0 to blk.{ordered[-1]}"
+    return ", ".join(f"blk.{index}" for index in ordered[:8]) + (", ..." if len(ordered) > 8 else "")
+
+
+class _LlamaMetadata:
+    """The file's ``llama.*`` keys, each read with its type and range checked, and the tensors' shapes that back them."""
+
+    def __init__(self, gguf: GGUFFile) -> None:
+        self.gguf, self.path, self.metadata = gguf, gguf.path, gguf.metadata
+
+    def integer(self, key: str, default: int | None = None, minimum: int = 1) -> int:
+        """``llama.<key>``: an integer of at least ``minimum`` (``default`` where the file does not set it)."""
+        value = self.metadata.get(f"llama.{key}", default)
+        if value is None:
+            raise ValueError(f"{self.path} has no metadata key 'llama.{key}', which a Llama's config needs")
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ValueError(f"{self.path}: llama.{key} is {value!r}; it must be an integer of at least {minimum}")
+        return value
+
+    def number(self, key: str, default: float | None = None) -> float:
+        """``llama.<key>``: a finite number greater than 0."""
+        value = self.metadata.get(f"llama.{key}", default)
+        if value is None:
+            raise ValueError(f"{self.path} has no metadata key 'llama.{key}', which a Llama's config needs")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{self.path}: llama.{key} is {value!r}; it must be a finite number greater than 0")
+        return float(value)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of tensor ``name``, a matrix, which a size of the config is read from."""
+        info = self.gguf.tensors.get(name)
+        if info is None or len(info.shape) != 2:
+            found = "has none" if info is None else f"has one of shape {info.shape}"
+            raise ValueError(f"{self.path}: a Llama's config is read from the matrix {name!r}, and the file {found}")
+        return info.shape
+
+    def agrees(self, key: str, value: int, name: str, what: str) -> None:
+        """``llama.<key>`` is ``value``, which tensor ``name`` shows (its ``what``), where the file sets the key."""
+        stated = self.integer(key, value)
+        if stated != value:
+            raise ValueError(
+                f"{self.path}: llama.{key} is {stated:,}, but tensor {name!r} has {value:,} {what} "
+                f"(shape {self.shape(name)})"
+            )
+
+
 def llama_config_from_gguf(gguf: GGUFFile) -> Any:
-    """The ``transformers`` :class:`~transformers.LlamaConfig` the file's metadata describes.
+    """The ``transformers`` :class:`~transformers.LlamaConfig` the file's metadata describes, and its tensors back.
 
     ==============================================  ===============================
     llama.cpp's key                                 ``LlamaConfig`` field
@@ -168,38 +221,88 @@ def llama_config_from_gguf(gguf: GGUFFile) -> Any:
     ``tokenizer.ggml.*_token_id``                   ``bos_token_id``, ...
     ==============================================  ===============================
 
+    A model is built from the config before a weight is read, so every size
+    is checked first against the tensors that will fill it: the vocabulary
+    and the width are the token table's shape, the blocks are those the
+    tensors' names number, the feed-forward width and the heads' rows are
+    the first block's matrices; a key that says otherwise is refused, and
+    so are heads that do not divide, a float that is not finite and positive,
+    a tokenizer of another size than the vocabulary and a special id outside it.
+
     Raises:
-        ValueError: naming ``general.architecture`` when it is not ``"llama"``, or a key the file lacks.
+        ValueError: naming ``general.architecture`` when it is not ``"llama"``, a key the file lacks, or the key
+            (and the tensor) that does not hold together.
     """
     from transformers import LlamaConfig
 
     _check_llama(gguf)
-    metadata = gguf.metadata
+    metadata, keys, path = gguf.metadata, _LlamaMetadata(gguf), gguf.path
+    # The vocabulary and the width: the token table's rows and columns.
+    vocab_size, hidden_size = keys.shape("token_embd.weight")
+    keys.agrees("embedding_length", hidden_size, "token_embd.weight", "columns")
+    keys.agrees("vocab_size", vocab_size, "token_embd.weight", "rows")
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if tokens is not None and len(tokens) != vocab_size:
+        raise ValueError(
+            f"{path}: the tokenizer has {len(tokens):,} tokens (tokenizer.ggml.tokens), but the vocabulary "
+            f"{vocab_size:,} (the rows of tensor 'token_embd.weight'): each row is one token's"
+        )
+    # The blocks: as many as the key says, and blk.0 to blk.<n - 1> the tensors' names.
+    blocks = {int(layer[1]) for name in gguf.tensors if (layer := _LAYER.fullmatch(name))}
+    block_count = keys.integer("block_count")
+    # Distinct indices from 0, as many as the count, the last one less: blk.0 to blk.<count - 1>, none missing.
+    if len(blocks) != block_count or max(blocks, default=-1) != block_count - 1:
+        raise ValueError(
+            f"{path}: llama.block_count is {block_count:,}, but the file's tensors hold {len(blocks):,} blocks "
+            f"({_blocks_named(blocks)})"
+        )
+    # The heads: each key/value head serves a group of query heads, each head D features of the query rows.
+    heads = keys.integer("attention.head_count")
+    kv_heads = keys.integer("attention.head_count_kv", heads)
+    if heads % kv_heads:
+        raise ValueError(
+            f"{path}: llama.attention.head_count ({heads}) must be divisible by llama.attention.head_count_kv "
+            f"({kv_heads}): each key/value head serves a group of query heads"
+        )
+    if "llama.rope.dimension_count" not in metadata and hidden_size % heads:
+        raise ValueError(
+            f"{path}: llama.embedding_length ({hidden_size}) must be divisible by llama.attention.head_count "
+            f"({heads}), or llama.rope.dimension_count set"
+        )
+    head_dim = keys.integer("rope.dimension_count", hidden_size // heads)
+    if head_dim % 2:
+        raise ValueError(f"{path}: llama.rope.dimension_count ({head_dim}) must be even: rotary positions turn pairs")
+    for name, count, key in (("attn_q", heads, "head_count"), ("attn_k", kv_heads, "head_count_kv")):
+        rows = keys.shape(f"blk.0.{name}.weight")[0]
+        if rows != count * head_dim:
+            raise ValueError(
+                f"{path}: tensor 'blk.0.{name}.weight' has {rows:,} rows, not llama.attention.{key} ({count}) "
+                f"heads of {head_dim} features"
+            )
+    intermediate_size = keys.shape("blk.0.ffn_up.weight")[0]
+    keys.agrees("feed_forward_length", intermediate_size, "blk.0.ffn_up.weight", "rows")
 
-    def read(key: str, default: Any = None) -> Any:
-        value = metadata.get(f"llama.{key}", default)
-        if value is None:
-            raise ValueError(f"{gguf.path} has no metadata key 'llama.{key}', which a Llama's config needs")
+    def token_id(key: str) -> int | None:
+        value = metadata.get(f"tokenizer.ggml.{key}")
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < vocab_size):
+            raise ValueError(f"{path}: tokenizer.ggml.{key} is {value!r}; it must be a token id in [0, {vocab_size:,})")
         return value
 
-    heads = read("attention.head_count")
-    hidden_size = read("embedding_length")
-    vocab_size = metadata.get("llama.vocab_size") or len(metadata.get("tokenizer.ggml.tokens", ()))
     return LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=hidden_size,
-        intermediate_size=read("feed_forward_length"),
-        num_hidden_layers=read("block_count"),
+        intermediate_size=intermediate_size,
+        num_hidden_layers=block_count,
         num_attention_heads=heads,
-        num_key_value_heads=read("attention.head_count_kv", heads),
-        head_dim=read("rope.dimension_count", hidden_size // heads),
-        max_position_embeddings=read("context_length"),
-        rope_theta=read("rope.freq_base", 10000.0),
-        rms_norm_eps=read("attention.layer_norm_rms_epsilon"),
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        max_position_embeddings=keys.integer("context_length"),
+        rope_theta=keys.number("rope.freq_base", 10000.0),
+        rms_norm_eps=keys.number("attention.layer_norm_rms_epsilon"),
         tie_word_embeddings="output.weight" not in gguf.tensors,
-        bos_token_id=metadata.get("tokenizer.ggml.bos_token_id"),
-        eos_token_id=metadata.get("tokenizer.ggml.eos_token_id"),
-        pad_token_id=metadata.get("tokenizer.ggml.padding_token_id"),
+        bos_token_id=token_id("bos_token_id"),
+        eos_token_id=token_id("eos_token_id"),
+        pad_token_id=token_id("padding_token_id"),
     )
 
 
@@ -323,17 +426,25 @@ def load_decoder(path: str | os.PathLike[str] | None = None, *, weights: str = "
         is in evaluation mode, in float32, on the CPU.
 
     Raises:
-        FileNotFoundError: naming a file or folder that does not exist, or the package to install.
-        TypeError: for ``weights`` that is not a string.
-        ValueError: for ``weights`` other than :data:`WEIGHTS` (or ``"int4"`` for a checkpoint folder), a file
-            whose SHA-256 is not the expected one (naming both digests), that is not GGUF, whose
-            ``general.architecture`` is not ``llama``, or that holds a tensor type this package does not read
-            (naming the type and the tensor), or, for ``"int4"``, a matrix not stored in 4- or 8-bit blocks.
+        FileNotFoundError: naming a file or folder that does not exist, or the package to install, an empty folder,
+            or a folder without its ``config.json`` or weights.
+        TypeError: for ``weights`` that is not a string, or a ``path`` that is not a path.
+        ValueError: for ``weights`` other than :data:`WEIGHTS` (or ``"int4"`` for a checkpoint folder), an empty
+            ``path``, a path that is neither a file nor a folder (a FIFO, a device), a file whose SHA-256 is not
+            the expected one (naming both digests), that is not GGUF or whose header does not hold together
+            (:func:`~literate_transformer.core.gguf.read_gguf`), whose ``general.architecture`` is not ``llama``,
+            whose config the tensors do not back or whose tokenizer does not fit it
+            (:func:`llama_config_from_gguf`), that holds a tensor type this package does not read (naming the
+            type and the tensor) or NaN weights, or, for ``"int4"``, a matrix not stored in 4- or 8-bit blocks; or
+            a folder whose ``config.json`` is not a JSON object or whose sizes its weights do not back
+            (:func:`~literate_transformer.core.checkpoints.check_decoder_folder`).
     """
     found = resolve_decoder(path)
     if found.is_dir():
         if weights != "float32":
             raise ValueError(f"weights={weights!r} packs a GGUF file's own blocks; {found} is a checkpoint folder")
+        # Its config and weights checked before transformers reads them: an empty folder is refused as such.
+        check_decoder_folder(found)
         return _from_folder(found)
     if found.suffix != ".gguf":
         raise ValueError(f"{found} is neither a GGUF file (.gguf) nor a checkpoint folder (see {DECODER_ENV})")

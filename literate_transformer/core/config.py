@@ -38,6 +38,7 @@ ValueError: hidden_size (100) must be divisible by num_attention_heads (12): eac
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -56,6 +57,7 @@ __all__ = [
     "check_heads",
     "check_activation",
     "check_unsupported",
+    "check_finite",
 ]
 
 #: The fields that fix the shapes of a model's weights, in HuggingFace's order
@@ -168,10 +170,11 @@ class TransformerConfig:
                 raise TypeError(f"{name} must be a float, got {type(value).__name__} ({value!r})")
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1), got {value}")
-        if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
-            raise ValueError(f"layer_norm_eps must be a positive float, got {self.layer_norm_eps!r}")
-        if not isinstance(self.initializer_range, (int, float)) or not self.initializer_range > 0:
-            raise ValueError(f"initializer_range must be a positive float, got {self.initializer_range!r}")
+        for name in ("layer_norm_eps", "initializer_range"):
+            value = getattr(self, name)
+            # NaN > 0 is False; an infinity is refused by name too.
+            if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a positive, finite float, got {value!r}")
         if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"hidden_act must be one of {sorted(ACTIVATIONS)}, got {self.hidden_act!r}")
         if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
@@ -372,6 +375,35 @@ def check_unsupported(config: Any, name: str, unsupported: Mapping[str, object])
             )
 
 
+def _floats(value: object, where: str) -> list[tuple[str, float]]:
+    """Every float in a config's fields, nested dicts and lists included, with where it is (``rope_parameters.factor``)."""
+    if isinstance(value, float):
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [
+            found for key, item in value.items() for found in _floats(item, f"{where}.{key}" if where else str(key))
+        ]
+    if isinstance(value, (list, tuple)):
+        return [found for index, item in enumerate(value) for found in _floats(item, f"{where}[{index}]")]
+    return []
+
+
+def check_finite(config: Any, name: str) -> None:
+    """Every float of a config is finite: a NaN ``rope_theta`` or ``rms_norm_eps`` builds a model whose every output
+    is NaN, so it is refused by name, before anything is built.
+
+    >>> from transformers import LlamaConfig
+    >>> check_finite(LlamaConfig(rms_norm_eps=float("nan")), "LlamaConfig")
+    Traceback (most recent call last):
+        ...
+    ValueError: LlamaConfig.rms_norm_eps is nan: every number of a config must be finite
+    """
+    fields_ = config.to_dict() if hasattr(config, "to_dict") else dict(vars(config))
+    for where, value in _floats(fields_, ""):
+        if not math.isfinite(value):
+            raise ValueError(f"{name}.{where} is {value!r}: every number of a config must be finite")
+
+
 class ChecksConfig:
     """A family's config checks, declared on its model class as data, and a check of its own where it needs one.
 
@@ -418,12 +450,13 @@ class ChecksConfig:
 
         Raises:
             TypeError: for a config of another family.
-            ValueError: naming the field, for an option this package does not build, heads that do not divide
-                the width, an unknown activation, a count that is not a positive int, or what the family's own
+            ValueError: naming the field, for an option this package does not build, a float that is not finite,
+                heads that do not divide the width, an unknown activation, a count that is not a positive int, or what the family's own
                 check refuses.
         """
         name = cls.config_name
         check_config(config, cls.config_type, name, cls.config_unsupported)
+        check_finite(config, name)
         if cls.config_heads:
             check_heads(config, *cls.config_heads, name=name)
         if cls.config_activation is not None:

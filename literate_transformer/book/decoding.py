@@ -560,8 +560,10 @@ def generate(
     Raises:
         ValueError: for ``temperature <= 0``, ``top_p`` outside ``(0, 1]``, ``num_beams < 1``, negative
             ``top_k``, a ``max_length`` that leaves no room for a new token, an unknown ``cache_implementation``
-            (or ``"static"`` for a model without one), and whatever the decoding refuses (ids outside the
-            vocabulary, masks of the wrong shape, more positions than the model has).
+            (or ``"static"`` for a model without one), and whatever the decoding refuses (an empty batch, ids
+            outside the vocabulary, masks of the wrong shape, prompts of a decoder-only model padded on the right,
+            which are refused rather than computed, more positions than the model has, a cache, static or
+            growing, and scores that would take more memory than the device has, naming how much).
     """
     max_new_tokens = new_tokens_for(model, input_ids, max_new_tokens, max_length)
     if use_cache and cache_implementation != "dynamic" and _why_no_static_cache(model) is None:

@@ -56,7 +56,9 @@ left-padded row's first real token would then sit at position 3, say, where
 the unpadded prompt has it at 0; so, as HuggingFace's ``generate()`` does,
 positions are counted over the real tokens only.  The models do that
 themselves, by one rule (:func:`~literate_transformer.parts.positions.position_ids`),
-from the attention mask, which grows by one real position per step.
+from the attention mask, which grows by one real position per step.  A
+batch padded on the right is refused rather than computed: its short rows
+would end in padding, and be continued after it.
 
 What kind of model it is
 ------------------------
@@ -104,7 +106,16 @@ import torch
 from torch import Tensor
 
 from ..core.outputs import LayerCache
-from ..core.validation import Arguments, check_attention_mask, check_input_ids, check_token_id, validate_with
+from ..core.validation import (
+    Arguments,
+    check_attention_mask,
+    check_fits_in_memory,
+    check_input_ids,
+    check_token_id,
+    checks_values,
+    validate_with,
+    value_error,
+)
 
 __all__ = [
     "GenerationOutput",
@@ -119,6 +130,7 @@ __all__ = [
     "is_decoder_only",
     "DEFAULT_MAX_NEW_TOKENS",
     "new_tokens_for",
+    "generation_bytes",
 ]
 
 #: How many tokens ``generate()`` writes when neither ``max_new_tokens`` nor ``max_length`` is given.
@@ -177,11 +189,28 @@ def check_generate_inputs(args: Arguments) -> None:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
     max_positions = position_limit(model)
     input_ids = check_input_ids(args.input_ids, config.vocab_size, max_positions, name="input_ids")
+    if input_ids.shape[0] == 0:
+        raise ValueError(
+            f"input_ids must hold at least one sequence, got an empty batch of shape {tuple(input_ids.shape)}"
+        )
     if args.attention_mask is not None:
-        check_attention_mask(args.attention_mask, *input_ids.shape, name="attention_mask")
+        mask = check_attention_mask(args.attention_mask, *input_ids.shape, name="attention_mask")
+        # A decoder-only model writes after each row's last position: a padded one would be continued.
+        if not encoder_decoder and checks_values(mask) and not bool(mask[:, -1].bool().all()):
+            row = int((~mask[:, -1].bool()).nonzero()[0, 0])
+            raise value_error(
+                f"attention_mask: row {row} of the prompts ends in padding; a decoder-only model continues each "
+                "prompt after its last position, so prompts must be padded on the left (a tokenizer's "
+                "padding_side='left'): right padding is refused, not computed"
+            )
     # The decoder reads positions 0 .. P + N - 2, where P is what it starts from (the start token, or the
     # prompt): the last token is written, never read.
     start_length = 1 if encoder_decoder else input_ids.shape[1]
+    if start_length + max_new_tokens > torch.iinfo(torch.long).max:
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} is beyond any sequence: after the {start_length} tokens it starts "
+            "from, its positions would pass 2**63 - 1, the largest int64"
+        )
     if max_positions is not None and start_length + max_new_tokens - 1 > max_positions:
         raise ValueError(
             f"max_new_tokens={max_new_tokens} would feed the decoder positions up to "
@@ -189,6 +218,17 @@ def check_generate_inputs(args: Arguments) -> None:
             + ("" if encoder_decoder else f" (after a prompt of {start_length} tokens)")
             + f", beyond max_position_embeddings={max_positions}"
         )
+    # Nothing else bounds the length (rotary positions have no table): what the decoding keeps must fit.
+    beams = getattr(args, "num_beams", 1)
+    beam_search = isinstance(beams, int) and not isinstance(beams, bool) and beams > 1
+    rows, length = input_ids.shape[0] * (beams if beam_search else 1), start_length + max_new_tokens
+    check_fits_in_memory(
+        generation_bytes(model, rows, length, max_new_tokens, keeps_scores=not beam_search),
+        f"max_new_tokens={max_new_tokens} ({length:,} positions for each of {rows} rows: their key/value cache"
+        + ("" if beam_search else " and the scores of every step")
+        + ")",
+        input_ids.device,
+    )
     if encoder_decoder:
         if args.bos_token_id is None:
             raise ValueError("bos_token_id is required: an encoder-decoder model's target starts with it")
@@ -202,6 +242,37 @@ def check_generate_inputs(args: Arguments) -> None:
         raise TypeError(
             f"choose_next_token must be a function of the (B, V) scores, got {type(args.choose_next_token).__name__}"
         )
+
+
+def generation_bytes(model: torch.nn.Module, rows: int, length: int, new_tokens: int, keeps_scores: bool) -> int:
+    r"""What a decoding keeps at its longest: every layer's keys and values for ``length`` positions of ``rows`` rows
+    (the cache, static or growing; recomputed without one), and the ``(B, N, V)`` scores of every step where it
+    returns them (greedy decoding and sampling do, beam search does not).
+
+    .. math::
+
+        2 \cdot L \cdot \text{rows} \cdot K \cdot S \cdot D \cdot \text{bytes}
+        \; + \; \text{rows} \cdot N \cdot V \cdot \text{bytes}
+
+    Args:
+        model: The model (its config's sizes, its parameters' dtype).
+        rows: ``B``, times the beams of beam search.
+        length: ``S``: the prompt's (or the start token's) and the new tokens' positions.
+        new_tokens: ``N``.
+        keeps_scores: Whether the scores of every step are kept.
+
+    Returns:
+        The bytes.
+    """
+    config = model.config
+    parameter = next(model.parameters(), None)
+    itemsize = parameter.element_size() if parameter is not None else 4
+    heads = getattr(config, "num_attention_heads", None) or 1
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_size = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads
+    layers = getattr(config, "num_hidden_layers", None) or 0
+    cache = 2 * layers * rows * kv_heads * length * head_size * itemsize
+    return cache + (rows * new_tokens * config.vocab_size * itemsize if keeps_scores else 0)
 
 
 def new_tokens_for(model: torch.nn.Module, input_ids: Tensor, max_new_tokens: object, max_length: object) -> object:
@@ -336,11 +407,15 @@ def generate_step_by_step(
         every step.
 
     Raises:
-        ValueError: if ``max_new_tokens`` is not positive or would need
-            positions beyond ``max_position_embeddings``, a token id is out
+        ValueError: if ``max_new_tokens`` is not positive, would need
+            positions beyond ``max_position_embeddings`` or beyond any int64,
+            or a cache and scores larger than the device's memory (naming
+            the bytes), ``input_ids`` is an empty batch, a token id is out
             of the vocabulary, ``attention_mask`` does not match
-            ``input_ids``, or ``bos_token_id`` is missing (encoder-decoder)
-            or given (decoder-only).
+            ``input_ids`` or pads a decoder-only model's prompt on the right
+            (refused, not computed: prompts are padded on the left), or
+            ``bos_token_id`` is missing (encoder-decoder) or given
+            (decoder-only).
         TypeError: if ``model`` is neither kind of model or an argument has
             the wrong type.
     """

@@ -383,6 +383,43 @@ def check_positive_int(value: object, name: str, minimum: int = 1) -> int:
     return value
 
 
+def memory_of(device: torch.device | str) -> int | None:
+    """The bytes of memory a tensor on ``device`` can at most take: the machine's physical memory for the CPU, the
+    accelerator's own for CUDA; ``None`` where it is not known (then nothing is refused for its size)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        try:
+            return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_properties(device).total_memory
+    return None
+
+
+def gibibytes(nbytes: int) -> str:
+    """A number of bytes, for a message: ``"128.0 GiB (137,438,953,472 bytes)"``."""
+    return f"{nbytes / 2**30:,.1f} GiB ({nbytes:,} bytes)"
+
+
+def check_fits_in_memory(nbytes: int, what: str, device: torch.device | str) -> None:
+    """Refuse, before it is allocated, what would take more memory than ``device`` has (:func:`memory_of`).
+
+    Args:
+        nbytes: What it would take.
+        what: What it is, and what asks for it, for the message.
+        device: Where it would be.
+
+    Raises:
+        ValueError: saying what would take how much, and how much the device has.
+    """
+    memory = memory_of(device)
+    if memory is not None and nbytes > memory:
+        raise ValueError(
+            f"{what} would take {gibibytes(nbytes)}, more than the {gibibytes(memory)} of memory the {device} has"
+        )
+
+
 def check_norm_first(norm_first: object) -> bool:
     """The layer-norm arrangement: ``True`` for pre-LN, ``False`` for post-LN."""
     if not isinstance(norm_first, bool):

@@ -101,6 +101,7 @@ True
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, is_dataclass
@@ -113,7 +114,14 @@ from torch.utils._pytree import tree_map
 
 from ..core.kernels import fused_attention, scaled_dot_product_attention
 from ..core.outputs import ModelOutput
-from ..core.validation import Arguments, check_attention_mask, check_input_ids, check_positive_int, validate_with
+from ..core.validation import (
+    Arguments,
+    check_attention_mask,
+    check_fits_in_memory,
+    check_input_ids,
+    check_positive_int,
+    validate_with,
+)
 from .attention import Attention
 from .feed_forward import GatedFeedForward
 from .heads import LanguageModelHead, merge_heads, split_heads
@@ -148,6 +156,9 @@ class StaticCache:
         dtype: The model's.
         device: The model's.
 
+    Raises:
+        ValueError: for a cache that would take more memory than the device has, saying how much.
+
     Attributes:
         keys: One ``(B, K, S, D)`` tensor per layer: separate tensors, so that a compiled step writes each in
             place (a write into a view of one large tensor would be copied back whole).
@@ -167,6 +178,8 @@ class StaticCache:
     ) -> None:
         # Zeros until written (a position not yet written is never attended to).
         shape = (batch_size, num_key_value_heads, capacity, head_size)
+        nbytes = 2 * num_layers * math.prod(shape) * dtype.itemsize
+        check_fits_in_memory(nbytes, f"a static cache of {num_layers} layers' keys and values (each {shape})", device)
         with torch.inference_mode():
             self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
             self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]

@@ -63,6 +63,7 @@ def write_llama_gguf(
     quantization: dict[str, str] | None = None,
     architecture: str = "llama",
     drop: tuple[str, ...] = (),
+    extra=None,
 ) -> Path:
     """Write ``hf_model`` (a ``transformers.LlamaForCausalLM``) as llama.cpp's converter would, quantized.
 
@@ -73,6 +74,8 @@ def write_llama_gguf(
             ``"token_embd.weight"`` defaults to Q8_0, the other matrices to Q4_1, the norms stay F32.
         architecture: ``general.architecture`` to write (another than ``"llama"`` for a refusal).
         drop: llama.cpp names of tensors to leave out.
+        extra: A function of the ``GGUFWriter``, called after the metadata and before the tensors: what a test adds
+            (a key set again replaces the first value; ``gguf-py`` writes each key once).
     """
     import gguf
 
@@ -103,6 +106,8 @@ def write_llama_gguf(
     writer.add_eos_token_id(1)
     writer.add_pad_token_id(1)
     writer.add_chat_template(CHAT_TEMPLATE)
+    if extra is not None:
+        extra(writer)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
     for hf_name, tensor in hf_model.state_dict().items():
         if hf_name == "lm_head.weight" and config.tie_word_embeddings:

@@ -213,7 +213,9 @@ def test_an_empty_batch_is_refused_naming_input_ids(llama):
 def test_a_right_padded_batch_is_refused_saying_to_pad_on_the_left(llama, cache_implementation):
     input_ids = torch.tensor([[5, 6, 7, 8], [5, 6, 0, 0]])
     attention_mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
-    with pytest.raises(ValueError, match="row 1 of the prompts ends in padding; .* padded on the left"):
+    with pytest.raises(
+        ValueError, match="row 1 of the prompts ends in padding after its tokens; .* padded on the left"
+    ):
         llama.generate(input_ids, attention_mask, 2, cache_implementation=cache_implementation)
     # Padded on the left, the same prompts are accepted.
     llama.generate(input_ids.roll(2, 1), attention_mask.roll(2, 1), 2, cache_implementation=cache_implementation)

@@ -195,14 +195,18 @@ def check_generate_inputs(args: Arguments) -> None:
         )
     if args.attention_mask is not None:
         mask = check_attention_mask(args.attention_mask, *input_ids.shape, name="attention_mask")
-        # A decoder-only model writes after each row's last position: a padded one would be continued.
-        if not encoder_decoder and checks_values(mask) and not bool(mask[:, -1].bool().all()):
-            row = int((~mask[:, -1].bool()).nonzero()[0, 0])
-            raise value_error(
-                f"attention_mask: row {row} of the prompts ends in padding; a decoder-only model continues each "
-                "prompt after its last position, so prompts must be padded on the left (a tokenizer's "
-                "padding_side='left'): right padding is refused, not computed"
-            )
+        # A decoder-only model writes after each row's last position: a row whose real tokens are followed by
+        # padding would be continued after the padding (a row of padding alone, an empty prompt, is not padded).
+        if not encoder_decoder and checks_values(mask):
+            real = mask.bool()
+            right_padded = ~real[:, -1] & real.any(dim=1)
+            if bool(right_padded.any()):
+                raise value_error(
+                    f"attention_mask: row {int(right_padded.nonzero()[0, 0])} of the prompts ends in padding after "
+                    "its tokens; a decoder-only model continues each prompt after its last position, so prompts "
+                    "must be padded on the left (a tokenizer's padding_side='left'): right padding is refused, "
+                    "not computed"
+                )
     # The decoder reads positions 0 .. P + N - 2, where P is what it starts from (the start token, or the
     # prompt): the last token is written, never read.
     start_length = 1 if encoder_decoder else input_ids.shape[1]

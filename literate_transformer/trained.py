@@ -12,7 +12,9 @@ steps, a function each:
 
 1. **The config** (:func:`llama_config_from_gguf`): llama.cpp's metadata keys
    (``llama.block_count``, ``llama.attention.head_count_kv``, ...) become the
-   fields of a ``transformers`` :class:`~transformers.LlamaConfig`.
+   fields of a ``transformers`` :class:`~transformers.LlamaConfig`, each
+   checked first against the tensors that will fill it: a file is input
+   from anywhere, and a model is built from its config before a weight is read.
 2. **The names** (:func:`hf_name`): llama.cpp calls layer 3's query projection
    ``blk.3.attn_q.weight``; HuggingFace, and the package,
    ``model.layers.3.self_attn.q_proj.weight``.  The token table has no

@@ -18,8 +18,12 @@ One path from a name to a model
 -------------------------------
 :func:`resolve_checkpoint` is the only place that finds a checkpoint: it
 turns the request (nothing, a folder, or a hub name) into a local folder,
-reads its ``config.json`` once (refusing a checkpoint of another model
-type), picks its weights file and, where a SHA-256 is expected, verifies it.
+reads its ``config.json`` once (refusing one that is not a JSON object, or a
+checkpoint of another model type), picks its weights file and, where a
+SHA-256 is expected, verifies it.  A model is built from the config before
+its weights are read, so the config's sizes are checked first against the
+weights' shapes (:func:`check_sizes_backed`): a ``hidden_size`` of a billion
+or a million layers is refused in a moment, not allocated.
 Everything else takes the resulting :class:`Checkpoint`:
 :func:`load_hf_config`, :func:`load_tokenizer` and :func:`load_hf_model` for
 HuggingFace's objects, :func:`read_state_dict` for its tensors, which

@@ -144,7 +144,7 @@ def __getattr__(name: str) -> _Any:
 def _model_modules() -> dict[str, str]:
     """The models the families register under HuggingFace's class names, each with its family's module.
 
-    Read from the source, nothing imported (:func:`~literate_transformer.models.registered_models`).
+    Read from the source, nothing imported (``models.registered_models``).
     """
     from .models import registered_models
 

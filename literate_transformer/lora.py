@@ -112,7 +112,7 @@ __all__ = [
     "load",
 ]
 
-#: What peft puts before a module's name in a saved adapter: its PeftModel's ``base_model`` (the LoRA tuner) and
+#: What peft puts before a module's name in a saved adapter, its PeftModel's ``base_model`` (the LoRA tuner) and
 #: the tuner's ``model`` (the model it adapts).
 PREFIX = "base_model.model."
 #: The adapter's weights, as ``PeftModel.save_pretrained`` names the file.

@@ -17,7 +17,7 @@ file ends with its registration with
 ``transformers`` classes it converts.
 
 Which file registers which class is read from the files themselves
-(:func:`registered_models`), without importing them: converting a Llama
+(``registered_models``), without importing them: converting a Llama
 imports Llama's family and the families it builds on, no other.
 """
 

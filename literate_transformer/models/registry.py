@@ -88,7 +88,7 @@ def register(*models: type[ConvertsFromHF]) -> None:
 def _discover(name: str | None = None) -> None:
     """Import the family that registers ``name`` (every family when ``None``): it registers as it is imported.
 
-    Which file registers which name is read from the files (:func:`~literate_transformer.models.registered_models`),
+    Which file registers which name is read from the files (``models.registered_models``),
     so converting one family imports that family and what it builds on, no other.
     """
     from . import registered_models

@@ -98,7 +98,7 @@ class TrainingHistory:
 
     @property
     def tokens_per_second(self) -> float:
-        """Training throughput: the tokens of the batches over the steps' time."""
+        """The training throughput, the tokens of the batches over the steps' time."""
         return self.tokens / self.seconds if self.seconds else 0.0
 
 

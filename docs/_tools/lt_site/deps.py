@@ -53,6 +53,7 @@ key, through ``salt``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -95,13 +96,24 @@ def file_digest(path: str | Path) -> str:
         return MISSING
 
 
+@functools.lru_cache(maxsize=1)
 def _site_packages() -> tuple[str, ...]:
-    """The folders installed distributions live in (this interpreter's purelib and platlib)."""
+    """The folders installed distributions live in (this interpreter's purelib and platlib), as named and resolved."""
     paths = {sysconfig.get_paths()[name] for name in ("purelib", "platlib")}
-    return tuple(sorted(str(Path(path).resolve()) + os.sep for path in paths))
+    return tuple(
+        sorted({folder + os.sep for path in paths for folder in (os.path.abspath(path), os.path.realpath(path))})
+    )
 
 
-_TOP_LEVEL: dict[str, list[str]] | None = None
+@functools.cache
+def _top_levels() -> dict[str, list[str]]:
+    """Each top-level module of the installed distributions, and the distributions that hold it (read once)."""
+    return importlib.metadata.packages_distributions()
+
+
+def _distribution_of_top(top: str) -> str | None:
+    names = _top_levels().get(top) if top else None
+    return sorted(names)[0] if names else None
 
 
 def distribution_of(path: str | Path) -> str | None:
@@ -109,16 +121,11 @@ def distribution_of(path: str | Path) -> str | None:
 
     ``None`` for a file outside the installed distributions (the standard library, the checkout).
     """
-    global _TOP_LEVEL
-    resolved = str(Path(path).resolve())
+    text = os.path.abspath(path)
     for folder in _site_packages():
-        if resolved.startswith(folder):
-            top = resolved[len(folder) :].split(os.sep, 1)[0]
-            top = top.removesuffix(".py").split(".")[0]
-            if _TOP_LEVEL is None:
-                _TOP_LEVEL = importlib.metadata.packages_distributions()
-            names = _TOP_LEVEL.get(top)
-            return sorted(names)[0] if names else None
+        if text.startswith(folder):
+            top = text[len(folder) :].split(os.sep, 1)[0]
+            return _distribution_of_top(top.removesuffix(".py").split(".")[0])
     return None
 
 
@@ -156,24 +163,28 @@ class Record:
             roots: The folders whose files count (the package, the site's tooling, the data the pages read).
             salt: See :attr:`salt`.
         """
-        root = Path(root).resolve()
-        watched = [str(Path(folder).resolve()) + os.sep for folder in (roots or [root])]
-        files, distributions = {}, {}
-        for path in paths:
-            resolved = Path(path).resolve()
-            text = str(resolved)
-            if "__pycache__" in resolved.parts:
+        # Each folder as named and as resolved, so that no path needs resolving (thousands are reached).
+        root = os.path.abspath(root)
+        roots = [os.path.abspath(folder) for folder in (roots or [root])]
+        watched = {form + os.sep: folder for folder in roots for form in (folder, os.path.realpath(folder))}
+        checkouts = {form + os.sep: root for form in (root, os.path.realpath(root))}
+        files, distributions = {}, set()
+        for path in set(map(os.path.abspath, paths)):
+            if "__pycache__" in path:
                 continue
-            if any((text + os.sep).startswith(folder) for folder in watched):
-                if resolved.is_file():
-                    files[resolved.relative_to(root).as_posix()] = file_digest(resolved)
-                elif resolved.is_dir():
-                    files[resolved.relative_to(root).as_posix() + "/"] = file_digest(resolved)
+            if any((path + os.sep).startswith(folder) for folder in watched):
+                checkout = next((form for form in checkouts if path.startswith(form)), None)
+                if checkout is None:
+                    continue  # a watched folder outside the checkout: no relative name
+                name = path[len(checkout) :].replace(os.sep, "/")
+                if os.path.isfile(path):
+                    files[name] = file_digest(path)
+                elif os.path.isdir(path):
+                    files[name + "/"] = file_digest(path)
                 continue
-            distribution = distribution_of(resolved)
-            if distribution is not None:
-                distributions[distribution] = _version(distribution)
-        return cls(dict(sorted(files.items())), dict(sorted(distributions.items())), salt)
+            distributions.add(distribution_of(path))
+        versions = {name: _version(name) for name in sorted(distributions - {None})}
+        return cls(dict(sorted(files.items())), versions, salt)
 
     def merged(self, other: Record) -> Record:
         """The record of both computations."""

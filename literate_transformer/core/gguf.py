@@ -33,7 +33,7 @@ A GGUF file is input from anywhere, so the reader trusts no number of the
 header before checking it: a count or a length against the bytes the file
 has left (before anything is allocated), the alignment, each key and tensor
 named once, each tensor's dimensions and its place in the data.  It maps the
-file (:mod:`mmap`) instead of reading it: reading the header costs what the
+file (``mmap``) instead of reading it: reading the header costs what the
 header holds, and a tensor's bytes are copied out when it is read.
 
 The blocks
@@ -455,7 +455,7 @@ class GGUFFile:
         metadata: Every metadata entry, key to value: a number, a string, or an array (of numbers, a
             :class:`numpy.ndarray` of their type; of strings, a list).
         tensors: Every tensor's :class:`TensorInfo`, by name, in the file's order.
-        data: The file, mapped into memory once (:mod:`mmap`): :meth:`raw` copies a tensor's bytes out of it, and
+        data: The file, mapped into memory once (``mmap``): :meth:`raw` copies a tensor's bytes out of it, and
             nothing else of the file is read until then.
     """
 
@@ -573,7 +573,7 @@ def _check_tensors(path: Path, entries: list[tuple[str, list[int], str, int]], a
 def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     """Read a GGUF file's header: its metadata and its tensors' places, not their data.
 
-    The file is mapped into memory (:mod:`mmap`), not read: the header costs
+    The file is mapped into memory (``mmap``), not read: the header costs
     what the header holds, whatever the file's size.  Nothing in the header is
     trusted before it is checked: every count and length against the bytes
     the file has left (before anything is allocated), each key and tensor

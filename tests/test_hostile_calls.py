@@ -86,7 +86,7 @@ def test_a_file_given_as_a_checkpoint_folder_is_refused_for_what_it_is(bert_fold
         resolve_checkpoint(weights)
 
 
-def test_an_empty_path_is_not_the_current_folder(monkeypatch):
+def test_an_empty_path_is_not_the_current_folder():
     with pytest.raises(ValueError, match="path_or_name is '': name a checkpoint"):
         resolve_checkpoint("")
 

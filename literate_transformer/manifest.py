@@ -146,7 +146,14 @@ CHAPTERS: tuple[Chapter, ...] = (
         ("core.gguf", "trained", "parts.int4"),
     ),
     Chapter(18, "chapters/18_reading_a_trained_model", "Reading a trained model", ("lens", "figures.lens")),
-    Chapter(19, "chapters/19_errata", "What other tutorials get wrong", ()),
+    Chapter(
+        19,
+        "chapters/19_training_a_language_model",
+        "Training a language model",
+        ("bpe", "pretraining.causal_lm"),
+    ),
+    Chapter(20, "chapters/20_fine_tuning", "Fine-tuning a pretrained model", ("tasks", "lora")),
+    Chapter(21, "chapters/21_errata", "What other tutorials get wrong", ()),
 )
 
 #: The modules every chapter leans on and none is about.
@@ -154,7 +161,7 @@ SUPPORT = Chapter(
     0,
     None,
     "Support",
-    ("core.validation", "diagrams", "manifest", "bpe", "pretraining.causal_lm", "lora", "tasks"),
+    ("core.validation", "diagrams", "manifest"),
 )
 
 #: Every module of the package (relative names) in reading order.

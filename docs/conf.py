@@ -266,6 +266,9 @@ sidebyside_chapters = {
 # docs/_build/runtime/ with the record of the files its run reached (lt_site.deps), and run again only when one
 # of those files (or a version) changed.
 _RUNTIME = DOCS / "_build" / "runtime"
+# What the proofs read through transformers (the trained decoder's file, about 15 s a reading) is kept there too,
+# per digest of the file and versions (lt_site.families.trained), for the proofs' process and the pages.
+os.environ.setdefault("LT_SITE_CACHE", str(_RUNTIME / "readings"))
 runtime_trace_provider = "lt_site.examples:site_trace"
 runtime_trace_root = str(ROOT / _PACKAGE)
 runtime_trace_sources = _CODE

@@ -12,20 +12,30 @@ Four proofs, on the default file:
 
 ``transformers`` takes about 15 s to read the file, which is why the site's
 build measures these (in a process of its own, beside the build's other
-work) and the test suite proves the same reading on small files that
-llama.cpp's own Python package writes (``tests/test_trained.py``).
+work), keeps what ``transformers`` read (its tensors, and its token ids of
+the texts) per digest of the file and version of ``transformers``, in the
+folder ``LT_SITE_CACHE`` names (the site's build sets it), so that an edit
+of the package that runs these proofs again does not read the file through
+``transformers`` again, and the test suite proves the same reading on small
+files that llama.cpp's own Python package writes (``tests/test_trained.py``).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import importlib.metadata
+import json
+import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+import safetensors.torch
 import torch
 import transformers
 
-from literate_transformer.core.checkpoints import resolve_decoder
+from literate_transformer.core.checkpoints import resolve_decoder, sha256_of
 from literate_transformer.trained import load_decoder
 
 from ..base import Proof, RunningExample, max_diff
@@ -91,19 +101,43 @@ def _generated_ids() -> float:
     return float(largest)
 
 
+#: The environment variable naming the folder where transformers' reading of the file is kept.
+CACHE_ENV = "LT_SITE_CACHE"
+
+
 @lru_cache(maxsize=1)
-def _transformers_reading() -> tuple[Any, Any]:
+def _transformers_reading() -> tuple[dict[str, torch.Tensor], list[list[int]]]:
+    """``transformers``' reading of the default file: every tensor, and the token ids of :data:`TEXTS`.
+
+    Kept in ``$LT_SITE_CACHE`` per SHA-256 of the file, versions of ``transformers`` and ``gguf``, and texts.
+    """
     path = resolve_decoder()
+    key = hashlib.sha256(
+        json.dumps([sha256_of(path), transformers.__version__, importlib.metadata.version("gguf"), TEXTS]).encode()
+    ).hexdigest()[:16]
+    folder = os.environ.get(CACHE_ENV)
+    stored = Path(folder, f"transformers-reading-{key}") if folder else None
+    # The token ids are written last: their file marks a finished reading.
+    if stored is not None and stored.with_suffix(".json").is_file():
+        ids = json.loads(stored.with_suffix(".json").read_text())
+        return safetensors.torch.load_file(stored.with_suffix(".safetensors")), ids
     model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
     tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    return model, tokenizer
+    # Each tensor on its own (the tied head shares the token table's storage, which safetensors refuses).
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    ids = [tokenizer(text)["input_ids"] for text in TEXTS]
+    if stored is not None:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        safetensors.torch.save_file(state, stored.with_suffix(".safetensors"))
+        stored.with_suffix(".json").write_text(json.dumps(ids))
+    return state, ids
 
 
 @torch.no_grad()
 def _state_dict() -> float:
     """max |ours - transformers'| over every tensor of the two readings of the file (inf if the names differ)."""
-    ours = _models()["ours"].state_dict()
-    theirs = _transformers_reading()[0].state_dict()
+    ours = load_decoder()[1].state_dict()
+    theirs = _transformers_reading()[0]
     if sorted(ours) != sorted(theirs):
         return float("inf")
     return max(max_diff(ours[name], theirs[name]) for name in ours)
@@ -111,10 +145,10 @@ def _state_dict() -> float:
 
 def _token_ids() -> float:
     """max |ours - transformers'| of the token ids of :data:`TEXTS` (inf if a text gets another count)."""
-    ours, theirs = _models()["tokenizer"], _transformers_reading()[1]
+    ours, theirs = load_decoder()[0], _transformers_reading()[1]
     largest = 0
-    for text in TEXTS:
-        a, b = ours(text)["input_ids"], theirs(text)["input_ids"]
+    for text, b in zip(TEXTS, theirs, strict=True):
+        a = ours(text)["input_ids"]
         if len(a) != len(b):
             return float("inf")
         largest = max([largest, *(abs(x - y) for x, y in zip(a, b, strict=True))])

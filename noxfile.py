@@ -126,8 +126,9 @@ def _run(session: nox.Session, program: str, *args: str, env: dict[str, str]) ->
 def tests(session: nox.Session) -> None:
     """Run the test suite and the package's doctests with pytest."""
     # The environment has the docs extras (the tests cover the site's own Sphinx extensions) and the
-    # references some tests compare against (sentence-transformers).
-    _run(session, "pytest", *session.posargs, env=OFFLINE_ENV)
+    # references some tests compare against (sentence-transformers).  One process a core (pytest-xdist), each
+    # test module whole in one of them (its fixtures built once); `nox -s tests -- -n 0` runs in one process.
+    _run(session, "pytest", "-n", "auto", "--dist", "loadscope", *session.posargs, env=OFFLINE_ENV)
 
 
 @nox.session(venv_backend="none")

@@ -65,6 +65,8 @@ version = release
 # Extensions
 # ---------------------------------------------------------------------------
 extensions = [
+    # Where the build's time goes: a table at the end of the log, and docs/_build/profile.json (docs/_ext).
+    "build_profile",
     # Chapters are MyST Markdown notebooks, executed at build time.
     "myst_nb",
     # The API reference comes from the package's docstrings (Google/NumPy style via napoleon).
@@ -205,6 +207,8 @@ executed_pages_read_alone = [
     "chapters/16_*",
     "chapters/*",
 ]
+# The build's profile (build_profile): where its time went, for contributors to compare builds.
+build_profile_file = "_build/profile.json"
 # A failing cell fails the build (with -W), and its traceback is printed.
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True

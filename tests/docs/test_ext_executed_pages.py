@@ -6,6 +6,7 @@ a few attributes only), so each behaviour is checked on its own.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from types import SimpleNamespace
@@ -35,7 +36,13 @@ def _page_app(tmp_path, metadata):
         builder=SimpleNamespace(format="html"),
         env=SimpleNamespace(metadata=metadata),
         outdir=str(outdir),
-        config=SimpleNamespace(nb_execution_mode="off", nb_execution_cache_path=""),
+        config=SimpleNamespace(
+            nb_execution_mode="off",
+            nb_execution_cache_path="",
+            executed_pages_site_url="",
+            executed_pages_install={},
+            myst_substitutions={},
+        ),
     )
 
 
@@ -49,6 +56,76 @@ def test_an_executed_page_offers_its_notebook_with_outputs(tmp_path):
     assert context["ipynb_source"] == "chapters/one.ipynb"
     offered = nbformat.read(tmp_path / "_build" / "html" / "_sources" / "chapters" / "one.ipynb", as_version=4)
     assert offered.cells[0].outputs[0].text == "1\n"
+
+
+def _executed_with_glue(tmp_path):
+    """An executed page whose hidden cell glued a value (myst-nb keeps it in <page>.glue.json) that its text quotes."""
+    executed = tmp_path / "_build" / "jupyter_execute" / "chapters" / "one.ipynb"
+    executed.parent.mkdir(parents=True)
+    cells = [
+        nbformat.v4.new_markdown_cell("There are {glue:text}`heads` heads ({func}`~pkg.f`)."),
+        nbformat.v4.new_code_cell("glue('heads', 12, display=False)", metadata={"tags": ["remove-cell"]}),
+    ]
+    executed.write_text(nbformat.writes(nbformat.v4.new_notebook(cells=cells)))
+    glue = {"heads": {"output_type": "display_data", "data": {"text/plain": "12"}, "metadata": {}}}
+    executed.with_name("one.glue.json").write_text(json.dumps(glue))
+    return executed
+
+
+def test_the_download_pastes_the_glued_values_and_starts_with_the_install_cell(tmp_path):
+    app = _page_app(tmp_path, {"chapters/one": {"kernelspec": {"name": "python3"}}})
+    app.config.executed_pages_install = {"package": "literate_transformer @ git+https://github.com/o/r", "no_deps": []}
+    _executed_with_glue(tmp_path)
+    executed_pages.offer_executed_notebook(app, "chapters/one", "page.html", {}, None)
+    offered = nbformat.read(tmp_path / "_build" / "html" / "_sources" / "chapters" / "one.ipynb", as_version=4)
+    assert [cell.cell_type for cell in offered.cells] == ["code", "markdown"]
+    assert "git+https://github.com/o/r" in offered.cells[0].source
+    assert offered.cells[1].source == "There are 12 heads (`f()`)."
+
+
+def test_a_glued_name_the_download_cannot_find_is_a_warning(tmp_path, caplog):
+    app = _page_app(tmp_path, {"chapters/one": {"kernelspec": {"name": "python3"}}})
+    _executed_with_glue(tmp_path).with_name("one.glue.json").unlink()
+    with caplog.at_level("WARNING"):
+        executed_pages.offer_executed_notebook(app, "chapters/one", "page.html", {}, None)
+    assert "chapters/one.ipynb download: no glued value named 'heads'" in caplog.text
+
+
+# ---------------------------------------------------------------------------
+# The launch links
+# ---------------------------------------------------------------------------
+LAUNCH = {
+    "repository_url": "https://github.com/owner/book.git",
+    "branch": "notebooks",
+    "colab_url": "https://colab.research.google.com/",
+    "binderhub_url": "https://mybinder.org",
+}
+
+
+def test_the_launch_links_open_the_downloaded_notebook_on_the_branch_it_is_published_to():
+    buttons = executed_pages.launch_links(LAUNCH, "chapters/02_attention")
+    assert [(button["text"], button["url"]) for button in buttons] == [
+        ("Colab", "https://colab.research.google.com/github/owner/book/blob/notebooks/chapters/02_attention.ipynb"),
+        ("Binder", "https://mybinder.org/v2/gh/owner/book/notebooks?urlpath=lab/tree/chapters/02_attention.ipynb"),
+    ]
+    # The theme's own icons, served by the site.
+    assert [button["icon"] for button in buttons] == ["_static/images/logo_colab.png", "_static/images/logo_binder.svg"]
+
+
+def test_a_launch_link_to_a_repository_not_on_github_is_refused_naming_it():
+    with pytest.raises(ValueError, match="repository_url must be a GitHub repository"):
+        executed_pages.launch_links({**LAUNCH, "repository_url": "https://gitlab.com/o/r"}, "chapters/one")
+
+
+def test_only_a_page_that_offers_its_notebook_gets_launch_links():
+    app = SimpleNamespace(builder=SimpleNamespace(format="html"), config=SimpleNamespace(executed_pages_launch=LAUNCH))
+    offered = {"ipynb_source": "chapters/one.ipynb", "header_buttons": []}
+    other = {"header_buttons": []}
+    executed_pages.offer_launch_links(app, "chapters/one", "page.html", offered, None)
+    executed_pages.offer_launch_links(app, "api", "page.html", other, None)
+    assert [group["label"] for group in offered["header_buttons"]] == ["launch-buttons"]
+    assert [button["text"] for button in offered["header_buttons"][0]["buttons"]] == ["Colab", "Binder"]
+    assert other["header_buttons"] == []
 
 
 def test_a_page_that_is_not_a_notebook_offers_nothing(tmp_path):
@@ -154,3 +231,60 @@ def test_the_chunks_are_sphinxs_own_when_nothing_is_read_alone_and_again_after_t
     assert sphinx.builders.make_chunks(docnames, 2)[:2] == [["d07"], ["d00"]]
     executed_pages.restore_chunks(app, None)
     assert sphinx.builders.make_chunks is make_chunks
+
+
+# ---------------------------------------------------------------------------
+# A whole build: the download's links and the launch links, as the theme shows them
+# ---------------------------------------------------------------------------
+def test_a_built_pages_download_links_its_names_to_the_hosted_site_and_its_header_offers_launch_links(tiny_site):
+    pytest.importorskip("myst_nb", reason="myst-nb is not installed (the docs extras)")
+    pytest.importorskip("sphinx_book_theme", reason="sphinx-book-theme is not installed (the docs extras)")
+    tiny_site.package(
+        "tinypkg", {"__init__.py": '"""A package."""\n\n\ndef add(x):\n    """Add one."""\n    return x + 1\n'}
+    )
+    tiny_site.conf(
+        ["myst_nb", "sphinx.ext.autodoc", "executed_pages"],
+        html_theme="sphinx_book_theme",
+        nb_execution_mode="off",
+        executed_pages_site_url="https://example.org/book",
+        executed_pages_launch=LAUNCH,
+        exclude_patterns=["_build"],
+    )
+    tiny_site.write("docs/index.md", "# Home\n\n```{toctree}\nchapters/one\napi\n```\n\n(the-label)=\n## A section\n")
+    tiny_site.write("docs/api.rst", "API\n===\n\n.. automodule:: tinypkg\n   :members:\n")
+    tiny_site.write(
+        "docs/chapters/one.md",
+        """
+        ---
+        file_format: mystnb
+        kernelspec:
+          name: python3
+          display_name: Python 3
+        language_info:
+          name: python
+          pygments_lexer: ipython3
+        ---
+
+        # One
+
+        {func}`~tinypkg.add`, {doc}`../api`, {ref}`the-label` and {class}`int`.
+
+        ```{code-cell} ipython3
+        1 + 1
+        ```
+        """,
+    )
+    app = tiny_site.build()
+    assert "WARNING" not in app.warnings, app.warnings
+    download = nbformat.read(tiny_site.build_dir / "html" / "_sources" / "chapters" / "one.ipynb", as_version=4)
+    assert download.cells[0].source == (
+        "# One\n\n[`add()`](https://example.org/book/api.html#tinypkg.add), "
+        "[API](https://example.org/book/api.html), "
+        "[A section](https://example.org/book/index.html#the-label) and `int`."
+    )
+    page = tiny_site.html("chapters/one")
+    # The theme's header: the download, and the launch links (links only: nothing is loaded from them).
+    assert 'href="../_sources/chapters/one.ipynb"' in page
+    assert 'href="https://colab.research.google.com/github/owner/book/blob/notebooks/chapters/one.ipynb"' in page
+    assert 'href="https://mybinder.org/v2/gh/owner/book/notebooks?urlpath=lab/tree/chapters/one.ipynb"' in page
+    assert 'src="https://' not in page

@@ -148,6 +148,7 @@ def _with_outputs(app: Sphinx, executed: Path, pagename: str) -> str:
         docname=pagename,
         source_folder=source.parent if source is not None else None,
         substitutions=dict(getattr(app.config, "myst_substitutions", {}) or {}),
+        streams_merged=bool(getattr(app.config, "nb_merge_streams", False)),
     )
     install = app.config.executed_pages_install
     cell = notebook_download.install_cell(**install) if install else None

@@ -65,6 +65,7 @@ __all__ = [
     "install_cell",
     "convert_markdown",
     "convert_notebook",
+    "merge_streams",
     "count_images",
 ]
 
@@ -195,6 +196,7 @@ class Context:
         substitutions: MyST's substitutions (``{{ repository }}``) and their values.
         problems: What could not be converted (a glued name that does not exist, a file that is missing),
             each a sentence; the caller reports them.
+        streams_merged: Whether the site merged each cell's prints into one output per stream.
     """
 
     site: SiteIndex | None = None
@@ -203,6 +205,8 @@ class Context:
     source_folder: Path | None = None
     substitutions: Mapping[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: Whether myst-nb merged each cell's streams (``nb_merge_streams``): see :func:`merge_streams`.
+    streams_merged: bool = False
     #: The level of the last heading seen (tabs become headings one level below it).
     heading_level: int = 1
 
@@ -826,9 +830,46 @@ def convert_notebook(
             cell.source = source
             if attachments:
                 cell["attachments"] = {**cell.get("attachments", {}), **attachments}
+        elif cell.cell_type == "code" and context.streams_merged:
+            cell.outputs = merge_streams(cell.get("outputs", []))
         cells.append(cell)
     converted.cells = cells
     return converted
+
+
+def merge_streams(outputs: Sequence[Any]) -> list[Any]:
+    """A cell's outputs with each stream (stdout, stderr) once, as the page shows it: the first output holds it all.
+
+    The site merges a cell's prints into one block per stream (myst-nb's
+    ``nb_merge_streams``), so that how the kernel happened to cut them does
+    not change the page.  myst-nb appends the later pieces to the first
+    output of the notebook it writes, and leaves them in place too: read as
+    written, the notebook shows them twice.  Where the first output ends with
+    the pieces after it, those are left out; a cell whose streams were not
+    merged keeps every piece.  The other outputs keep their order.
+
+    Args:
+        outputs: A code cell's outputs, from a notebook myst-nb wrote with merged streams.
+
+    Returns:
+        The outputs, each stream's later pieces left out where the first holds them.
+    """
+
+    def text(output: Any) -> str:
+        value = output.get("text", "")
+        return "".join(value) if isinstance(value, list) else value
+
+    streams: dict[str, list[Any]] = {}
+    for output in outputs:
+        if output.get("output_type") == "stream":
+            streams.setdefault(output.get("name", "stdout"), []).append(output)
+    left_out: set[int] = set()
+    for first, *pieces in streams.values():
+        # myst-nb's merge: the first piece stripped, then each later piece stripped, each ending a line.
+        tail = "".join(text(piece).rstrip() + "\n" for piece in pieces if text(piece).rstrip())
+        if pieces and text(first).endswith(tail) and text(first)[: len(text(first)) - len(tail)].endswith("\n"):
+            left_out.update(id(piece) for piece in pieces)
+    return [output for output in outputs if id(output) not in left_out]
 
 
 def count_images(notebook: Any) -> int:

@@ -295,6 +295,27 @@ def test_the_download_leaves_out_the_sites_cells_and_starts_with_the_install_cel
     assert nbformat.writes(executed) == before, "the executed notebook was changed"
 
 
+def _stream(text):
+    return nbformat.v4.new_output("stream", name="stdout", text=text)
+
+
+def test_a_stream_myst_nb_merged_into_its_first_output_is_shown_once():
+    # myst-nb's notebook: the first output holds every piece, the later ones are still there.
+    merged = [_stream("a\nb\n"), nbformat.v4.new_output("execute_result", data={"text/plain": "1"}), _stream("b\n")]
+    assert notebook_download.merge_streams(merged) == merged[:2]
+    # Pieces never merged are all kept.
+    apart = [_stream("a\n"), _stream("b\n")]
+    assert notebook_download.merge_streams(apart) == apart
+
+
+def test_the_download_shows_each_stream_once_where_the_site_merged_them():
+    cell = nbformat.v4.new_code_cell("print('a'); print('b')")
+    cell.outputs = [_stream("a\nb\n"), _stream("b\n")]
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    assert len(notebook_download.convert_notebook(notebook, Context(streams_merged=True)).cells[0].outputs) == 1
+    assert len(notebook_download.convert_notebook(notebook, Context()).cells[0].outputs) == 2
+
+
 def test_the_images_of_a_notebook_are_its_image_outputs_and_attached_images():
     download = notebook_download.convert_notebook(_executed_notebook(), Context(glue=GLUE))
     assert notebook_download.count_images(download) == 1

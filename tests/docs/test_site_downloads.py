@@ -1,21 +1,33 @@
-"""A downloaded chapter runs where only the package is installed.
+"""A downloaded chapter runs where only the package is installed, and reads as its page does.
 
 Each chapter's ``.ipynb`` download (``_sources/chapters/<page>.ipynb`` of the
 built site, which leaves out the site's own cells) is executed from top to
 bottom in a fresh kernel: in an empty folder, with no ``PYTHONPATH``, so that
 nothing of ``docs/`` (the site's machinery in ``docs/_tools``) can be
 imported, as on a reader's machine that installed the package.  Two kernels
-run at a time, each on one CPU thread, as the build runs them.
+run at a time, each on one CPU thread, as the build runs them.  One chapter,
+the quickest that prints numbers, is run once more, and every number it prints
+is compared with the number its page shows.
+
+Each download is also read as Jupyter shows it: no MyST is left in its
+Markdown (no glued placeholder, no role, no directive fence, no target, no
+substitution), its outputs print the numbers its page shows, it has an image
+for every figure its page shows, and it starts with the cell that installs
+the package where it is missing.
 
 Reads the built site (``nox -s docs`` first); fails, not skips, without it.
 """
 
 from __future__ import annotations
 
+import html
+import math
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import notebook_download
 import pytest
 
 from literate_transformer import manifest
@@ -28,11 +40,10 @@ SITE = Path(os.environ.get("LT_SITE_HTML", ROOT / "docs" / "_build" / "html"))
 CELL_TIMEOUT_S = 300
 
 
-def _run(notebook_path: Path, folder: Path) -> str | None:
-    """Execute one downloaded notebook in ``folder``; ``None`` if every cell ran, else what failed."""
+def _execute(notebook_path: Path, folder: Path):
+    """Execute one downloaded notebook in ``folder``, in a fresh kernel that cannot import ``docs/``; the notebook."""
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
 
     notebook = nbformat.read(notebook_path, as_version=4)
     client = NotebookClient(
@@ -40,8 +51,16 @@ def _run(notebook_path: Path, folder: Path) -> str | None:
     )
     environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     environment.update(OMP_NUM_THREADS="1", MPLBACKEND="agg")
+    client.execute(env=environment)
+    return notebook
+
+
+def _run(notebook_path: Path, folder: Path) -> str | None:
+    """Execute one downloaded notebook in ``folder``; ``None`` if every cell ran, else what failed."""
+    from nbclient.exceptions import CellExecutionError
+
     try:
-        client.execute(env=environment)
+        _execute(notebook_path, folder)
     except CellExecutionError as error:
         return f"{notebook_path.name}: {str(error).strip().splitlines()[-1]}\n{str(error)[:1500]}"
     return None
@@ -80,3 +99,105 @@ def test_no_page_shows_a_figure_as_its_text():
     assert pages, f"no built site at {SITE}"
     shown_as_text = [page.name for page in pages if "&lt;Figure size" in page.read_text(encoding="utf-8")]
     assert not shown_as_text, f"figures shown as text, not drawn: {shown_as_text}"
+
+
+# ---------------------------------------------------------------------------
+# The numbers a downloaded chapter prints are the page's
+# ---------------------------------------------------------------------------
+#: The quickest chapter to run that prints numbers (its vocabulary, ids, shapes, similarities).
+NUMBERS_CHAPTER = "chapters/01_tokens_and_embeddings"
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# What the page shows a cell print: its standard output and the text of its value (not its code, not stderr).
+_PAGE_OUTPUT = re.compile(
+    r'<div class="output (?:stream|text_plain)[^"]*">\s*<div class="highlight[^"]*"><pre>(?P<text>.*?)</pre>', re.DOTALL
+)
+
+
+def _printed(notebook) -> str:
+    """What the notebook's cells print: standard output and the text of values that show no image or HTML."""
+    texts = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or notebook_download.INSTALL_CELL_TAG in cell.metadata.get("tags", []):
+            continue
+        for output in cell.outputs:
+            if output.output_type == "stream" and output.name == "stdout":
+                texts.append(output.text)
+            elif output.output_type in ("execute_result", "display_data"):
+                data = output.get("data", {})
+                if "text/plain" in data and not any(key.startswith(("image/", "text/html")) for key in data):
+                    texts.append(data["text/plain"])
+    return _ANSI.sub("", "\n".join(texts))
+
+
+def _page_printed(page: Path) -> str:
+    text = "\n".join(match["text"] for match in _PAGE_OUTPUT.finditer(page.read_text(encoding="utf-8")))
+    return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def test_a_downloaded_chapter_prints_the_numbers_its_page_shows(tmp_path):
+    download = SITE / "_sources" / f"{NUMBERS_CHAPTER}.ipynb"
+    assert download.is_file(), f"no built site's download {download} (nox -s docs first)"
+    page_numbers = [float(number) for number in _NUMBER.findall(_page_printed(SITE / f"{NUMBERS_CHAPTER}.html"))]
+    ran = _execute(download, tmp_path)
+    numbers = [float(number) for number in _NUMBER.findall(_printed(ran))]
+    assert len(page_numbers) > 50, f"the page shows only {len(page_numbers)} numbers; is it the chapter meant?"
+    assert len(numbers) == len(page_numbers), (
+        f"the download printed {len(numbers)} numbers, the page shows {len(page_numbers)}:\n{_printed(ran)}"
+    )
+    differ = [(index, ours, theirs) for index, (ours, theirs) in enumerate(zip(numbers, page_numbers, strict=True))
+              if not math.isclose(ours, theirs, rel_tol=1e-4, abs_tol=1e-4)]  # fmt: skip
+    assert not differ, f"printed numbers that differ from the page's (index, download, page): {differ[:10]}"
+
+
+# ---------------------------------------------------------------------------
+# A download reads as Jupyter shows it
+# ---------------------------------------------------------------------------
+_FENCED_CODE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^`{\n]*\n.*?^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_LEFT_OVER = {
+    "a glued placeholder": re.compile(r"\{glue"),
+    "a role": re.compile(r"\{[A-Za-z][\w:.+-]*\}`"),
+    "a directive fence": re.compile(r"^[ \t]*(?:`{3,}|:{3,}|~{3,})\{", re.MULTILINE),
+    "a MyST target": re.compile(r"^[ \t]*\([^()\s]+\)=[ \t]*$", re.MULTILINE),
+    "a substitution": re.compile(r"\{\{[^}]*\}\}"),
+}
+# The figures a page shows: images Sphinx copied into _images/ (cell outputs and glued figures).
+_PAGE_FIGURE = re.compile(r"""<img\b[^>]*\bsrc=["'][^"']*_images/""")
+
+
+def test_every_download_reads_as_its_page_no_myst_left_and_every_figure_drawn():
+    import nbformat
+
+    problems = []
+    for chapter in manifest.CHAPTERS:
+        download = SITE / "_sources" / f"{chapter.docname}.ipynb"
+        page = SITE / f"{chapter.docname}.html"
+        if not download.is_file() or not page.is_file():
+            problems.append(f"{chapter.docname}: no built page or download (nox -s docs first)")
+            continue
+        notebook = nbformat.read(download, as_version=4)
+        for number, cell in enumerate(notebook.cells):
+            if cell.cell_type != "markdown":
+                continue
+            # Code in fences may show MyST on purpose; the text around it may not.
+            text = _FENCED_CODE.sub("", cell.source)
+            for what, pattern in _LEFT_OVER.items():
+                for found in pattern.finditer(text):
+                    problems.append(f"{chapter.docname}, cell {number}: {what} is left: {text[found.start() :][:60]!r}")
+            for name in re.findall(r"\]\(attachment:([^)]+)\)", cell.source):
+                if name not in cell.get("attachments", {}):
+                    problems.append(f"{chapter.docname}, cell {number}: the image {name} is not attached")
+        # What its cells print is what the page shows them print (each stream once, as the page merges it).
+        if _NUMBER.findall(_printed(notebook)) != _NUMBER.findall(_page_printed(page)):
+            problems.append(f"{chapter.docname}: the numbers its outputs print are not the page's")
+        figures = len(_PAGE_FIGURE.findall(page.read_text(encoding="utf-8")))
+        images = notebook_download.count_images(notebook)
+        if images != figures:
+            problems.append(f"{chapter.docname}: the page shows {figures} figures, the download {images} images")
+        first = notebook.cells[0]
+        if (
+            notebook_download.INSTALL_CELL_TAG not in first.metadata.get("tags", [])
+            or "%pip install" not in first.source
+        ):
+            problems.append(f"{chapter.docname}: the download does not start with the install cell")
+    assert not problems, "\n".join(problems)

@@ -12,6 +12,7 @@ import importlib.util
 import pkgutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -49,10 +50,70 @@ def test_the_lineage_table_is_consistent():
         if paper.arxiv is not None:
             # An arXiv identifier YYMM.NNNNN carries the year and month of the first version.
             assert (2000 + int(paper.arxiv[:2]), int(paper.arxiv[2:4])) == (paper.year, paper.month), paper.key
+        if paper.later is not None:
+            # A later paper of the same module comes after the first.
+            assert (paper.later_year, int(paper.later[2:4])) > (paper.year, paper.month), paper.key
         # transformers' module of the family (an older release, as the compat leg installs, may predate it).
         if paper.hf_module is not None and importlib.util.find_spec("transformers.models.qwen3") is not None:
             assert importlib.util.find_spec(f"transformers.models.{paper.hf_module}") is not None, paper.hf_module
     assert by_key["bert"].cite == "Devlin et al. 2018" and by_key["gptj"].cite == "Wang & Komatsuzaki 2021"
+
+
+def test_deberta_cites_v3s_paper_and_builds_on_electras_objective():
+    deberta = {paper.key: paper for paper in lineage.LINEAGE}["deberta_v2"]
+    # DeBERTaV3 (He, Gao & Chen, arXiv:2111.09543) trains v2's architecture with ELECTRA's replaced tokens.
+    assert deberta.later == "2111.09543" and deberta.cite == "He et al. 2020, 2021"
+    assert set(deberta.parents) == {"roberta", "electra"}
+
+
+def _boxes_an_arrow_passes_over(figure, pad_pixels=3.0):
+    """For each arrow of a lineage figure, the boxes its line comes within ``pad_pixels`` of, its own two left out."""
+    figure.canvas.draw()
+    (ax,) = figure.axes
+    boxes = {patch.get_gid(): patch.get_window_extent() for patch in ax.patches if isinstance(patch, FancyBboxPatch)}
+    passed = {}
+    for arrow in (patch for patch in ax.patches if isinstance(patch, FancyArrowPatch)):
+        parent, child = arrow.get_gid().split("->")
+        path = arrow.get_path()
+        points = ax.transData.transform(path.vertices[path.codes != path.CLOSEPOLY])
+        dense = np.concatenate([np.linspace(a, b, 25) for a, b in zip(points[:-1], points[1:], strict=True)])
+        passed[(parent, child)] = {
+            key
+            for key, box in boxes.items()
+            if key not in (parent, child)
+            and (
+                (dense[:, 0] > box.x0 - pad_pixels)
+                & (dense[:, 0] < box.x1 + pad_pixels)
+                & (dense[:, 1] > box.y0 - pad_pixels)
+                & (dense[:, 1] < box.y1 + pad_pixels)
+            ).any()
+        }
+    return passed
+
+
+@pytest.mark.parametrize("branch", [None, "encoder-decoder"])
+def test_an_arrow_down_a_column_passes_over_no_other_box(branch):
+    figure = lineage.plot_lineage(branch)
+    passed = _boxes_an_arrow_passes_over(figure)
+    (ax,) = figure.axes
+    centres = {
+        patch.get_gid(): (round(patch.get_x() + patch.get_width() / 2, 6), patch.get_y())
+        for patch in ax.patches
+        if isinstance(patch, FancyBboxPatch)
+    }
+    down_a_column = [
+        (parent, child)
+        for parent, child in passed
+        if centres[parent][0] == centres[child][0]
+        and any(
+            x == centres[parent][0] and centres[parent][1] < y < centres[child][1]
+            for key, (x, y) in centres.items()
+            if key not in (parent, child)
+        )
+    ]
+    # The Transformer's arrows to BigBird-Pegasus and M2M-100 skip T5 and BART: they go round, not over them.
+    assert {("transformer", "bigbird_pegasus"), ("transformer", "m2m_100")} <= set(down_a_column)
+    assert {arrow: passed[arrow] for arrow in down_a_column if passed[arrow]} == {}
 
 
 def test_one_branch_is_drawn_with_the_root_and_the_parents_it_builds_on():

@@ -17,8 +17,10 @@ Each row names the package's module and ``transformers``' (``None`` where
 first public version (for an arXiv paper, the year and month its identifier
 carries, so ``1810.04805`` is October 2018: earlier, for some, than the
 conference version a chapter cites), the title, the first author, the arXiv
-identifier (``None`` for a report or a software release) and the keys of
-the models it builds on.  An arrow skips the releases the package does not
+identifier (``None`` for a report or a software release), the keys of
+the models it builds on, and a later paper whose model the same module
+builds, if any (DeBERTa-v3, 2021, trains v2's architecture with ELECTRA's
+objective: ELECTRA is its second parent).  An arrow skips the releases the package does not
 build (Pegasus, Gemma 1, Llama 2, Qwen 1 to 2.5): it goes to the nearest
 built ancestor.
 
@@ -26,8 +28,8 @@ built ancestor.
 (encoders, encoder-decoders, decoders), the root in the middle; one branch
 (and the root) or all of them.
 
->>> [paper.cite for paper in LINEAGE if paper.key in ("bert", "xlm", "gemma2")]
-['Devlin et al. 2018', 'Lample & Conneau 2019', 'Gemma Team 2024']
+>>> [paper.cite for paper in LINEAGE if paper.key in ("bert", "xlm", "deberta_v2", "gemma2")]
+['Devlin et al. 2018', 'Lample & Conneau 2019', 'He et al. 2020, 2021', 'Gemma Team 2024']
 >>> [paper.key for paper in lineage("encoder-decoder") if paper.branch != "encoder-decoder"]
 ['openai_gpt', 'bert']
 """
@@ -66,6 +68,8 @@ class Paper:
         arxiv: The arXiv identifier, or ``None`` (a report, a software release).
         parents: The keys of the models it builds on (empty for the root).
         others: What follows the first author in a short citation: ``"et al."``, ``"& Conneau"``, or ``""``.
+        later: The arXiv identifier of a later paper whose model the same module builds (DeBERTa-v3's for
+            ``deberta_v2``), or ``None``; its parents are among ``parents``.
     """
 
     key: str
@@ -79,11 +83,19 @@ class Paper:
     arxiv: str | None
     parents: tuple[str, ...]
     others: str = "et al."
+    later: str | None = None
+
+    @property
+    def later_year(self) -> int | None:
+        """The year the later paper's arXiv identifier carries (``2111.09543``: 2021), or ``None``."""
+        return None if self.later is None else 2000 + int(self.later[:2])
 
     @property
     def cite(self) -> str:
-        """The short citation, first author, the others and the year (``"Devlin et al. 2018"``)."""
-        return " ".join(part for part in (self.first_author, self.others, str(self.year)) if part)
+        """The short citation: first author, the others, the year and a later paper's year
+        (``"Devlin et al. 2018"``, ``"He et al. 2020, 2021"``)."""
+        years = str(self.year) if self.later is None else f"{self.year}, {self.later_year}"
+        return " ".join(part for part in (self.first_author, self.others, years) if part)
 
 
 #: The root every branch grows from.
@@ -109,6 +121,7 @@ def _read_lineage() -> tuple[Paper, ...]:
             arxiv=row["arxiv"] or None,
             parents=tuple(row["parents"].split()),
             others=row["others"],
+            later=row["later"] or None,
         )
         for row in rows
     )
@@ -153,6 +166,8 @@ _ROOT_COLOURS = ("#e6e6e6", "#555555")
 _BRANCH_TITLES = {E: "encoders", ED: "encoder-decoders", D: "decoders"}
 # Geometry, in data units: a column is one box wide; a row is one box high.
 _BOX_W, _BOX_H, _COLUMN_GAP, _EMPTY_YEAR = 0.94, 0.68, 0.45, 0.4
+# The step between two columns of one branch: room for an arrow between two boxes side by side.
+_SUBCOLUMN = 1.25
 _INCH_X, _INCH_Y = 1.45, 0.6  # inches per data unit
 # The bends an arrow may take (matplotlib's ``arc3`` radius), the straight line first.
 _BENDS = (0.0, 0.15, -0.15, 0.3, -0.3, 0.5, -0.5, 0.75, -0.75, 1.0, -1.0, 1.3, -1.3, 1.7, -1.7, 2.2, -2.2)
@@ -190,6 +205,33 @@ def _bend(
     return min(_BENDS, key=lambda rad: (crossings(rad), abs(rad)))
 
 
+def _lane(
+    start: tuple[float, float], end: tuple[float, float], others: Sequence[tuple[float, float]], taken: dict
+) -> float | None:
+    """For an arrow down one column over other boxes of it, the x of a free lane beside the column; else ``None``.
+
+    Such an arrow is drawn as a bracket: out of its parent's side, down the lane, into its child's side, so
+    that it passes over no box and leaves none it does not start from.  The lane runs close to the column, in
+    the gap beside it, on the side whose nearest box within the arrow's span of rows is farther (so that the
+    bracket shares its ends with no arrow between two neighbours, and a bracket of the next column keeps to
+    that column's side of the gap); ``taken`` counts the brackets already beside each column, so that the next
+    one runs a little further out, beside them, not over them.
+    """
+    (x0, y0), (x1, y1) = start, end
+    top, bottom = min(y0, y1), max(y0, y1)
+    if x0 != x1 or not any(x == x0 and top < y < bottom for x, y in others):
+        return None
+    beside = [x - x0 for x, y in others if x != x0 and top - 0.5 <= y <= bottom + 0.5]
+    room = {side: min((abs(d) for d in beside if d * side > 0), default=math.inf) for side in (-1, 1)}
+    for side in sorted((-1, 1), key=lambda side: -room[side]):
+        count = taken.get((x0, side), 0)
+        lane = x0 + side * (_BOX_W / 2 + 0.12 + 0.08 * count)
+        if not any(abs(x - lane) < _BOX_W / 2 + 0.05 and top - 0.5 <= y <= bottom + 0.5 for x, y in others):
+            taken[(x0, side)] = count + 1
+            return lane
+    return None
+
+
 def _layout(papers: Sequence[Paper]) -> tuple[dict[str, tuple[float, float]], dict[str, float], dict[int, tuple]]:
     """Box centres ``{key: (x, y)}`` (y grows downwards), the centre of each branch's columns, and each year's rows.
 
@@ -206,8 +248,8 @@ def _layout(papers: Sequence[Paper]) -> tuple[dict[str, tuple[float, float]], di
     left, x = {}, 0.0
     for branch in branches:
         left[branch] = x
-        x += per_row[branch] + _COLUMN_GAP
-    centres = {branch: left[branch] + per_row[branch] / 2 - 0.5 for branch in branches}
+        x += (per_row[branch] - 1) * _SUBCOLUMN + 1 + _COLUMN_GAP
+    centres = {branch: left[branch] + (per_row[branch] - 1) * _SUBCOLUMN / 2 for branch in branches}
     positions: dict[str, tuple[float, float]] = {}
     bands: dict[int, tuple] = {}
     y = 0.0
@@ -216,7 +258,7 @@ def _layout(papers: Sequence[Paper]) -> tuple[dict[str, tuple[float, float]], di
         for branch in branches:
             for index, paper in enumerate(cells.get((branch, year), [])):
                 row, column = divmod(index, per_row[branch])
-                positions[paper.key] = (left[branch] + column, y + row)
+                positions[paper.key] = (left[branch] + column * _SUBCOLUMN, y + row)
         height = rows if rows else _EMPTY_YEAR
         bands[year] = (y - 0.5, y - 0.5 + height)
         y += height
@@ -237,7 +279,8 @@ def plot_lineage(branch: str | None = None) -> Figure:
 
     Returns:
         A matplotlib ``Figure`` (not registered with ``pyplot``): its axes hold one box (a ``FancyBboxPatch``
-        with the paper's ``key`` as its ``gid``) per paper drawn and one ``FancyArrowPatch`` per arrow.
+        with the paper's ``key`` as its ``gid``) per paper drawn and one ``FancyArrowPatch`` per arrow (its
+        ``gid`` ``"parent->child"``).
 
     Raises:
         TypeError: if ``branch`` is not a string or ``None``.
@@ -279,7 +322,8 @@ def plot_lineage(branch: str | None = None) -> Figure:
         ax.text(x, y - 0.14, paper.name, ha="center", va="center", fontsize=8.5, weight="bold", zorder=4)
         ax.text(x, y + 0.17, paper.cite, ha="center", va="center", fontsize=7, zorder=4)
     # Arrows: parent to child, each bent around the boxes in its way (over a box, under its text, where none is
-    # free).
+    # free); one that runs down a column over other boxes of it, as a bracket in the gap beside the column.
+    lanes: dict[tuple[float, int], int] = {}
     for paper in papers:
         if branch is not None and paper.branch != branch and paper.key != ROOT:
             continue  # a visitor is drawn for its arrow to this branch, not for its own ancestry
@@ -288,7 +332,16 @@ def plot_lineage(branch: str | None = None) -> Figure:
                 continue
             (x0, y0), (x1, y1) = positions[parent], positions[paper.key]
             others = [positions[key] for key in keys if key not in (parent, paper.key)]
-            bend = _bend((x0, y0), (x1, y1), others, limits)
+            lane = _lane((x0, y0), (x1, y1), others, lanes)
+            if lane is None:
+                connection = f"arc3,rad={_bend((x0, y0), (x1, y1), others, limits)}"
+            else:
+                # A bracket leaves its parent below the middle of its side and enters its child above it, so that
+                # one bracket into a box and another out of it never meet.  matplotlib's "bar" steps aside by
+                # `fraction` of the distance between its ends, to the left of the way down (positive) or right.
+                y0, y1 = y0 + 0.15, y1 - 0.15
+                aside = (x0 - lane) * _INCH_X / ((y1 - y0) * _INCH_Y)
+                connection = f"bar,fraction={aside}"
             arrow = FancyArrowPatch(
                 (x0, y0),
                 (x1, y1),
@@ -296,12 +349,13 @@ def plot_lineage(branch: str | None = None) -> Figure:
                 patchB=boxes[paper.key],
                 arrowstyle="-|>",
                 mutation_scale=9,
-                connectionstyle=f"arc3,rad={bend}",
+                connectionstyle=connection,
                 color="#555555",
                 linewidth=0.8,
                 shrinkA=1,
                 shrinkB=1,
                 zorder=3.5,
+                gid=f"{parent}->{paper.key}",
             )
             ax.add_patch(arrow)
     # The years: a label and a light band each; the branches: a label above each column.

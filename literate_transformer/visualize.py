@@ -881,8 +881,12 @@ def plot_next_tokens(
     Each panel applies one setting's filters in ``transformers``' order
     (:func:`~literate_transformer.book.decoding.filter_scores`: temperature,
     then top-k, then top-p) and draws the probability each token then has.
-    A token a filter removed is drawn grey and hatched, at the probability it
-    had before the filters.  The tokens and their order are those of the
+    A token top-k or top-p removed is drawn grey and hatched, at the
+    probability it had at the panel's temperature, before top-k and top-p cut
+    it: the distribution those two filters read, so that a grey bar and a blue
+    one of the same panel compare at one temperature (a kept token's bar is
+    taller than it was there, by the renormalisation over what was kept).
+    The tokens and their order are those of the
     unfiltered distribution in every panel (a temperature keeps the order;
     top-k and top-p keep the most likely tokens).
 
@@ -939,8 +943,10 @@ def plot_next_tokens(
     for ax, (name, filters) in zip(axes, settings.items(), strict=True):
         filtered = filter_scores(scores[None], **{"top_k": 0, **filters})[0]
         after = filtered.softmax(-1)
+        # What top-k and top-p read: the distribution at this panel's temperature.
+        tempered = filter_scores(scores[None], top_k=0, temperature=filters.get("temperature", 1.0))[0].softmax(-1)
         kept = [bool(filtered[index] > -torch.inf) for index in shown]
-        heights = [float(after[i]) if keep else float(before[i]) for i, keep in zip(shown, kept, strict=True)]
+        heights = [float(after[i]) if keep else float(tempered[i]) for i, keep in zip(shown, kept, strict=True)]
         bars = ax.bar(range(top), heights, color=["C0" if keep else "0.85" for keep in kept])
         for bar, keep in zip(bars, kept, strict=True):
             if not keep:

@@ -505,6 +505,24 @@ def test_plot_next_tokens_draws_the_filtered_probabilities_and_greys_what_a_filt
     assert figure._suptitle.get_text() == "next"
 
 
+def test_plot_next_tokens_draws_a_removed_token_at_the_temperature_top_k_and_top_p_read():
+    scores = torch.tensor([2.0, 4.0, 1.0, 3.0, 0.0, -1.0])
+    settings = {
+        "0.5, then top-k 2": {"temperature": 0.5, "top_k": 2},
+        "2, then top-p 0.5": {"temperature": 2.0, "top_p": 0.5},
+    }
+    figure = visualize.plot_next_tokens(scores, list("abcdef"), settings, top=4)
+    order = torch.tensor([1, 3, 0, 2])
+    for ax, temperature in zip(figure.axes, (0.5, 2.0), strict=True):
+        heights, grey = _bar_heights_and_grey(ax)
+        heights = torch.tensor(heights, dtype=torch.float32)
+        tempered = (scores / temperature).softmax(-1)[order]
+        # Grey bars: the probability at the panel's temperature, not the model's own (temperature 1).
+        torch.testing.assert_close(heights[torch.tensor(grey)], tempered[torch.tensor(grey)])
+        # At one temperature, what a filter removed is never likelier than what it kept.
+        assert any(grey) and heights[torch.tensor(grey)].max() <= heights[~torch.tensor(grey)].min()
+
+
 def test_plot_next_tokens_draws_into_a_figure_it_is_given():
     figure = plt.figure()
     assert visualize.plot_next_tokens(torch.tensor([0.0, 1.0, 2.0]), ["a", "b", "c"], top=2, figure=figure) is figure

@@ -37,6 +37,12 @@ labels inside).  :func:`train` is that loop, in the shape of nanoGPT's
   a rare batch with a huge gradient takes a step of bounded size in the same
   direction.
 
+Two baselines say what a loss is worth (:func:`unigram_entropy`,
+:func:`bigram_loss`): a model that ignores the context can do no better on
+a stream than the entropy of the stream's own token frequencies, and a
+model that reads one token back is a table of next-token counts.  A loss
+below the bigram's is something a table of pairs could not learn.
+
 Each step records its loss, learning rate, gradient norm (before clipping)
 and update norm (:math:`\lVert\theta_{s+1} - \theta_s\rVert`, how far the step
 moved the weights); a validation stream, when given, is scored before the
@@ -67,7 +73,16 @@ from torch import Tensor, nn
 
 from ..core.validation import check_positive_int
 
-__all__ = ["TrainingHistory", "learning_rate_at", "parameter_groups", "get_batch", "evaluate", "train"]
+__all__ = [
+    "TrainingHistory",
+    "learning_rate_at",
+    "parameter_groups",
+    "get_batch",
+    "evaluate",
+    "train",
+    "unigram_entropy",
+    "bigram_loss",
+]
 
 
 @dataclass
@@ -175,8 +190,11 @@ def evaluate(model: nn.Module, windows: Tensor, batch_size: int) -> float:
     return sum(losses) / len(windows)
 
 
-def _as_tokens(tokens: object, name: str, vocab_size: int | None, sequence_length: int) -> Tensor:
-    """A stream of token ids as a 1-D long tensor, or a clear error naming ``name``."""
+def _as_tokens(
+    tokens: object, name: str, vocab_size: int | None, sequence_length: int, least: str | None = None
+) -> Tensor:
+    """A stream of token ids as a 1-D long tensor of at least ``sequence_length`` tokens (``least`` says why), or a
+    clear error naming ``name``."""
     if isinstance(tokens, Tensor):
         if tokens.dim() != 1 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
             raise TypeError(f"{name} must be a 1-D tensor of integer token ids, got {tokens.dim()}-D {tokens.dtype}")
@@ -190,7 +208,8 @@ def _as_tokens(tokens: object, name: str, vocab_size: int | None, sequence_lengt
     if len(tokens) == 0:
         raise ValueError(f"{name} is empty: there is nothing to train on")
     if len(tokens) < sequence_length:
-        raise ValueError(f"{name} has {len(tokens)} tokens, fewer than one window of sequence_length={sequence_length}")
+        least = least or f"one window of sequence_length={sequence_length}"
+        raise ValueError(f"{name} has {len(tokens)} tokens, fewer than {least}")
     low, high = int(tokens.min()), int(tokens.max())
     if low < 0 or (vocab_size is not None and high >= vocab_size):
         raise ValueError(f"{name} must be token ids in [0, vocab_size={vocab_size}), found {low if low < 0 else high}")
@@ -367,3 +386,69 @@ def train(
                 checkpoint(step + 1)
     model.eval()
     return history
+
+
+def unigram_entropy(tokens: Tensor | Sequence[int]) -> float:
+    r"""The entropy of a stream's own token frequencies, in nats: :math:`-\sum_v p_v \ln p_v`, :math:`p_v` the share of
+    the stream that is token :math:`v`.
+
+    It is the loss on the stream of the best model that ignores the context, given the stream's own counts: no
+    model that predicts every token with the same distribution does better on it.  A language model earns its
+    context below this line.
+
+    >>> round(unigram_entropy([0, 0, 1, 2]), 4)  # shares 1/2, 1/4, 1/4: 1.5 ln 2
+    1.0397
+
+    Raises:
+        TypeError: for a stream that is not token ids.
+        ValueError: for an empty stream or a negative id.
+    """
+    tokens = _as_tokens(tokens, "tokens", None, 1)
+    counts = torch.bincount(tokens).double()
+    shares = counts[counts > 0] / len(tokens)
+    return float(-(shares * shares.log()).sum())
+
+
+def bigram_loss(
+    train_tokens: Tensor | Sequence[int], tokens: Tensor | Sequence[int], vocab_size: int, smoothing: float
+) -> float:
+    r"""The mean next-token loss on ``tokens`` of a bigram model counted on ``train_tokens``, smoothed by add-:math:`k`.
+
+    The model reads one token back: the probability that :math:`b` follows :math:`a` is the share of the
+    :math:`a`'s of the training stream that :math:`b` follows, each of the :math:`V` counts given :math:`k`
+    more, so that a pair never seen keeps a little probability (with :math:`k = 0` it would have none, and an
+    infinite loss):
+
+    .. math:: P(b \mid a) = \frac{\operatorname{count}(a, b) + k}{\operatorname{count}(a) + kV}.
+
+    The pairs are counted where they occur (a sorted list of the distinct pairs), not in a :math:`V \times V`
+    table, so a large vocabulary costs no more memory than the stream.
+
+    >>> round(bigram_loss([0, 1, 0, 1, 0], [0, 1, 0], vocab_size=2, smoothing=1.0), 4)  # P(1|0) = 3/4, P(0|1) = 3/4
+    0.2877
+
+    Args:
+        train_tokens: The stream the pairs are counted on.
+        tokens: The stream scored: each of its tokens after the first, predicted from the one before.
+        vocab_size: :math:`V`, the tokens the model could predict.
+        smoothing: :math:`k > 0`; larger spreads more probability over the pairs not seen.
+
+    Raises:
+        TypeError: for streams that are not token ids, or a ``smoothing`` that is not a number.
+        ValueError: for a stream of fewer than two tokens or with an id outside ``[0, vocab_size)``, a
+            ``vocab_size`` that is not a positive int, or a ``smoothing`` that is not positive.
+    """
+    check_positive_int(vocab_size, "vocab_size")
+    _positive_number(smoothing, "smoothing")
+    train_tokens = _as_tokens(train_tokens, "train_tokens", vocab_size, 2, least="two (a pair)")
+    tokens = _as_tokens(tokens, "tokens", vocab_size, 2, least="two (a pair)")
+    # Each pair (a, b) as one number, a V + b: the training stream's distinct pairs, sorted, and how often each occurs.
+    pairs, pair_counts = torch.unique(train_tokens[:-1] * vocab_size + train_tokens[1:], return_counts=True)
+    # count(a): how often each token is followed by another in the training stream.
+    first_counts = torch.bincount(train_tokens[:-1], minlength=vocab_size)
+    # count(a, b) of each pair scored: found in the sorted list, or 0 where the training stream never had it.
+    scored = tokens[:-1] * vocab_size + tokens[1:]
+    found = torch.searchsorted(pairs, scored).clamp(max=len(pairs) - 1)
+    counts = torch.where(pairs[found] == scored, pair_counts[found], 0).double()
+    probabilities = (counts + smoothing) / (first_counts[tokens[:-1]].double() + smoothing * vocab_size)
+    return float(-probabilities.log().mean())

@@ -5,13 +5,17 @@ same loss and the same parameters as the same step written out with
 PyTorch's own calls.  The rest are its parts, one behaviour each: the
 schedule's values (from the formula, written here), the weight-decay
 groups, clipping, determinism, a repetitive stream learned, the same run
-on ``transformers``' Llama, and every refusal by name.
+on ``transformers``' Llama, and every refusal by name.  The two baselines a
+loss is read against are checked against their formulas written out here
+with Python's counters.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import math
+from collections import Counter
 
 import pytest
 import torch
@@ -19,7 +23,13 @@ import transformers
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import literate_transformer as lt
-from literate_transformer.pretraining.causal_lm import get_batch, learning_rate_at, parameter_groups
+from literate_transformer.pretraining.causal_lm import (
+    bigram_loss,
+    get_batch,
+    learning_rate_at,
+    parameter_groups,
+    unigram_entropy,
+)
 
 #: A tiny Llama: 16 tokens, positions for windows of up to 24.
 SIZES = dict(
@@ -228,3 +238,54 @@ def test_training_runs_where_the_caller_turned_gradients_off():
         # ... and finds them off again after.
         assert not torch.is_grad_enabled()
     assert history.grad_norm[0] > 0
+
+
+def test_the_unigram_entropy_is_that_of_the_streams_own_token_shares():
+    stream = [3, 3, 3, 1, 1, 7]  # shares 1/2, 1/3, 1/6
+    expected = -sum(p * math.log(p) for p in (1 / 2, 1 / 3, 1 / 6))
+    assert unigram_entropy(stream) == pytest.approx(expected, rel=1e-12)
+    assert unigram_entropy(torch.tensor(stream)) == pytest.approx(expected, rel=1e-12)
+    assert unigram_entropy([5] * 10) == 0.0  # one token: nothing to guess
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_bigram_loss_is_the_mean_loss_of_the_add_k_counts_written_out(seed):
+    generator = torch.Generator().manual_seed(seed)
+    vocab_size, k = 7, 0.3
+    train_stream = torch.randint(vocab_size, (200,), generator=generator).tolist()
+    scored = torch.randint(vocab_size, (50,), generator=generator).tolist()
+    pairs, firsts = Counter(itertools.pairwise(train_stream)), Counter(train_stream[:-1])
+    expected = -sum(
+        math.log((pairs[a, b] + k) / (firsts[a] + k * vocab_size)) for a, b in itertools.pairwise(scored)
+    ) / (len(scored) - 1)
+    assert bigram_loss(train_stream, scored, vocab_size, k) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_pair_never_counted_keeps_k_over_the_count_of_its_first_token_plus_k_v():
+    # 1 is followed once (by 0) in the training stream, never by 1; 3 never occurs at all.
+    k, vocab_size = 0.5, 4
+    assert bigram_loss([0, 1, 0, 1], [1, 1], vocab_size, k) == pytest.approx(-math.log(k / (1 + k * vocab_size)))
+    assert bigram_loss([0, 1, 0, 1], [3, 2], vocab_size, k) == pytest.approx(math.log(vocab_size))
+
+
+def test_a_large_smoothing_tends_to_the_uniform_guess():
+    stream = torch.arange(10).repeat(5)
+    assert bigram_loss(stream, stream, 10, 1e9) == pytest.approx(math.log(10), rel=1e-6)
+    assert bigram_loss(stream, stream, 10, 1e-6) < 1e-4  # each token always follows the same one
+
+
+def test_bad_baseline_arguments_are_refused_by_name():
+    with pytest.raises(ValueError, match="smoothing must be positive, got 0"):
+        bigram_loss([0, 1, 2], [0, 1], 3, 0)
+    with pytest.raises(TypeError, match="smoothing must be a finite number"):
+        bigram_loss([0, 1, 2], [0, 1], 3, float("inf"))
+    with pytest.raises(ValueError, match="vocab_size must be a positive int, got 0"):
+        bigram_loss([0, 1, 2], [0, 1], 0, 1.0)
+    with pytest.raises(ValueError, match=r"tokens must be token ids in \[0, vocab_size=3\), found 3"):
+        bigram_loss([0, 1, 2], [0, 3], 3, 1.0)
+    with pytest.raises(ValueError, match=r"train_tokens has 1 tokens, fewer than two \(a pair\)"):
+        bigram_loss([0], [0, 1], 3, 1.0)
+    with pytest.raises(ValueError, match="tokens is empty"):
+        unigram_entropy([])
+    with pytest.raises(TypeError, match="tokens must be a 1-D tensor of integer token ids"):
+        unigram_entropy(torch.ones(3))

@@ -1009,6 +1009,10 @@ def plot_attention_patterns(
 ) -> Any:
     """Masks side by side, one panel each, queries down and keys across: the patterns the code builds, drawn.
 
+    Every panel shares one colour scale, drawn as a bar beside them: how many times a query reads a key
+    (0: never, 1 for a key a mask lets through; more where a pattern reads a key twice, as BigBird's
+    evaluation mode reads its first block).
+
     Args:
         patterns: Panel titles and ``(T, S)`` masks: boolean (``True`` = may attend), additive (0 = may
             attend), or counts (how many times a query reads a key).
@@ -1018,15 +1022,29 @@ def plot_attention_patterns(
         A matplotlib figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.colors import Normalize
 
-    fig, axes = plt.subplots(1, len(patterns), figsize=(3.2 * len(patterns), 3.6), layout="constrained", squeeze=False)
-    for ax, (name, pattern) in zip(axes[0], patterns.items(), strict=True):
+    if not isinstance(patterns, dict) or not patterns:
+        raise TypeError(f"patterns must be a non-empty dict of panel title to (T, S) mask, got {patterns!r:.80}")
+    counts = {}
+    for name, pattern in patterns.items():
+        if not isinstance(pattern, Tensor) or pattern.dim() != 2:
+            raise TypeError(f"patterns[{name!r}] must be a (T, S) tensor, got {pattern!r:.80}")
         if pattern.is_floating_point():
             pattern = pattern > torch.finfo(pattern.dtype).min / 2
-        values = pattern.detach().cpu().long()
-        ax.imshow(values, cmap="Blues", vmin=0, vmax=1.3 * max(int(values.max()), 1), interpolation="nearest")
+        counts[name] = pattern.detach().cpu().long()
+    most = max(max(int(values.max()), 1) for values in counts.values())
+    # One scale for every panel: a count is the same blue wherever it is drawn.
+    norm = Normalize(vmin=0, vmax=1.3 * most)
+    fig, axes = plt.subplots(
+        1, len(patterns), figsize=(3.2 * len(patterns) + 1.0, 3.6), layout="constrained", squeeze=False
+    )
+    for ax, (name, values) in zip(axes[0], counts.items(), strict=True):
+        image = ax.imshow(values.numpy(), cmap="Blues", norm=norm, interpolation="nearest")
         ax.set_title(f"{name}\n{tuple(values.shape)}", fontsize=9)
         ax.set_xlabel("key")
         ax.set_ylabel("query")
+    bar = fig.colorbar(image, ax=list(axes[0]), ticks=range(most + 1), shrink=0.8)
+    bar.set_label("times the query reads the key")
     fig.suptitle(title)
     return fig

@@ -598,3 +598,24 @@ def test_every_gallery_script_shows_through_show_and_runs_one_cpu_thread():
         assert "plt.show()" not in text, f"{script.name}: plt.show() draws nothing on a machine without a display"
         assert "show()" in text, f"{script.name}: no visualize.show()"
         assert "torch.set_num_threads(1)" in text, f"{script.name}: the CPU's threads are not set as the build's"
+
+
+def test_plot_attention_patterns_shares_one_colour_scale_with_a_bar_up_to_the_largest_count():
+    causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
+    counts = torch.tensor([[3, 1, 0, 0], [3, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 1]])
+    figure = visualize.plot_attention_patterns({"causal": causal, "counted": counts})
+    panels, bar = figure.axes[:2], figure.axes[2]
+    images = [ax.get_images()[0] for ax in panels]
+    # One scale: a read once is the same colour in both panels, and the bar's ticks run to the largest count.
+    assert images[0].norm.vmax == images[1].norm.vmax >= 3
+    assert [tick for tick in bar.get_yticks() if tick == int(tick)] == [0, 1, 2, 3]
+    assert "reads" in bar.get_ylabel()
+    torch.testing.assert_close(torch.tensor(images[1].get_array()), counts)
+    plt.close(figure)
+
+
+def test_plot_attention_patterns_refuses_a_pattern_that_is_not_a_matrix():
+    with pytest.raises(TypeError, match=r"patterns\['x'\] must be a \(T, S\) tensor"):
+        visualize.plot_attention_patterns({"x": torch.ones(4)})
+    with pytest.raises(TypeError, match="patterns must be a non-empty dict"):
+        visualize.plot_attention_patterns({})

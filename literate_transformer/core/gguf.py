@@ -25,7 +25,8 @@ Little-endian throughout, in four parts:
    ``[columns, rows]``), its type, and where its data starts;
 4. padding up to ``general.alignment`` bytes (32 by default), then the data.
 
-:func:`read_gguf` reads parts 1 to 3 and returns a :class:`GGUFFile`; its
+:func:`read_gguf` reads parts 1 to 3 and returns a :class:`GGUFFile`, whose
+:attr:`~GGUFFile.layout` says where each part starts and ends; its
 :meth:`~GGUFFile.tensor` reads one tensor's bytes and turns them into
 float32 weights.
 
@@ -61,7 +62,11 @@ A 4-bit block packs two weights in a byte, and not neighbours: byte
 :math:`j` holds weight :math:`j` in its low four bits and weight
 :math:`j + 16` in its high four.  Q4_1 spends 16 more bits a block than
 Q4_0 on its minimum, so that its 16 levels span the block's own range,
-from its least weight to its greatest, rather than a range symmetric about 0.
+from its least weight to its greatest.  Q4_0's levels are
+:math:`-8d, -7d, \dots, 7d`: ``ggml``'s reference quantizer sets
+:math:`d` so that the weight of largest magnitude lands on :math:`-8d`
+exactly, and the other side reaches only :math:`7/8` of that magnitude,
+whatever the block holds there.
 
 :func:`dequantize` turns a tensor's bytes into float32 weights, computing
 each formula in float32 as ``gguf-py`` (and so ``transformers``) does;
@@ -214,7 +219,7 @@ def dequantize(raw: Tensor, kind: str, shape: tuple[int, ...]) -> Tensor:
         # w = d q + m: the minimum m after the scale, then the 16 packed bytes.
         weights = scale * _nibbles(blocks[:, 4:]) + _halves(blocks, 2)
     else:
-        # Q4_0, w = d (q - 8): levels symmetric about zero, no minimum.
+        # Q4_0, w = d (q - 8): levels from -8 d to 7 d, no minimum.
         weights = scale * (_nibbles(blocks[:, 2:]) - 8.0)
     return weights.reshape(shape)
 
@@ -457,6 +462,9 @@ class GGUFFile:
         tensors: Every tensor's :class:`TensorInfo`, by name, in the file's order.
         data: The file, mapped into memory once (``mmap``): :meth:`raw` copies a tensor's bytes out of it, and
             nothing else of the file is read until then.
+        layout: Where each part of the file lies, ``(start, stop)`` in bytes from its start, in the file's order:
+            ``"header"``, ``"metadata"``, ``"tensor infos"``, ``"padding"`` (up to ``general.alignment``) and
+            ``"tensor data"`` (to the end of the file).
     """
 
     path: Path
@@ -464,6 +472,7 @@ class GGUFFile:
     metadata: dict[str, Any] = field(repr=False)
     tensors: dict[str, TensorInfo] = field(repr=False)
     data: Any = field(default=None, repr=False, compare=False)
+    layout: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def architecture(self) -> str:
@@ -605,6 +614,7 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
         raise ValueError(f"{path} is GGUF version {version}; this reader reads versions 2 and 3")
     tensor_count = cursor.count("the number of tensors", _SMALLEST_TENSOR)
     entry_count = cursor.count("the number of metadata entries", _SMALLEST_ENTRY)
+    header_end = cursor.position
     # The metadata: key, type, value, one entry after another; each key once.
     metadata: dict[str, Any] = {}
     for index in range(entry_count):
@@ -612,6 +622,7 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
         if key in metadata:
             raise ValueError(f"{path}: metadata key {key!r} appears twice; a GGUF file sets each key once")
         metadata[key] = cursor.value(cursor.take("I", f"the type of metadata key {key!r}"), key)
+    metadata_end = cursor.position
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if type(alignment) is not int or alignment < 1 or alignment & (alignment - 1):
         raise ValueError(
@@ -639,7 +650,14 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     tensors = {
         name: TensorInfo(name, tuple(reversed(dims)), kind, start + offset) for name, dims, kind, offset in entries
     }
-    return GGUFFile(path, version, metadata, tensors, buffer)
+    layout = {
+        "header": (0, header_end),
+        "metadata": (header_end, metadata_end),
+        "tensor infos": (metadata_end, cursor.position),
+        "padding": (cursor.position, min(start, size)),
+        "tensor data": (min(start, size), size),
+    }
+    return GGUFFile(path, version, metadata, tensors, buffer, layout)
 
 
 # ---------------------------------------------------------------------------
@@ -690,7 +708,13 @@ def gguf_tokenizer(gguf: GGUFFile, padding_side: str = "left") -> Any:
 
     The vocabulary and the merges are the metadata's ``tokenizer.ggml.tokens``
     and ``tokenizer.ggml.merges``; the text is cut into words by GPT-2's
-    byte-level pre-tokenizer; the control tokens (``<|im_start|>``, ...) are
+    byte-level pre-tokenizer.  The file's ``tokenizer.ggml.pre`` names the
+    cut llama.cpp makes instead, a pattern of its own code
+    (``src/llama-vocab.cpp``; ``"smollm"``: every digit apart, then GPT-2's
+    pattern), which this builder does not read: the two give the same ids for a
+    vocabulary in which no token joins a digit to another character, as
+    SmolLM2's (each digit is then a token of its own either way), and may differ
+    for another.  The control tokens (``<|im_start|>``, ...) are
     special tokens, never cut, and the user-defined ones are added whole; the
     special ids and the chat template come from the metadata too.  Tests prove
     it writes the ids of the tokenizer ``transformers`` builds from the same

@@ -8,6 +8,8 @@ llama.cpp's format, not its own idea of it.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -72,6 +74,18 @@ def test_the_coarser_the_format_the_larger_the_error():
     assert errors[0] < errors[1] < errors[2]
 
 
+def test_q4_0_puts_the_largest_magnitude_on_minus_8d_and_reaches_seven_eighths_of_it_on_the_other_side():
+    # Largest magnitude +2.0: d = 2 / -8 is negative, so the weight lands on level 0 (-8 d = 2.0) and the most
+    # negative level, 7 d, is -1.75: a weight of -2.0 on the other side is stored as -1.75.
+    block = torch.cat([torch.tensor([2.0, -2.0]), torch.linspace(-1.0, 1.0, 30)])
+    raw = quantize(block, "Q4_0")
+    scale = raw[:2].view(torch.float16).float()
+    decoded = dequantize(raw, "Q4_0", block.shape)
+    assert scale.item() == -0.25 and decoded[0].item() == 2.0 and decoded[1].item() == -1.75
+    levels = scale * (torch.arange(16) - 8)
+    assert set(decoded.tolist()) <= set(levels.tolist()) and levels.max() == 2.0 and levels.min() == -1.75
+
+
 def test_bad_formats_and_sizes_are_refused():
     with pytest.raises(ValueError, match="'Q5_0' .* not one this reader decodes"):
         dequantize(torch.zeros(22, dtype=torch.uint8), "Q5_0", (32,))
@@ -130,6 +144,24 @@ def test_the_header_gives_the_metadata_and_each_tensors_place_and_shape(small_fi
         assert info.shape == tensors[tensor.name][0].shape
         assert info.kind == tensor.tensor_type.name
         assert info.offset == tensor.data_offset and info.nbytes == tensor.n_bytes
+
+
+def test_the_layout_cuts_the_file_into_its_five_parts_in_order(small_file):
+    path, _ = small_file
+    file = read_gguf(path)
+    parts = list(file.layout.items())
+    assert [name for name, _ in parts] == ["header", "metadata", "tensor infos", "padding", "tensor data"]
+    # The parts tile the file: each starts where the one before ends, from byte 0 to the last.
+    assert parts[0][1][0] == 0 and parts[-1][1][1] == path.stat().st_size
+    assert all(before[1][1] == after[1][0] for before, after in itertools.pairwise(parts))
+    # The header: "GGUF", the version, the two counts (4 + 4 + 8 + 8 bytes); the data where gguf-py finds it.
+    assert file.layout["header"] == (0, 24)
+    data_start = file.layout["tensor data"][0]
+    assert data_start == gguf.GGUFReader(path).data_offset and data_start % 32 == 0
+    assert file.layout["padding"][1] - file.layout["padding"][0] < 32
+    assert all(
+        data_start <= info.offset and info.offset + info.nbytes <= path.stat().st_size for info in file.tensors.values()
+    )
 
 
 def test_each_tensor_reads_as_gguf_py_dequantizes_it(small_file):

@@ -143,7 +143,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         17,
         "chapters/17_a_trained_decoder",
         "A trained decoder, read from its 4-bit file",
-        ("core.gguf", "trained", "parts.int4"),
+        ("core.gguf", "trained", "parts.int4", "figures.trained"),
     ),
     Chapter(18, "chapters/18_reading_a_trained_model", "Reading a trained model", ("lens", "figures.lens")),
     Chapter(

@@ -66,13 +66,25 @@ weights (``decimals=3``) before handing them over.
 >>> len(args["attention"]), tuple(args["attention"][0].shape), args["html_action"]
 (2, (1, 2, 3, 3), 'return')
 
-Offline pages
+Offline views
 -------------
-The HTML bertviz returns loads require.js, d3 and jQuery from a CDN, which
-works in a notebook with internet access.  This site serves its own copies
-instead: its Sphinx extension ``bertviz_offline`` rewrites those addresses in
-every page that holds a view, and a browser test checks that the views draw
-with no network.
+The HTML bertviz writes loads require.js, d3 and jQuery from a CDN: with no
+network (or behind a strict content policy) a view draws an empty "Layer"
+menu.  The package ships d3 5.7.0 and jQuery 2.2.4 (``static/``, with their
+licences) and a small stand-in for require.js, and :func:`offline_html`
+rewrites a view's HTML to use them: the CDN's ``<script>`` tag and
+``require.config`` paths go, and one ``<script>`` with the two libraries
+and the stand-in goes in front of the view (about 0.33 MB; a second view on
+the same page finds them loaded and skips them).  The stand-in works where
+the page has no module loader (JupyterLab, Notebook 7, Colab, an exported
+page) and where it has a real require.js (the classic Notebook): there it
+names the two modules for it.  Every view this module returns is rewritten
+so; :func:`offline_views` does the same to bertviz's own views
+(``bertviz.head_view(...)`` in a notebook), and runs when this module is
+imported in a notebook.  The site serves the libraries from its own
+``_static`` folder instead, and its build takes the inlined copies out of
+its pages (Sphinx extension ``bertviz_offline``); browser tests check that
+the views draw, on the site and in an exported notebook, with no network.
 
 Where the source notebooks got it wrong
 ---------------------------------------
@@ -95,7 +107,9 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -113,6 +127,8 @@ __all__ = [
     "neuron_view",
     "round_floats",
     "stable_view_id",
+    "offline_html",
+    "offline_views",
     "plot_attention",
     "plot_attention_heads",
     "plot_what_if",
@@ -410,6 +426,7 @@ def head_view(
     first = next(value for key, value in arguments.items() if key.endswith("attention"))
     _check_layer_and_heads(layer, heads, len(first), first[0].shape[1])
     html = bertviz_head_view(**arguments, layer=layer, heads=list(heads) if heads is not None else None)
+    html.data = offline_html(html.data)
     return stable_view_id(html)
 
 
@@ -453,7 +470,9 @@ def model_view(
     if display_mode not in ("light", "dark"):
         raise ValueError(f'display_mode must be "light" or "dark", got {display_mode!r}')
     arguments = _arguments(**given)
-    return stable_view_id(bertviz_model_view(**arguments, display_mode=display_mode))
+    html = bertviz_model_view(**arguments, display_mode=display_mode)
+    html.data = offline_html(html.data)
+    return stable_view_id(html)
 
 
 # ---------------------------------------------------------------------------
@@ -591,7 +610,7 @@ def neuron_view(
         )
     start += len(_NEURON_PARAMS_MARKER)
     params, end = json.JSONDecoder().raw_decode(html.data, start)
-    html.data = html.data[:start] + json.dumps(round_floats(params, decimals)) + html.data[end:]
+    html.data = offline_html(html.data[:start] + json.dumps(round_floats(params, decimals)) + html.data[end:])
     return stable_view_id(html)
 
 
@@ -624,6 +643,123 @@ def stable_view_id(html: Any) -> Any:
     content = _VIEW_ID.sub("bertviz-", html.data) + f"#{next(_views_made)}"
     html.data = html.data.replace(ids.pop(), "bertviz-" + hashlib.sha256(content.encode()).hexdigest()[:32])
     return html
+
+
+# ---------------------------------------------------------------------------
+# Offline views
+# ---------------------------------------------------------------------------
+#: The package's copies of d3 and jQuery, and the loader that hands them to a view (see README.txt there).
+STATIC = Path(__file__).resolve().parent / "static"
+#: The attribute that marks the ``<script>`` this module puts in front of a view (the site's build removes it).
+OFFLINE_SCRIPT_MARK = 'data-bertviz-offline="literate_transformer"'
+
+# bertviz's <script src=".../require.min.js"> in front of each view (cdnjs today; any host).
+_REQUIRE_TAG = re.compile(r"""<script[^>]*\bsrc=["'][^"']*/require(?:\.min)?\.js["'][^>]*>\s*</script>\s*""")
+# ...and the addresses of d3 and jQuery it gives require.js: require.config({paths: {d3: '...', jquery: '...'}});
+_REQUIRE_CONFIG = re.compile(r"require\.config\(\s*\{\s*paths\s*:\s*\{[^{}]*\}\s*,?\s*\}\s*\)\s*;?")
+
+
+@functools.cache
+def _offline_script() -> str:
+    """The ``<script>`` a view gets in front of it: jQuery and d3, evaluated once a page, and the loader."""
+    jquery = (STATIC / "jquery.min.js").read_text(encoding="utf-8")
+    d3 = (STATIC / "d3.min.js").read_text(encoding="utf-8")
+    shim = (STATIC / "bertviz-require-shim.js").read_text(encoding="utf-8")
+    # Inside a script element, "</script" would end it early; neither library holds it.
+    if "</script" in jquery + d3 + shim:
+        raise RuntimeError(f"a script in {STATIC} holds '</script': it cannot be inlined into a page")
+    return (
+        f'<script type="text/javascript" {OFFLINE_SCRIPT_MARK}>\n'
+        "/* jQuery 2.2.4 (MIT) and d3 5.7.0 (BSD 3-Clause), shipped with literate_transformer, for the view below. */\n"
+        "if (!(window.bertvizOfflineModules && window.bertvizOfflineModules.jquery && window.bertvizOfflineModules.d3)) {\n"
+        # No module loader is shown to the libraries (define, module, exports undefined): each sets its global.
+        "(function (define, module, exports) {\n"
+        f"{jquery}\n{d3}\n"
+        "}).call(window);\n"
+        "}\n"
+        f"{shim}\n"
+        "</script>\n"
+    )
+
+
+def offline_html(html: str) -> str:
+    """bertviz's HTML (or JavaScript) made to draw with the package's d3 and jQuery, asking no CDN for anything.
+
+    The ``<script>`` tag that loads require.js from a CDN is replaced by one
+    ``<script>`` holding the package's jQuery, d3 and loader (see "Offline
+    views" above), and the ``require.config`` that points require.js at the
+    CDN's d3 and jQuery is taken out.  Text that has neither is returned as
+    it is.
+
+    Args:
+        html: A view's HTML, as bertviz writes it, or the JavaScript of one.
+
+    Returns:
+        The rewritten text.
+
+    Raises:
+        TypeError: if ``html`` is not a string.
+
+    >>> html = '<script src="https://cdn.example/require.min.js"></script><div id="v"></div>'
+    >>> rewritten = offline_html(html + "<script>require.config({paths: {d3: 'https://cdn.example/d3'}});</script>")
+    >>> "cdn.example" in rewritten, rewritten.count(OFFLINE_SCRIPT_MARK), rewritten.endswith('<div id="v"></div><script></script>')
+    (False, 1, True)
+    """
+    if not isinstance(html, str):
+        raise TypeError(f"html must be a view's HTML as a str, got {type(html).__name__}")
+    html = _REQUIRE_CONFIG.sub("", html)
+    first = _REQUIRE_TAG.search(html)
+    if first is None:
+        return html
+    # The libraries where the first require.js tag was (before the view's scripts); any other tag goes.
+    rest = _REQUIRE_TAG.sub("", html[first.end() :])
+    return html[: first.start()] + _offline_script() + rest
+
+
+def _offline_printer(method: str) -> Any:
+    """A display formatter for IPython's ``HTML`` or ``Javascript``: the object's own output, made offline."""
+
+    def printer(obj: Any) -> Any:
+        shown = getattr(obj, method)()
+        if isinstance(shown, tuple):
+            data, metadata = shown
+            return (offline_html(data) if isinstance(data, str) else data), metadata
+        return offline_html(shown) if isinstance(shown, str) else shown
+
+    return printer
+
+
+def offline_views(shell: Any = None) -> bool:
+    """Make bertviz's own views draw offline in this notebook: every HTML or JavaScript output is rewritten.
+
+    bertviz's ``head_view``, ``model_view`` and ``neuron_view``, called
+    directly in a notebook, display the require.js tag, the view and its
+    JavaScript as three outputs.  This registers display formatters for
+    IPython's ``HTML`` and ``Javascript`` objects that pass each through
+    :func:`offline_html`, which changes only what loads require.js, d3 or
+    jQuery from a CDN.  It runs when this module is imported in a notebook
+    (an IPython kernel); calling it again changes nothing.
+
+    Args:
+        shell: The IPython shell; ``None``: the running one.
+
+    Returns:
+        Whether there was a shell to register the formatters with.
+    """
+    if shell is None:
+        if "IPython" not in sys.modules:
+            return False
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            return False
+    from IPython.display import HTML, Javascript
+
+    formatters = shell.display_formatter.formatters
+    formatters["text/html"].for_type(HTML, _offline_printer("_repr_html_"))
+    formatters["application/javascript"].for_type(Javascript, _offline_printer("_repr_javascript_"))
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -1048,3 +1184,7 @@ def plot_attention_patterns(
     bar.set_label("times the query reads the key")
     fig.suptitle(title)
     return fig
+
+
+# In a notebook, bertviz's own views draw offline too (see offline_views).
+offline_views()

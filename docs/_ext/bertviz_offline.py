@@ -2,19 +2,24 @@
 
 bertviz's ``head_view``, ``model_view`` and ``neuron_view`` return HTML that
 loads require.js from cdnjs and asks it for d3 5.7.0 and jQuery 2.0.0 from
-cdnjs too.  Executed pages embed that HTML as it is, so offline (or behind a
-strict content policy) the views draw nothing.  This extension, for every
-page that holds a view:
+cdnjs too.  :mod:`literate_transformer.visualize` rewrites its views to ask
+no CDN: it inlines the package's own d3, jQuery and loader in front of each
+view (about 0.33 MB a view).  Executed pages embed a view's HTML as it is,
+so this extension, for every page that holds a view:
 
-1. removes the ``<script src=".../require.min.js">`` tags;
-2. points the ``require.config`` paths at the site's own copies of d3 and
-   jQuery (``_static/vendor/d3``, ``_static/vendor/jquery``, from npm, see
-   the README.txt next to each), so no address of another host remains;
+1. removes the ``<script src=".../require.min.js">`` tags, and the scripts
+   ``visualize`` inlined (the page loads the libraries once, in its head);
+2. points any ``require.config`` paths left (a page executed before the
+   package inlined them) at the site's own copies of d3 and jQuery
+   (``_static/vendor/d3``, ``_static/vendor/jquery``, from npm, see the
+   README.txt next to each), so no address of another host remains;
 3. adds those copies and ``_static/bertviz-require-shim.js`` to the page's
    ``<head>``.  The shim defines ``require.config`` and ``requirejs`` over the
    ``d3`` and ``jQuery`` globals; the real require.js is not used because it
    defines an AMD ``define`` that makes scripts loaded after it (the theme's
-   clipboard library, for one) register as anonymous modules and fail.
+   clipboard library, for one) register as anonymous modules and fail.  The
+   shim is the package's own (``literate_transformer/static/``), the one its
+   notebooks' views use; this extension copies it into ``_static``.
 
 A page with views larger than ``bertviz_offline_max_page_bytes`` (default
 1.5 MB) is reported as a warning, which fails a ``-W`` build: round the
@@ -38,6 +43,12 @@ logger = logging.getLogger(__name__)
 #: Scripts added to the ``<head>`` of pages with views, in order (paths under ``_static``).
 SCRIPTS = ("vendor/jquery/jquery.min.js", "vendor/d3/d3.min.js", "bertviz-require-shim.js")
 
+#: The loader the views call, shipped with the package and copied into the site's ``_static``.
+SHIM = Path(__file__).resolve().parents[2] / "literate_transformer" / "static" / "bertviz-require-shim.js"
+# The <script> literate_transformer.visualize puts in front of a view: jQuery, d3 and the shim, inlined.
+_INLINED = re.compile(
+    r"""<script\b[^>]*\bdata-bertviz-offline=["']literate_transformer["'][^>]*>.*?</script>\s*""", re.DOTALL
+)
 # bertviz asks for require.js with a script tag in front of each view.
 _REQUIRE_TAG = re.compile(r"""<script[^>]*\bsrc=["'][^"']*/require(?:\.min)?\.js["'][^>]*>\s*</script>""")
 # ...and for d3 and jQuery through require.config({paths: {d3: '...', jquery: '...'}}).
@@ -58,7 +69,7 @@ def count_views(html: str) -> int:
 
 
 def rewrite_views(html: str, static_prefix: str) -> str:
-    """Remove bertviz's CDN require.js tags and point its module paths at ``static_prefix``.
+    """Remove bertviz's CDN require.js tags and the package's inlined libraries; point module paths at ``static_prefix``.
 
     Args:
         html: A page body holding bertviz views.
@@ -68,6 +79,7 @@ def rewrite_views(html: str, static_prefix: str) -> str:
     Returns:
         The rewritten HTML.
     """
+    html = _INLINED.sub("", html)
     html = _REQUIRE_TAG.sub("", html)
     for module, pattern in _MODULE_PATHS.items():
         html = pattern.sub(
@@ -125,8 +137,15 @@ def _check_sizes(app: Sphinx, exception: Exception | None) -> None:
         )
 
 
+def _serve_the_shim(app: Sphinx, config: Any) -> None:
+    # A file named in html_static_path is copied into _static/ under its own name.
+    if str(SHIM) not in map(str, config.html_static_path):
+        config.html_static_path.append(str(SHIM))
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("bertviz_offline_max_page_bytes", 1_500_000, "html", types=frozenset({int}))
+    app.connect("config-inited", _serve_the_shim)
     app.connect("html-page-context", _page_context)
     app.connect("build-finished", _check_sizes)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -71,9 +71,19 @@ def test_only_pages_with_views_over_the_limit_are_oversized(tmp_path):
     ]
 
 
-def test_the_scripts_the_pages_load_are_in_the_static_folder():
+def test_the_scripts_the_pages_load_are_in_the_static_folder_or_the_package():
+    # The libraries are the site's copies; the shim is the package's own, which the build copies into _static.
     for script in bertviz_offline.SCRIPTS:
-        assert (ROOT / "docs" / "_static" / script).is_file(), script
+        assert (ROOT / "docs" / "_static" / script).is_file() or script == bertviz_offline.SHIM.name, script
+    assert bertviz_offline.SHIM.is_file()
+
+
+def test_a_build_serves_the_packages_shim_in_its_static_folder(tiny_site):
+    tiny_site.conf(["bertviz_offline"])
+    tiny_site.write("docs/index.rst", "Home\n====\n")
+    tiny_site.build()
+    served = tiny_site.build_dir / "html" / "_static" / bertviz_offline.SHIM.name
+    assert served.read_bytes() == bertviz_offline.SHIM.read_bytes()
 
 
 # ---------------------------------------------------------------------------
@@ -89,26 +99,41 @@ def _real_views() -> str:
     return visualize.head_view(attentions, tokens).data, visualize.model_view(attentions, tokens).data
 
 
-def test_every_view_bertviz_writes_is_rewritten_to_the_local_copies():
+def test_the_packages_views_lose_their_inlined_libraries_which_the_page_loads_once():
+    from literate_transformer import visualize
+
     html = "".join(_real_views())
     assert bertviz_offline.count_views(html) == 2
+    assert html.count(visualize.OFFLINE_SCRIPT_MARK) == 2  # each view carries jQuery, d3 and the shim
+    rewritten = bertviz_offline.rewrite_views(html, "../_static/")
+    assert visualize.OFFLINE_SCRIPT_MARK not in rewritten and "cdnjs" not in rewritten
+    assert bertviz_offline.external_references(rewritten) == []
+    assert len(rewritten) < len(html) - 2 * 300_000
+    assert bertviz_offline.count_views(rewritten) == 2
+
+
+def test_a_view_bertviz_writes_itself_is_rewritten_to_the_local_copies():
+    import bertviz
+    import torch
+
+    attentions = [torch.softmax(torch.randn(1, 3, 7, 7), dim=-1) for _ in range(2)]
+    html = bertviz.head_view(attentions, ["[CLS]", "a", "b", "c", "d", "e", "[SEP]"], html_action="return").data
     assert bertviz_offline.external_references(html)  # bertviz's own HTML loads from a CDN
     rewritten = bertviz_offline.rewrite_views(html, "../_static/")
     assert "cdnjs" not in rewritten and "require.min.js" not in rewritten
     assert bertviz_offline.external_references(rewritten) == []
-    assert rewritten.count("d3: '../_static/vendor/d3/d3.min'") == 2
-    assert rewritten.count("jquery: '../_static/vendor/jquery/jquery.min'") == 2
-    assert bertviz_offline.count_views(rewritten) == 2
+    assert rewritten.count("d3: '../_static/vendor/d3/d3.min'") == 1
+    assert rewritten.count("jquery: '../_static/vendor/jquery/jquery.min'") == 1
 
 
 def test_pages_with_real_views_over_the_limit_are_found(tmp_path):
     view, _ = _real_views()
     (tmp_path / "chapters").mkdir()
-    (tmp_path / "chapters" / "big_view.html").write_text(view + " " * 5000)
-    (tmp_path / "small_view.html").write_text(view)
+    (tmp_path / "chapters" / "big_view.html").write_text(view + " " * 5000, encoding="utf-8")
+    (tmp_path / "small_view.html").write_text(view, encoding="utf-8")
     (tmp_path / "big_text.html").write_text("x" * 50_000)  # large, but no view
-    limit = len(view) + 1000
-    found = bertviz_offline.oversized_pages(tmp_path, limit)
+    size = len(view.encode("utf-8"))  # the inlined d3 holds characters of more than one byte
+    found = bertviz_offline.oversized_pages(tmp_path, size + 1000)
     assert [(path.relative_to(tmp_path).as_posix(), size) for path, size in found] == [
-        ("chapters/big_view.html", len(view) + 5000)
+        ("chapters/big_view.html", size + 5000)
     ]

@@ -95,3 +95,52 @@ def test_bad_arguments_are_refused_by_name():
         figures.plot_patching({"a": torch.ones(2, 3), "b": torch.ones(3, 3)}, ["x", "y", "z"])
     with pytest.raises(TypeError, match="tokens must be a sequence of strings"):
         figures.plot_patching({"a": torch.ones(2, 3)}, "xyz")
+
+
+def test_head_attention_draws_each_heads_weights_and_frames_the_keys_expected():
+    stripe = torch.eye(4).roll(-1, dims=0)  # query i reads key i + 1 (row 3 reads key 0)
+    diagonal = torch.eye(4)
+    expected = torch.tensor([1, 2, 3, -1])  # no key expected for the last query
+    figure = figures.plot_head_attention(
+        {"induction": stripe, "itself": diagonal}, ["a", "b", "c", "d"], expected={"induction": expected}
+    )
+    panels = [ax for ax in figure.axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["induction", "itself"]
+    for ax, weights in zip(panels, (stripe, diagonal), strict=True):
+        np.testing.assert_array_equal(ax.images[0].get_array(), weights.numpy())
+        assert ax.images[0].get_clim() == (0.0, 1.0)  # one scale for every head
+    frames = [patch.get_xy() for patch in panels[0].patches if isinstance(patch, Rectangle)]
+    assert frames == [(0.5, -0.5), (1.5, 0.5), (2.5, 1.5)]  # (key - 0.5, query - 0.5) for each expected key
+    assert not panels[1].patches
+    assert [tick.get_text() for tick in panels[0].get_xticklabels()] == ["a", "b", "c", "d"]
+    assert [tick.get_text() for tick in panels[0].get_yticklabels()] == ["a", "b", "c", "d"]
+
+
+def test_window_restoration_draws_a_line_per_position_against_the_windows_first_layer():
+    restored = torch.tensor([[0.8, 0.3, 0.0], [0.6, 0.2, 0.1], [0.1, 0.1, 0.7]])
+    figure = figures.plot_window_restoration(restored, ["iffel", " Tower", " of"], [1, 2, 3], window=5)
+    (ax,) = figure.axes
+    curves = [line for line in ax.lines if len(line.get_xdata()) == 3]
+    assert len(curves) == 3
+    for line, column in zip(curves, restored.T, strict=True):
+        np.testing.assert_array_equal(line.get_xdata(), [1, 2, 3])
+        np.testing.assert_array_equal(line.get_ydata(), column.numpy())
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["'iffel'", "' Tower'", "' of'"]
+    assert "5 layers" in ax.get_xlabel() and "5 consecutive layers" in ax.get_title()
+
+
+def test_the_new_figures_refuse_bad_arguments_by_name():
+    with pytest.raises(ValueError, match=r"patterns\['a'\] must hold attention weights"):
+        figures.plot_head_attention({"a": torch.full((2, 2), 2.0)})
+    with pytest.raises(ValueError, match="every panel must have shape"):
+        figures.plot_head_attention({"a": torch.eye(2), "b": torch.eye(3)})
+    with pytest.raises(ValueError, match=r"expected\['a'\] must hold key positions"):
+        figures.plot_head_attention({"a": torch.eye(2)}, expected={"a": torch.tensor([0, 5])})
+    with pytest.raises(ValueError, match="expected must map some of the panel titles"):
+        figures.plot_head_attention({"a": torch.eye(2)}, expected={"b": torch.tensor([0, 1])})
+    with pytest.raises(ValueError, match="first_layers must hold 2 layer numbers"):
+        figures.plot_window_restoration(torch.ones(2, 1), ["x"], [1], window=3)
+    with pytest.raises(ValueError, match="window must be a positive int"):
+        figures.plot_window_restoration(torch.ones(2, 1), ["x"], [1, 2], window=0)
+    with pytest.raises(ValueError, match="tokens must hold 1 strings"):
+        figures.plot_window_restoration(torch.ones(2, 1), ["x", "y"], [1, 2], window=3)

@@ -9,7 +9,12 @@ Each function draws tensors the chapter computed with the lens on a trained mode
 * :func:`plot_layer_head_scores`: one number per head of every layer (an induction score, the change a
   switched-off head makes), the largest framed;
 * :func:`plot_patching`: the share of a logit difference that one activation of a clean run restores in a
-  corrupted run, for every layer and position, one panel per kind of activation.
+  corrupted run, for every layer and position, one panel per kind of activation;
+* :func:`plot_head_attention`: the attention weights of a few heads on one sequence, queries down and keys
+  across, the keys a head is expected to read framed (an induction head's stripe, a previous-token head's
+  diagonal), as a static picture;
+* :func:`plot_window_restoration`: the share of a logit difference that a window of consecutive layers'
+  outputs, restored together at one position, brings back, one line per position.
 """
 
 from __future__ import annotations
@@ -24,7 +29,14 @@ from torch import Tensor
 
 from ..core.validation import check_tensor
 
-__all__ = ["plot_logit_lens", "plot_loss_by_copy", "plot_layer_head_scores", "plot_patching"]
+__all__ = [
+    "plot_logit_lens",
+    "plot_loss_by_copy",
+    "plot_layer_head_scores",
+    "plot_patching",
+    "plot_head_attention",
+    "plot_window_restoration",
+]
 
 
 def _check_labels(labels: object, count: int, name: str, what: str) -> list[str]:
@@ -223,4 +235,113 @@ def plot_patching(restored: Mapping[str, Tensor], tokens: Sequence[str]) -> Figu
     panels[0].set_ylabel("layer patched")
     figure.colorbar(image, ax=list(panels), label="share of the logit difference restored\n(0 = corrupted, 1 = clean)")
     figure.suptitle("Activation patching: one activation of the clean run put into the corrupted run")
+    return figure
+
+
+def plot_head_attention(
+    patterns: Mapping[str, Tensor], tokens: Sequence[str] | None = None, expected: Mapping[str, Tensor] | None = None
+) -> Figure:
+    """A few heads' attention on one sequence, side by side: queries down, keys across, one shared colour scale.
+
+    Each panel is one head's ``(T, S)`` weights (a row sums to 1).  Where ``expected`` gives a panel a key per
+    query, that cell is framed: the token after the query's earlier occurrence for an induction head, the one
+    before it for a previous-token head, so that the picture shows at a glance where the weight went and where
+    the head was expected to put it.
+
+    Args:
+        patterns: ``{panel title: (T, S) tensor}`` of weights in ``[0, 1]``, every tensor of the same shape.
+        tokens: The ``T`` tokens (queries and keys of a self-attention), for the ticks; ``None``: positions.
+        expected: ``{panel title: (T,) integer tensor}``, the key expected for each query, ``-1`` for none.
+
+    Returns:
+        The figure.
+    """
+    if not isinstance(patterns, Mapping) or not patterns:
+        raise TypeError(f"patterns must be a non-empty mapping {{panel title: (T, S) tensor}}, got {patterns!r}")
+    shape = None
+    for title, weights in patterns.items():
+        if not isinstance(title, str):
+            raise TypeError(f"patterns' keys must be panel titles (strings), got {title!r}")
+        check_tensor(weights, f"patterns[{title!r}]", ndim=2, dtypes=("float",))
+        shape = shape or tuple(weights.shape)
+        if tuple(weights.shape) != shape:
+            raise ValueError(f"every panel must have shape (T, S) = {shape}, got {tuple(weights.shape)} for {title!r}")
+        if weights.min() < 0 or weights.max() > 1:
+            raise ValueError(f"patterns[{title!r}] must hold attention weights, in [0, 1]")
+    queries, keys = shape
+    if tokens is not None:
+        tokens = _check_labels(tokens, keys, "tokens", "position")
+    expected = {} if expected is None else expected
+    if not isinstance(expected, Mapping) or not set(expected) <= set(patterns):
+        raise ValueError(f"expected must map some of the panel titles {list(patterns)} to (T,) tensors")
+    for title, wanted in expected.items():
+        wanted = check_tensor(wanted, f"expected[{title!r}]", shape=(queries,), dtypes=("int",))
+        if ((wanted < -1) | (wanted >= keys)).any():
+            raise ValueError(f"expected[{title!r}] must hold key positions in [0, {keys}) or -1 (none)")
+    norm = Normalize(vmin=0.0, vmax=1.0)
+
+    figure = Figure(figsize=(4.6 * len(patterns) + 1.0, 4.8), layout="constrained")
+    panels = figure.subplots(1, len(patterns), squeeze=False)[0]
+    for ax, (title, weights) in zip(panels, patterns.items(), strict=True):
+        image = ax.imshow(weights.numpy(), cmap="Blues", norm=norm, interpolation="nearest")
+        for query, key in enumerate(expected.get(title, []).tolist() if title in expected else []):
+            if key >= 0:
+                ax.add_patch(Rectangle((key - 0.5, query - 0.5), 1, 1, fill=False, edgecolor="tab:red", linewidth=1))
+        # Keys labelled by their tokens; queries too where they are the same sequence (self-attention).
+        ticks = _sparse_ticks(keys, most=24)
+        ax.set_xticks(ticks, [tokens[i] if tokens else str(i) for i in ticks], rotation=90, fontsize=7)
+        rows = _sparse_ticks(queries, most=24)
+        ax.set_yticks(rows, [tokens[i] if tokens and queries == keys else str(i) for i in rows], fontsize=7)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("key (attended to)")
+        ax.set_ylabel("query")
+    label = "attention weight" + ("\n(red frames: the key expected)" if expected else "")
+    figure.colorbar(image, ax=list(panels), label=label, shrink=0.8)
+    return figure
+
+
+def plot_window_restoration(
+    restored: Tensor, tokens: Sequence[str], first_layers: Sequence[int], window: int, part: str = "MLP outputs"
+) -> Figure:
+    """Restoring a window of layers at one position: the share of the logit difference it brings back.
+
+    Causal tracing after Meng et al. (2022) restores not one layer's output but those of ``window``
+    consecutive layers together, at one position of the corrupted run: a computation spread over neighbouring
+    layers shows as a plateau a single layer would miss.  One line per position, against the first layer of
+    the window: 0 where the patched run answers as the corrupted run did, 1 where it answers as the clean one.
+
+    Args:
+        restored: ``(W, P)``: row ``w`` the window starting at ``first_layers[w]``, column ``p`` a position.
+        tokens: The ``P`` positions' tokens, for the legend.
+        first_layers: The ``W`` first layers of the windows.
+        window: Layers per window.
+        part: What was restored, for the title.
+
+    Returns:
+        The figure.
+    """
+    restored = check_tensor(restored, "restored", ndim=2, dtypes=("float",))
+    windows, positions = restored.shape
+    tokens = _check_labels(tokens, positions, "tokens", "position")
+    if isinstance(first_layers, (str, bytes)) or not isinstance(first_layers, Sequence):
+        raise TypeError(f"first_layers must be a sequence of ints, one per window, got {first_layers!r}")
+    if len(first_layers) != windows or not all(isinstance(x, int) and x >= 0 for x in first_layers):
+        raise ValueError(f"first_layers must hold {windows} layer numbers (ints >= 0), got {list(first_layers)!r}")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive int, got {window!r}")
+    if not isinstance(part, str):
+        raise TypeError(f"part must be a string, got {type(part).__name__}")
+
+    figure = Figure(figsize=(8.0, 3.8), layout="constrained")
+    ax = figure.add_subplot()
+    for column, token in enumerate(tokens):
+        ax.plot(list(first_layers), restored[:, column].numpy(), marker="o", markersize=3, label=repr(token))
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.axhline(1, color="0.5", linewidth=0.8, linestyle="--")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(f"first layer of the window ({window} layers restored together)")
+    ax.set_ylabel("share of the logit difference\nrestored (0 = corrupted, 1 = clean)")
+    ax.set_title(f"{part} of {window} consecutive layers restored at one position", fontsize=10)
+    ax.legend(title="position restored", fontsize="small")
+    ax.grid(alpha=0.3)
     return figure

@@ -13,7 +13,8 @@ Each download is also read as Jupyter shows it: no MyST is left in its
 Markdown (no glued placeholder, no role, no directive fence, no target, no
 substitution), its outputs print the numbers its page shows, it has an image
 for every figure its page shows, and it starts with the cell that installs
-the package where it is missing.
+the package where it is missing.  Every chapter's page links it for Colab and
+Binder.
 
 Reads the built site (``nox -s docs`` first); fails, not skips, without it.
 """
@@ -200,4 +201,22 @@ def test_every_download_reads_as_its_page_no_myst_left_and_every_figure_drawn():
             or "%pip install" not in first.source
         ):
             problems.append(f"{chapter.docname}: the download does not start with the install cell")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_chapter_offers_launch_links_to_its_download():
+    # Links only: that no page loads anything from another host is the browser tests' check (test_views.py).
+    problems = []
+    for chapter in manifest.CHAPTERS:
+        page = SITE / f"{chapter.docname}.html"
+        if not page.is_file():
+            problems.append(f"{chapter.docname}: no built page (nox -s docs first)")
+            continue
+        text = page.read_text(encoding="utf-8")
+        for service, pattern in (
+            ("Colab", rf'href="https://colab\.research\.google\.com/github/[^"/]+/[^"/]+/blob/[^"/]+/{chapter.docname}\.ipynb"'),
+            ("Binder", rf'href="https://mybinder\.org/v2/gh/[^"/]+/[^"/]+/[^"?]+\?urlpath=lab/tree/{chapter.docname}\.ipynb"'),
+        ):  # fmt: skip
+            if not re.search(pattern, text):
+                problems.append(f"{chapter.docname}: no {service} link to its download")
     assert not problems, "\n".join(problems)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import ast
 import base64
 import copy
+import json
 import posixpath
 import re
 import textwrap
@@ -493,6 +494,19 @@ def _closing(fence: str) -> re.Pattern[str]:
     return re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
 
 
+def _option_value(text: str) -> str:
+    """An option's value, as MyST reads it (YAML): a quoted string unquoted (``"# 3. Count"`` is the text)."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text[1:-1]
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    return text
+
+
 def _read_directive(lines: Sequence[str], start: int) -> tuple[_Directive, int]:
     """The directive opened at ``lines[start]`` and the index of the line after its closing fence."""
     opening = _OPENING.match(lines[start])
@@ -525,12 +539,12 @@ def _read_directive(lines: Sequence[str], start: int) -> tuple[_Directive, int]:
             for line in body[1:end]:
                 key, _, value = line.partition(":")
                 if key.strip():
-                    options[key.strip()] = value.strip().strip("\"'")
+                    options[key.strip()] = _option_value(value)
             body = body[end + 1 :]
     else:
         while body and _OPTION.match(body[0]):
             option = _OPTION.match(body[0])
-            options[option["key"]] = (option["value"] or "").strip()
+            options[option["key"]] = _option_value(option["value"] or "")
             body = body[1:]
     indent = opening["indent"]
     body = [line[len(indent) :] if line.startswith(indent) else line.lstrip() for line in body]
@@ -559,26 +573,32 @@ def _included_code(directive: _Directive, context: Context) -> str:
     text = path.read_text(encoding=directive.options.get("encoding", "utf-8"))
     lines = text.splitlines()
     options = directive.options
+    # Sphinx's order: the object, then the first and last lines by their text, then :lines:, then the dedent.
     if "pyobject" in options:
         span = _python_object_lines(text, options["pyobject"])
         if span is None:
             context.problems.append(f"{{literalinclude}} {directive.argument}: no object {options['pyobject']!r}")
             return _code(directive.argument)
         lines = lines[span[0] - 1 : span[1]]
+    for option, inclusive, first in (("start-after", False, True), ("start-at", True, True),
+                                     ("end-before", False, False), ("end-at", True, False)):  # fmt: skip
+        if option not in options:
+            continue
+        found = next((i for i, line in enumerate(lines) if options[option] in line), None)
+        if found is None:
+            context.problems.append(f"{{literalinclude}} {directive.argument}: no line holds {options[option]!r}")
+            return _code(directive.argument)
+        if first:
+            lines = lines[found if inclusive else found + 1 :]
+        else:
+            lines = lines[: found + 1 if inclusive else found]
     if "lines" in options:
         lines = [lines[i - 1] for i in _line_numbers(options["lines"], len(lines))]
-    if "start-after" in options:
-        found = next((i for i, line in enumerate(lines) if options["start-after"] in line), None)
-        lines = lines[found + 1 :] if found is not None else lines
-    if "end-before" in options:
-        found = next((i for i, line in enumerate(lines) if options["end-before"] in line), None)
-        lines = lines[:found] if found is not None else lines
     if "dedent" in options:
         amount = options["dedent"]
-        block = "\n".join(lines)
         lines = (
-            textwrap.dedent(block) if not amount else "\n".join(line[int(amount) :] for line in lines)
-        ).splitlines()
+            textwrap.dedent("\n".join(lines)).splitlines() if not amount else [line[int(amount) :] for line in lines]
+        )
     language = options.get("language") or ("python" if path.suffix == ".py" else "")
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", "\n".join(lines))), default=0))
     caption = f"*{options['caption']}*\n\n" if options.get("caption") else ""
@@ -650,7 +670,14 @@ def _directive(directive: _Directive, context: Context, attachments: dict[str, d
         text = "\n".join(filter(None, [directive.argument, body()]))
         return _quoted(_ADMONITIONS[name], text)
     if name in _TITLED_BLOCKS:
-        return _quoted(_inline(directive.argument, context, attachments), body())
+        title = _inline(directive.argument, context, attachments)
+        # A card's :link: (a page, a label, or an address) links its title.
+        link = directive.options.get("link")
+        if link and title:
+            kind = directive.options.get("link-type", "url")
+            role = {"doc": "doc", "ref": "ref"}.get(kind)
+            title = convert_role(role, f"{title} <{link}>", context, attachments) if role else _linked(title, link)
+        return _quoted(title, body())
     if name == "tab-item":
         level = min(context.heading_level + 1, 6)
         title = _inline(directive.argument, context, attachments)

@@ -245,12 +245,34 @@ def test_a_literalinclude_is_the_code_of_the_object_it_names(tmp_path):
     assert convert(lines, source_folder=pages) == "```text\nimport torch\ndef loop(x):\n    # Add one.\n```"
 
 
+def test_a_literalinclude_cuts_at_the_lines_its_quoted_options_name(tmp_path):
+    (tmp_path / "module.py").write_text(
+        'def f():\n    # 3. Count\n    counts = {"a": 1}\n    return counts\n    # after\n'
+    )
+    # MyST reads option values as YAML: a quoted value keeps its spaces, and its escaped quotes are quotes.
+    at = r"""```{literalinclude} module.py
+:start-at: "    # 3. Count"
+:end-at: "{\"a\": 1}"
+:dedent: 4
+```"""
+    assert convert(at, source_folder=tmp_path) == '```python\n# 3. Count\ncounts = {"a": 1}\n```'
+    after = "```{literalinclude} module.py\n:start-after: '# 3. Count'\n:end-before: '# after'\n:dedent:\n```"
+    assert convert(after, source_folder=tmp_path) == '```python\ncounts = {"a": 1}\nreturn counts\n```'
+
+
 def test_a_literalinclude_of_a_missing_file_or_object_is_a_problem(tmp_path):
     (tmp_path / "module.py").write_text("x = 1\n")
     _, _, context = convert_with("```{literalinclude} gone.py\n```", source_folder=tmp_path)
     _, _, other = convert_with("```{literalinclude} module.py\n:pyobject: nothing\n```", source_folder=tmp_path)
     assert context.problems[0].startswith("{literalinclude} gone.py: no such file")
     assert other.problems == ["{literalinclude} module.py: no object 'nothing'"]
+
+
+def test_a_cards_link_links_its_title():
+    text = ":::{grid-item-card} Build BERT\n:link: chapters/02_attention\n:link-type: doc\n\nChapters 1-11.\n:::"
+    assert convert(text) == (
+        "> **[Build BERT](https://example.org/book/chapters/02_attention.html)**\n>\n> Chapters 1-11."
+    )
 
 
 def test_a_table_of_contents_shows_nothing_and_an_unknown_directive_its_content():

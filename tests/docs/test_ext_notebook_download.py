@@ -387,3 +387,11 @@ def test_the_modules_examples_run():
     import doctest
 
     assert doctest.testmod(notebook_download).failed == 0
+
+
+def test_nbconvert_draws_a_glued_figure_attached_to_its_cell():
+    nbconvert = pytest.importorskip("nbconvert", reason="nbconvert is not installed (the browser extras)")
+    executed = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("```{glue:figure} mask-on\n```")])
+    download = notebook_download.convert_notebook(executed, Context(glue=GLUE))
+    html, _ = nbconvert.HTMLExporter().from_notebook_node(download)
+    assert f'src="data:image/png;base64,{PNG}"' in html

@@ -656,7 +656,12 @@ OFFLINE_SCRIPT_MARK = 'data-bertviz-offline="literate_transformer"'
 # bertviz's <script src=".../require.min.js"> in front of each view (cdnjs today; any host).
 _REQUIRE_TAG = re.compile(r"""<script[^>]*\bsrc=["'][^"']*/require(?:\.min)?\.js["'][^>]*>\s*</script>\s*""")
 # ...and the addresses of d3 and jQuery it gives require.js: require.config({paths: {d3: '...', jquery: '...'}});
-_REQUIRE_CONFIG = re.compile(r"require\.config\(\s*\{\s*paths\s*:\s*\{[^{}]*\}\s*,?\s*\}\s*\)\s*;?")
+_REQUIRE_CONFIG = re.compile(
+    r"""require\.config\(\s*\{\s*paths\s*:\s*\{\s*(?:(?:d3|jquery)\s*:\s*(["'])[^"']*\1\s*,?\s*){2}\}\s*,?\s*\}\s*\)\s*;?"""
+)
+# What marks bertviz's output in a notebook: a view's script, or the lone require.js tag it displays first.
+_BERTVIZ_SCRIPT = re.compile(r"""requirejs\(\s*\[\s*["']jquery["']\s*,\s*["']d3["']\s*\]""")
+_LONE_REQUIRE_TAG = re.compile(r"""\s*<script\s+src=["'][^"']*/require(?:\.min)?\.js["']\s*>\s*</script>\s*""")
 
 
 @functools.cache
@@ -701,7 +706,8 @@ def offline_html(html: str) -> str:
         TypeError: if ``html`` is not a string.
 
     >>> html = '<script src="https://cdn.example/require.min.js"></script><div id="v"></div>'
-    >>> rewritten = offline_html(html + "<script>require.config({paths: {d3: 'https://cdn.example/d3'}});</script>")
+    >>> html += "<script>require.config({paths: {d3: 'https://cdn.example/d3', jquery: 'https://cdn.example/jq'}});</script>"
+    >>> rewritten = offline_html(html)
     >>> "cdn.example" in rewritten, rewritten.count(OFFLINE_SCRIPT_MARK), rewritten.endswith('<div id="v"></div><script></script>')
     (False, 1, True)
     """
@@ -717,14 +723,24 @@ def offline_html(html: str) -> str:
 
 
 def _offline_printer(method: str) -> Any:
-    """A display formatter for IPython's ``HTML`` or ``Javascript``: the object's own output, made offline."""
+    """A display formatter for IPython's ``HTML`` or ``Javascript``: the object's own output, made offline if bertviz's.
+
+    Only bertviz's outputs are rewritten (a view's script, or the lone
+    require.js tag bertviz displays in front of a view): another library's
+    use of require.js is left as it is.
+    """
+
+    def offline(data: Any) -> Any:
+        if isinstance(data, str) and (_BERTVIZ_SCRIPT.search(data) or _LONE_REQUIRE_TAG.fullmatch(data)):
+            return offline_html(data)
+        return data
 
     def printer(obj: Any) -> Any:
         shown = getattr(obj, method)()
         if isinstance(shown, tuple):
             data, metadata = shown
-            return (offline_html(data) if isinstance(data, str) else data), metadata
-        return offline_html(shown) if isinstance(shown, str) else shown
+            return offline(data), metadata
+        return offline(shown)
 
     return printer
 
@@ -736,9 +752,10 @@ def offline_views(shell: Any = None) -> bool:
     directly in a notebook, display the require.js tag, the view and its
     JavaScript as three outputs.  This registers display formatters for
     IPython's ``HTML`` and ``Javascript`` objects that pass each through
-    :func:`offline_html`, which changes only what loads require.js, d3 or
-    jQuery from a CDN.  It runs when this module is imported in a notebook
-    (an IPython kernel); calling it again changes nothing.
+    :func:`offline_html` when they are bertviz's (a view's script, or the
+    lone require.js tag bertviz displays first); any other output is shown
+    as it is.  It runs when this module is imported in a notebook (an IPython
+    kernel); calling it again changes nothing.
 
     Args:
         shell: The IPython shell; ``None``: the running one.

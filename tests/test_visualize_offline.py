@@ -83,9 +83,13 @@ def test_in_a_notebook_bertvizs_own_outputs_are_displayed_offline():
     shown_script, _ = shell.display_formatter.format(Javascript(script.removesuffix("</script>\n")))
     assert shown_tag["text/html"].count(visualize.OFFLINE_SCRIPT_MARK) == 1
     assert not CDN.search(shown_tag["text/html"]) and not CDN.search(shown_script["application/javascript"])
-    # Any other HTML is displayed as it is.
-    shown, _ = shell.display_formatter.format(HTML("<b>bold</b>"))
-    assert shown["text/html"] == "<b>bold</b>"
+    # Any other HTML is displayed as it is, another library's use of require.js too.
+    other = '<script src="https://cdn.example/require.js"></script><script>require.config({paths: {d3: "x"}});</script>'
+    for html in ("<b>bold</b>", other):
+        shown, _ = shell.display_formatter.format(HTML(html))
+        assert shown["text/html"] == html
+    plotly = "require.config({paths: {'plotly': 'https://cdn.plot.ly/plotly.min'}}); require(['plotly'], f);"
+    assert shell.display_formatter.format(Javascript(plotly))[0]["application/javascript"] == plotly
 
 
 def test_outside_a_notebook_offline_views_does_nothing():

@@ -119,6 +119,7 @@ _MODULES = (
     "bpe",
     "lora",
     "tasks",
+    "fine_tuning",
 )
 
 

@@ -152,7 +152,12 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Training a language model",
         ("bpe", "pretraining.causal_lm"),
     ),
-    Chapter(20, "chapters/20_fine_tuning", "Fine-tuning a pretrained model", ("tasks", "lora")),
+    Chapter(
+        20,
+        "chapters/20_fine_tuning",
+        "Fine-tuning a pretrained model",
+        ("tasks", "fine_tuning", "lora", "figures.fine_tuning"),
+    ),
     Chapter(21, "chapters/21_errata", "What other tutorials get wrong", ()),
 )
 
@@ -231,6 +236,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "saved and loaded as peft does",
     ),
     ("tasks", "a real task to fine-tune on, offline: sentences of Python's documentation labelled by its part"),
+    (
+        "fine_tuning",
+        "a pretrained encoder fine-tuned to classify sentences: a linear head on its sentence vectors, and the loop "
+        "that trains the head alone or the whole model, scoring a held-out set",
+    ),
     ("manifest", "this reading order"),
 )
 

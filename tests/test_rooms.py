@@ -36,6 +36,7 @@ FLOORS = {
     "family_tree": 4,
     "visualize": 4,
     "lens": 4,
+    "fine_tuning": 4,
     "diagrams": 4,
     "figures": 4,
     "": 5,  # the package's own __init__: lazy exports of everything

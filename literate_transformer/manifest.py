@@ -150,7 +150,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         19,
         "chapters/19_training_a_language_model",
         "Training a language model",
-        ("bpe", "pretraining.causal_lm"),
+        ("bpe", "pretraining.causal_lm", "figures.training"),
     ),
     Chapter(
         20,

@@ -4,11 +4,11 @@ Training a language model on Python's documentation
 
 Chapter 19 trains a byte-level BPE tokenizer and a small Llama on Python's
 own reference documentation (``pydoc_data.topics``, shipped with every
-Python) with :func:`literate_transformer.train`, and reads the held-out
-loss against two baselines that need no network: the unigram entropy of
-the held-out tokens and a bigram model whose smoothing is chosen on a slice
-of the training text.  This example runs the same recipe at a size chosen
-by ``LT_GALLERY_SCALE``:
+Python) with :func:`~literate_transformer.pretraining.causal_lm.train`, and
+reads the held-out loss against two baselines that need no network: the
+unigram entropy of the held-out tokens and a bigram model whose smoothing
+is chosen on a slice of the training text.  This example runs the same
+recipe at a size chosen by ``LT_GALLERY_SCALE``:
 
 * by default, a model small enough that every build of the site trains it
   in seconds on one CPU thread;

@@ -1,8 +1,9 @@
 """Chapter 19's figures draw the run they are given: the curves plotted are the history's numbers, labelled.
 
-Each figure runs once on a small hand-made :class:`~literate_transformer.TrainingHistory` (no model is trained):
-the data on its axes is checked against the history, with its titles and legend; the running mean against the
-mean written out; bad arguments are refused with the argument's name.
+Each figure runs once on a small hand-made
+:class:`~literate_transformer.pretraining.causal_lm.TrainingHistory` (no model is trained): the data on its axes
+is checked against the history, with its titles and legend; the running mean against the mean written out; bad
+arguments are refused with the argument's name.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 r"""Chapter 19's figures: a tokenizer and a language model trained on the page, drawn from what they measured.
 
-Each function draws numbers it is given (a run's :class:`~literate_transformer.TrainingHistory`, losses read
-with the lens); none trains anything itself:
+Each function draws numbers it is given (a run's
+:class:`~literate_transformer.pretraining.causal_lm.TrainingHistory`, losses read with the lens); none trains
+anything itself:
 
 * :func:`plot_tokens_per_word`: how many tokens a word costs, against the size of the vocabulary;
 * :func:`plot_losses`: the training loss of every step (and its running mean), the validation loss at the
@@ -125,7 +126,7 @@ def plot_losses(
     """The training and validation losses against the steps, with the baselines beside them.
 
     Args:
-        history: What :func:`~literate_transformer.train` returned.
+        history: What :func:`~literate_transformer.pretraining.causal_lm.train` returned.
         baselines: ``{label: loss}``, each drawn as a dashed horizontal line, its value in the legend.
         window: The steps the training loss's running mean averages.
         top: The top of the loss axis (``None``: the highest loss drawn); a loss above it (an untrained model's
@@ -174,7 +175,7 @@ def plot_optimizer(
     """What the optimizer did at each step: the learning rate, the gradient norm, the update's norm.
 
     Args:
-        history: What :func:`~literate_transformer.train` returned.
+        history: What :func:`~literate_transformer.pretraining.causal_lm.train` returned.
         max_grad_norm: The clipping threshold the run used, drawn beside the gradient norms (``None``: none).
         figure: The figure to draw in (``plt.figure()`` in a script whose figures pyplot shows); ``None``: a new
             one, shown where it is displayed.

@@ -19,8 +19,10 @@ from literate_transformer.figures.fast import (
     _owners,
     machine_description,
     measure_machine_rates,
+    memory_caches,
     plot_attention_timings,
     plot_decoding_budget,
+    plot_decoding_rates,
     plot_generation_timings,
     plot_online_softmax,
     plot_tensor_parallel_split,
@@ -213,6 +215,11 @@ def test_the_budget_sets_each_step_against_reading_and_arithmetic_and_draws_the_
     assert widths[:3] == pytest.approx([40.0, 2.0, 40.0])
     # Each step: its multiplies, its other operators, the rest (none where the operators took longer).
     assert widths[3:6] == pytest.approx([40.0, 5.0, 5.0]) and widths[6:9] == pytest.approx([40.0, 4.0, 0.0])
+    # Each measured bar says the rate at which it read the weights: 400 MB in 40 ms is 10 GB/s.
+    texts = {text.get_text(): text.get_position()[0] for text in bars.texts}
+    assert " 40.0 ms: 10.0 GB/s read" in texts and " 50.0 ms: 8.0 GB/s read" in texts
+    # A step's label sits past its bar, which its operators may make longer than the step.
+    assert texts[" 42.0 ms: 9.5 GB/s read"] == pytest.approx(44.0)
     points = next(line for line in roofline.get_lines() if line.get_label() == "the multiplies, measured")
     assert list(points.get_xdata()) == pytest.approx([0.5, 4.0])  # B / 2 operations per byte
     assert list(points.get_ydata()) == pytest.approx([2 * 1e8 / 0.040 / 1e9, 2 * 8e8 / 0.050 / 1e9])
@@ -221,3 +228,35 @@ def test_the_budget_sets_each_step_against_reading_and_arithmetic_and_draws_the_
         plot_decoding_budget(400_000_000, 2e8, (10e9, 100e9), steps, multiplies)
     with pytest.raises(TypeError, match="steps"):
         plot_decoding_budget(400_000_000, 2e8, rates, {}, multiplies)
+
+
+def test_the_caches_are_read_from_linuxs_description_of_the_processor(tmp_path):
+    for index, (level, kind, size) in enumerate(
+        [("1", "Data", "32K"), ("1", "Instruction", "32K"), ("2", "Unified", "1024K"), ("3", "Unified", "32M")]
+    ):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (folder / name).write_text(value + "\n")
+    assert memory_caches(tmp_path) == {"L1d": 32 * 2**10, "L1i": 32 * 2**10, "L2": 2**20, "L3": 32 * 2**20}
+    # Another system: nothing to read, nothing guessed.
+    assert memory_caches(tmp_path / "absent") == {}
+
+
+def test_the_decoding_rates_are_drawn_against_their_byte_floors_with_the_rate_each_read_at():
+    rates = {"float32": 25.0, "4-bit": 50.0}
+    figure = plot_decoding_rates(
+        rates, {"float32": 400_000_000, "4-bit": 100_000_000}, {"float32 floor": 40.0, "4-bit floor": 160.0}
+    )
+    (ax,) = figure.axes
+    assert [patch.get_width() for patch in ax.patches] == [25.0, 50.0]
+    texts = [text.get_text() for text in ax.texts]
+    # 25 tokens/s of 400 MB each: 10 GB/s; 50 tokens/s of 100 MB: 5 GB/s.
+    assert texts == [" 25.0 tokens/s: 10.0 GB/s read", " 50.0 tokens/s: 5.0 GB/s read"]
+    floors = [line.get_xdata()[0] for line in ax.get_lines()]
+    assert floors == [40.0, 160.0]
+    assert [label.get_text() for label in ax.get_yticklabels()] == ["float32", "4-bit"]
+    with pytest.raises(ValueError, match="bytes_per_token must give"):
+        plot_decoding_rates(rates, {"float32": 1}, {})
+    with pytest.raises(ValueError, match="'4-bit': a rate, a floor or a byte count must be a positive number"):
+        plot_decoding_rates(rates, {"float32": 1, "4-bit": 0}, {})

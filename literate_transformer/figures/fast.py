@@ -16,7 +16,13 @@ Each figure is drawn from the package's own code run on small inputs:
   where one decoding step of a trained decoder spends its time, how fast the machine reads memory and
   multiplies matrices, and what the step's multiplies alone cost at several batch sizes;
   :func:`plot_decoding_budget` sets the step against the time to read the weights and the time to do the
-  arithmetic, and draws the multiplies on a roofline.
+  arithmetic, with the rate at which each measured bar read the weights, and draws the multiplies on a
+  roofline;
+* :func:`memory_caches` reads the sizes of the processor's caches, against which the chapter sets the eager
+  kernel's score tensor;
+* :func:`plot_decoding_rates` draws each decoding path's tokens per second against the floors the bytes it
+  reads per token set (one for float32 weights, one for 4-bit ones), each bar labelled with the rate at which
+  it read its weights.
 
 Timings are the best of a few runs (:func:`time.perf_counter`), the least disturbed by whatever else the
 machine is doing; they differ from machine to machine and from run to run, so nothing here asserts a speed.
@@ -68,6 +74,8 @@ __all__ = [
     "MultiplyTimings",
     "time_step_multiplies",
     "plot_decoding_budget",
+    "memory_caches",
+    "plot_decoding_rates",
 ]
 
 #: One colour per process (and per query followed), the same in every figure of the chapter.
@@ -830,10 +838,16 @@ def plot_decoding_budget(
         f"do the arithmetic\n{flops_per_token / 1e6:,.0f} MFLOP at {rates.matmul_flops_per_s / 1e9:,.0f} GFLOP/s",
         f"the multiplies alone\n(B = {multiplies.batch_sizes[0]}, measured)",
     ]
+    # A measured bar's time, and the rate at which it read the weights in that time.
+    achieved = {
+        "multiplies": multiplies.weight_bytes / multiplies.seconds[0],
+        **{name: weight_bytes / step.seconds for name, step in steps.items()},
+    }
     bars.barh(0, reading_ms, color="tab:blue")
     bars.barh(1, arithmetic_ms, color="tab:orange")
     bars.barh(2, 1000 * multiplies.seconds[0], color="tab:green")
     parts = (("matrix multiplies", "tab:green"), ("other operators", "tab:purple"), ("between operators", "tab:grey"))
+    ends = []
     for row, (name, step) in enumerate(steps.items(), start=3):
         segments = (
             step.matmul_seconds,
@@ -844,14 +858,28 @@ def plot_decoding_budget(
         for (part, colour), seconds in zip(parts, segments, strict=True):
             bars.barh(row, 1000 * seconds, left=left, color=colour, label=part if row == 3 else None)
             left += 1000 * seconds
+        ends.append(left)  # where the step's label goes: past its bar (its operators may outlast it)
         labels.append(f"{name} step, measured\n{step.operators_called:,} operators")
-    for row, patch in enumerate(bars.patches[:3]):
+    for row, patch in enumerate(bars.patches[:2]):
         bars.text(patch.get_width(), row, f" {patch.get_width():.1f} ms", va="center", fontsize=8)
-    for row, step in enumerate(steps.values(), start=3):
-        bars.text(1000 * step.seconds, row, f" {1000 * step.seconds:.1f} ms", va="center", fontsize=8)
+    bars.text(
+        1000 * multiplies.seconds[0],
+        2,
+        f" {1000 * multiplies.seconds[0]:.1f} ms: {achieved['multiplies'] / 1e9:.1f} GB/s read",
+        va="center",
+        fontsize=8,
+    )
+    for row, (name, step), end in zip(range(3, 3 + len(steps)), steps.items(), ends, strict=True):
+        bars.text(
+            end,
+            row,
+            f" {1000 * step.seconds:.1f} ms: {achieved[name] / 1e9:.1f} GB/s read",
+            va="center",
+            fontsize=8,
+        )
     bars.axvline(reading_ms, color="tab:blue", linestyle="--", linewidth=1, label="one read of the weights")
     longest = max(reading_ms, arithmetic_ms, 1000 * multiplies.seconds[0], *(1000 * s.seconds for s in steps.values()))
-    bars.set_xlim(0, 1.55 * longest)  # room on the right for the legend, clear of the bars and their labels
+    bars.set_xlim(0, 1.8 * longest)  # room on the right for the legend, clear of the bars and their labels
     bars.set_yticks(range(len(labels)), labels, fontsize=8)
     bars.invert_yaxis()
     bars.set_xlabel("milliseconds per new token (batch 1)")
@@ -886,4 +914,84 @@ def plot_decoding_budget(
         fontsize=10,
     )
     figure.suptitle(f"A decoding step against the machine's limits\n{rates.machine}", fontsize=10)
+    return figure
+
+
+#: Where Linux describes the first processor's caches, one folder (``index0``, ``index1``, ...) per cache.
+CACHE_FOLDER = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def memory_caches(folder: str | os.PathLike[str] = CACHE_FOLDER) -> dict[str, int]:
+    """The sizes of the processor's caches, in bytes, by name: ``"L1d"``, ``"L1i"``, ``"L2"``, ``"L3"``.
+
+    Read from Linux's description of the first processor (``level``, ``type`` and ``size`` of each
+    ``index*`` folder); a cache another processor shares is counted once.  Another system, or a folder that
+    does not describe caches, gives an empty dict: a page says so rather than guess.
+
+    Args:
+        folder: The folder to read (Linux's, unless a test gives another).
+
+    Returns:
+        Each cache's size in bytes.
+    """
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    found: dict[str, int] = {}
+    folder = Path(folder)
+    for index in sorted(folder.glob("index*")) if folder.is_dir() else []:
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        if not level.isdigit() or not size or not size.rstrip("KMG").isdigit():
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        found[f"L{level}{suffix}"] = int(size.rstrip("KMG")) * units.get(size[-1], 1)
+    return found
+
+
+def plot_decoding_rates(
+    rates: dict[str, float], bytes_per_token: dict[str, int], floors: dict[str, float], title: str = ""
+) -> Figure:
+    """Each decoding path's tokens per second against the floors that the bytes it reads per token set.
+
+    A path that reads every weight once per token can write no faster than the memory reads those bytes:
+    each ``floors`` entry is such a limit (tokens per second), drawn as a dashed line.  Each bar is a path,
+    labelled with its tokens per second and the rate at which it read its weights: ``bytes_per_token`` times
+    its tokens per second.
+
+    Args:
+        rates: Tokens per second, by path, in the order to draw them.
+        bytes_per_token: The bytes of weights each path reads per token, by path.
+        floors: A label (``"one read of the float32 weights"``) to a limit in tokens per second.
+        title: The figure's title.
+
+    Returns:
+        The figure.
+    """
+    if not isinstance(rates, dict) or not rates:
+        raise TypeError(f"rates must be a non-empty dict of path to tokens per second, got {rates!r}")
+    if not isinstance(bytes_per_token, dict) or set(bytes_per_token) != set(rates):
+        raise ValueError(f"bytes_per_token must give the bytes read per token of every path of rates: {list(rates)}")
+    if not isinstance(floors, dict):
+        raise TypeError(f"floors must be a dict of label to tokens per second, got {floors!r}")
+    for name, value in (*rates.items(), *floors.items(), *bytes_per_token.items()):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name!r}: a rate, a floor or a byte count must be a positive number, got {value!r}")
+    figure = Figure(figsize=(9.0, 0.45 * len(rates) + 1.8), layout="constrained")
+    ax = figure.add_subplot()
+    names = list(rates)
+    ax.barh(range(len(names)), [rates[name] for name in names], color="tab:green")
+    for row, name in enumerate(names):
+        read = rates[name] * bytes_per_token[name] / 1e9
+        ax.text(rates[name], row, f" {rates[name]:.1f} tokens/s: {read:.1f} GB/s read", va="center", fontsize=8)
+    for index, (label, limit) in enumerate(floors.items()):
+        ax.axvline(limit, color=_COLOURS[index], linestyle="--", linewidth=1.2, label=f"{label}: {limit:,.0f} tokens/s")
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.15 * max(*rates.values(), *floors.values()))
+    ax.set_xlabel("tokens per second")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title, fontsize=9)
     return figure

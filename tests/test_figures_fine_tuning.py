@@ -67,3 +67,10 @@ def test_a_run_that_is_not_a_history_is_refused_naming_it():
 def test_an_accuracy_outside_zero_to_one_is_refused_naming_the_baseline():
     with pytest.raises(ValueError, match=r"baselines\['bag of words'\] must be an accuracy in \[0, 1\], got 71"):
         plot_fine_tuning(RUNS, baselines={"bag of words": 71})
+
+
+def test_a_figure_given_is_drawn_into_and_one_with_axes_is_refused():
+    given = Figure()
+    assert plot_fine_tuning(RUNS, figure=given) is given and len(given.axes) == 4
+    with pytest.raises(ValueError, match="figure must be an empty matplotlib Figure"):
+        plot_fine_tuning(RUNS, figure=given)

@@ -30,7 +30,9 @@ def _series(run: object, name: str, field: str) -> list[float]:
     return list(values)
 
 
-def plot_fine_tuning(runs: Mapping[str, object], baselines: Mapping[str, float] | None = None) -> Figure:
+def plot_fine_tuning(
+    runs: Mapping[str, object], baselines: Mapping[str, float] | None = None, figure: Figure | None = None
+) -> Figure:
     """Each run's training loss and held-out accuracy against its steps, with the baselines' accuracies.
 
     Args:
@@ -38,14 +40,16 @@ def plot_fine_tuning(runs: Mapping[str, object], baselines: Mapping[str, float] 
             held-out set (its ``steps``, ``train_loss``, ``eval_steps`` and ``held_out_accuracy``), in the order
             of the columns.
         baselines: ``{name: accuracy}`` of other methods on the same held-out set, each drawn as a dashed line.
+        figure: An empty figure to draw into (``plt.figure(...)``, where pyplot collects the figures: a script, a
+            gallery); by default a new :class:`~matplotlib.figure.Figure`, sized for the columns.
 
     Returns:
         The figure: two rows (loss, accuracy), one column per run.
 
     Raises:
         TypeError: for runs that are not histories, or a baseline that is not a number.
-        ValueError: for no run, a run without a held-out evaluation or whose lists do not match, or an accuracy
-            outside [0, 1].
+        ValueError: for no run, a run without a held-out evaluation or whose lists do not match, an accuracy
+            outside [0, 1], or a figure that already holds axes.
     """
     if not isinstance(runs, Mapping) or not runs:
         raise ValueError("runs must be a non-empty dict {title: FineTuningHistory}")
@@ -69,7 +73,10 @@ def plot_fine_tuning(runs: Mapping[str, object], baselines: Mapping[str, float] 
             raise ValueError(f"runs[{name!r}]: a held-out accuracy lies outside [0, 1]")
         columns.append((name, steps, losses, evaluated, accuracies))
 
-    figure = Figure(figsize=(4.2 * len(columns) + 1.6, 5.6), layout="constrained")
+    if figure is None:
+        figure = Figure(figsize=(4.2 * len(columns) + 1.6, 5.6), layout="constrained")
+    elif not isinstance(figure, Figure) or figure.axes:
+        raise ValueError(f"figure must be an empty matplotlib Figure to draw into, got {figure!r}")
     axes = figure.subplots(2, len(columns), squeeze=False, sharex="col", sharey="row")
     for column, (name, steps, losses, evaluated, accuracies) in enumerate(columns):
         loss_axis, accuracy_axis = axes[0, column], axes[1, column]

@@ -13,6 +13,9 @@ model are refused; the cached export is found again without work.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +31,29 @@ from literate_transformer.models.llama import LlamaForCausalLM
 pytest.importorskip("onnxruntime", reason="onnxruntime (the docs extras) runs the exported graph")
 
 TINY = dict(TINY_LLAMA, rope_theta=500.0)
+BLOCKS_JS = Path(__file__).resolve().parents[1] / "docs" / "_static" / "try" / "blocks.js"
+# The page's blocks.js on an export's blocks file: decoder.weights written, the names in the order they were made.
+_BLOCKS_RUNNER = r"""
+const fs = require("fs");
+const path = require("path");
+const Blocks = require(process.argv[2]);
+const folder = process.argv[3];
+const weights = JSON.parse(fs.readFileSync(path.join(folder, "weights.json"), "utf8"));
+const raw = fs.readFileSync(path.join(folder, "decoder.blocks"));
+const blocks = new Uint8Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
+const names = [];
+const file = Blocks.weightsFile(weights, blocks, (done, all, name) => names.push(name));
+fs.writeFileSync(path.join(folder, "decoder.weights"), file);
+// An entry whose scales lie past the end of the blocks is refused, by name.
+const bad = { ...weights.table[1], scales: [blocks.byteLength - 2, weights.table[1].scales[1]] };
+let refused = null;
+try {
+  Blocks.dequantize(bad, blocks, new Float32Array(bad.shape[0] * bad.shape[1]));
+} catch (error) {
+  refused = error.message;
+}
+process.stdout.write(JSON.stringify({ names, refused }));
+"""
 #: Every block format the export reads, on one model.
 FORMATS = {"attn_v.weight": "Q4_0", "ffn_down.weight": "Q8_0", "attn_output.weight": "F16"}
 
@@ -44,30 +70,93 @@ def tiny(tmp_path_factory, randomize):
     gguf = read_gguf(path)
     blocks = ed.decoder_blocks(gguf, model.config)
     graph = ed.export_decoder_graph(model, blocks)
-    return {"path": path, "model": model, "tokenizer": tokenizer, "blocks": blocks, "bytes": graph.SerializeToString()}
+    return {
+        "path": path,
+        "model": model,
+        "tokenizer": tokenizer,
+        "blocks": blocks,
+        "graph": graph,
+        "bytes": graph.proto.SerializeToString(),
+        "weights": ed.weights_from_blocks(graph.table, graph.blocks),
+    }
 
 
-def test_the_graph_keeps_the_files_blocks(tiny) -> None:
+def test_the_graph_names_its_matrices_and_the_blocks_file_keeps_the_files_blocks(tiny) -> None:
     import onnx
 
-    graph = onnx.load_model_from_string(tiny["bytes"]).graph
-    kinds = {tensor.name: tensor.data_type for tensor in graph.initializer}
-    # Q4 levels as uint4, Q8_0 levels as int8, scales and minimums as float16, as in the file.
-    assert kinds["model.layers.0.self_attn.q_proj.weight.levels"] == onnx.TensorProto.UINT4
-    assert kinds["model.layers.0.self_attn.q_proj.weight.minimums"] == onnx.TensorProto.FLOAT16
-    assert kinds["model.layers.0.self_attn.v_proj.weight.levels"] == onnx.TensorProto.UINT4
-    assert kinds["model.layers.0.mlp.down_proj.weight.levels"] == onnx.TensorProto.INT8
-    assert kinds["model.embed_tokens.levels"] == onnx.TensorProto.INT8
-    assert kinds["model.embed_tokens.scales"] == onnx.TensorProto.FLOAT16
-    # The graph is about the file's size: no float32 copy of a matrix is stored.
-    assert len(tiny["bytes"]) < 1.2 * tiny["path"].stat().st_size
+    graph, table = onnx.load_model_from_string(tiny["bytes"]).graph, tiny["graph"].table
+    kinds = {entry["name"]: entry["kind"] for entry in table}
+    assert kinds["model.layers.0.self_attn.q_proj.weight"] == "Q4_1"
+    assert kinds["model.layers.0.self_attn.v_proj.weight"] == "Q4_0"
+    assert kinds["model.layers.0.mlp.down_proj.weight"] == "Q8_0"
+    assert kinds["model.layers.0.self_attn.o_proj.weight"] == "F16"
+    assert kinds["model.embed_tokens.weight"] == "Q8_0"
+    # Every matrix of the graph is float32 whose numbers lie in the file the page makes, where the table says.
+    external = {tensor.name: tensor for tensor in graph.initializer if tensor.external_data}
+    assert set(external) == set(kinds)
+    for entry in table:
+        tensor = external[entry["name"]]
+        where = {item.key: item.value for item in tensor.external_data}
+        assert tensor.data_type == onnx.TensorProto.FLOAT and list(tensor.dims) == entry["shape"]
+        assert where == {"location": ed.WEIGHTS_FILE, "offset": str(entry["weights"][0]),
+                         "length": str(entry["weights"][1])}  # fmt: skip
+    assert tiny["graph"].weights_bytes == sum(entry["weights"][1] for entry in table)
+    # The graph holds no matrix, the blocks file is about the GGUF file's size: no float32 copy is downloaded.
+    assert len(tiny["bytes"]) < 0.2 * tiny["path"].stat().st_size
+    assert len(tiny["graph"].blocks) < 1.2 * tiny["path"].stat().st_size
     assert {blocks.kind for blocks in tiny["blocks"].values()} == {"Q4_1", "Q4_0", "Q8_0", "F16", "F32"}
+
+
+def test_the_blocks_file_gives_the_models_weights_exactly(tiny) -> None:
+    parameters = dict(tiny["model"].named_parameters())
+    for entry in tiny["graph"].table:
+        name = entry["name"]
+        weights = torch.from_numpy(tiny["weights"][name])
+        # Matrices are stored as W^T (inputs first, for MatMul); the token table as it is.
+        expected = parameters[name].detach() if name == "model.embed_tokens.weight" else parameters[name].detach().T
+        # Bit for bit: the same float32 numbers, signs of zero included.
+        assert weights.dtype == torch.float32 and torch.equal(weights.view(torch.int32), expected.view(torch.int32))
+
+
+def test_the_pages_blocks_js_makes_the_same_float32_numbers(tiny, tmp_path) -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node (Node.js) is needed to run the page's blocks.js: apt-get install -y nodejs")
+    graph = tiny["graph"]
+    (tmp_path / "decoder.blocks").write_bytes(graph.blocks)
+    weights = {"file": ed.WEIGHTS_FILE, "bytes": graph.weights_bytes, "table": list(graph.table)}
+    (tmp_path / "weights.json").write_text(json.dumps(weights))
+    (tmp_path / "runner.js").write_text(_BLOCKS_RUNNER)
+    completed = subprocess.run(
+        [node, str(tmp_path / "runner.js"), str(BLOCKS_JS), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, f"node failed:\n{completed.stderr}"
+    made = np.fromfile(tmp_path / "decoder.weights", dtype=np.int32)
+    assert made.size * 4 == graph.weights_bytes
+    answer = json.loads(completed.stdout)
+    assert answer["names"] == [entry["name"] for entry in graph.table]
+    assert answer["refused"].startswith(f"{graph.table[1]['name']}'s scales"), answer["refused"]
+    for entry in graph.table:
+        offset, length = entry["weights"]
+        expected = tiny["weights"][entry["name"]].reshape(-1).view(np.int32)
+        np.testing.assert_array_equal(made[offset // 4 : (offset + length) // 4], expected, err_msg=entry["name"])
+
+
+def test_a_table_entry_outside_the_blocks_file_is_refused_by_name(tiny) -> None:
+    entry = dict(tiny["graph"].table[1])
+    entry["scales"] = [len(tiny["graph"].blocks) - 2, entry["scales"][1]]
+    with pytest.raises(ValueError, match=f"{entry['name']}'s scales"):
+        ed.weights_from_blocks([entry], tiny["graph"].blocks)
 
 
 @torch.no_grad()
 def test_every_step_gives_the_models_logits_cache_and_attention(tiny) -> None:
     model, config = tiny["model"], tiny["model"].config
-    session = ed._session(tiny["bytes"])
+    session = ed._session(tiny["bytes"], tiny["weights"])
     names = [output.name for output in session.get_outputs()]
     generator = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, config.vocab_size, (1, 7), generator=generator)
@@ -98,11 +187,11 @@ def test_every_step_gives_the_models_logits_cache_and_attention(tiny) -> None:
 def test_greedy_ids_equal_the_models_generate(tiny) -> None:
     model = tiny["model"]
     prompts = [tiny["tokenizer"]("the cat on the mat")["input_ids"]]
-    check = ed.compare_with_pytorch(tiny["bytes"], model, prompts, max_new_tokens=10)
+    check = ed.compare_with_pytorch(tiny["bytes"], tiny["weights"], model, prompts, max_new_tokens=10)
     assert check.greedy_ids_equal and check.new_tokens == (10,)
     assert check.max_abs_probability < 1e-5 and check.max_abs_attention < 1e-5
     with pytest.raises(ValueError, match="prompts"):
-        ed.compare_with_pytorch(tiny["bytes"], model, [[]])
+        ed.compare_with_pytorch(tiny["bytes"], tiny["weights"], model, [[]])
 
 
 def test_blocks_of_another_model_are_refused(tiny) -> None:
@@ -136,11 +225,17 @@ def test_the_export_is_cached_by_its_digest(tiny, tmp_path) -> None:
     assert not first.cached and first.metadata["check"]["greedy_ids_equal"]
     metadata = ed.load_decoder_export(folder)
     assert metadata["digest"] == first.digest and metadata["model"]["bytes"] == first.onnx_path.stat().st_size
+    assert metadata["blocks"]["bytes"] == first.blocks_path.stat().st_size
+    assert metadata["weights"]["table"] == list(tiny["graph"].table)
     assert metadata["tokenizer"]["special"] == ["<|im_start|>", "<|im_end|>"]
     assert metadata["chat"]["after"] == "<|im_end|>\n<|im_start|>assistant\n"
     written = first.onnx_path.stat().st_mtime_ns
     again = ed.export_decoder_for_browser(folder, gguf=tiny["path"], check_prompts=["the cat"], check_new_tokens=2)
     assert again.cached and again.digest == first.digest and first.onnx_path.stat().st_mtime_ns == written
+    # Without its blocks file, the export is made again.
+    first.blocks_path.unlink()
+    remade = ed.export_decoder_for_browser(folder, gguf=tiny["path"], check_prompts=["the cat"], check_new_tokens=2)
+    assert not remade.cached and remade.blocks_path.is_file()
     # Other settings, another digest: exported again.
     other = ed.export_decoder_for_browser(folder, gguf=tiny["path"], check_prompts=["a cat"], check_new_tokens=2)
     assert not other.cached and other.digest != first.digest

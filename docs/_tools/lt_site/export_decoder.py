@@ -5,17 +5,18 @@ The site's *Try your own prompt* page runs the package's own
 of SmolLM2-135M-Instruct (:func:`literate_transformer.trained.load_decoder`)
 inside the reader's browser, with `onnxruntime-web <https://onnxruntime.ai>`_.
 This module writes what the page downloads: an ONNX graph of the model, one
-step of generation with its cache, and a JSON file with the tokenizer's
-vocabulary and merges, the chat template's wrapping, the config and what the
-export measured.
+step of generation with its cache; the weights in the file's blocks; and a
+JSON file with the table of those blocks, the tokenizer's vocabulary and
+merges, the chat template's wrapping, the config and what the export
+measured.
 
 The graph, written out
 ----------------------
-:func:`decoder_graph` writes the graph node by node from the model's modules:
+:func:`export_decoder_graph` writes the graph node by node from the model's modules:
 each line of :class:`~literate_transformer.models.llama.LlamaDecoderLayer`'s
 forward becomes a few ONNX operators, in the model's order, and each weight
-the operators that keep its blocks (below); the thirty layers take a couple
-of seconds, the exact check of every weight included.  One call of the graph
+a float32 input the page makes from its blocks (below); the thirty layers
+take a couple of seconds, the exact check of every weight included.  One call of the graph
 is one step of generation:
 
 * inputs: ``input_ids`` ``(1, T)`` and, per layer ``i``, the cache so far,
@@ -40,45 +41,55 @@ The weights, in the file's blocks
 The GGUF file keeps the layers' matrices in Q4_1 blocks (32 four-bit levels
 :math:`q`, a float16 scale :math:`d` and minimum :math:`m`:
 :math:`w = d\,q + m`) and the token table in Q8_0 blocks (:math:`w = d\,q`,
-eight-bit :math:`q`), see :mod:`literate_transformer.core.gguf`.  The graph
-keeps exactly those numbers: each matrix is stored as its levels (ONNX's
-``uint4``, two to a byte, or ``int8``) with its float16 scales and minimums,
-and turned into float32 by standard operators,
+eight-bit :math:`q`), see :mod:`literate_transformer.core.gguf`.  The page
+downloads exactly those numbers, in a file of their own,
+:data:`BLOCKS_FILE`: each matrix's levels (four bits, two to a byte, or one
+signed byte) with its float16 scales and minimums, laid out in the order of
+the float32 numbers they become (a matrix as :math:`W^\top`, inputs first,
+the blocks of 32 running down its columns; the token table as it is, the
+blocks along its rows), so that the page writes its floats in one pass.
+The graph names each matrix as float32 numbers in :data:`WEIGHTS_FILE`, a
+file it does not hold (ONNX's *external data*: a name, an offset, a
+length); the page makes that file, in a Web Worker beside the page, with
+``_static/try/blocks.js``,
 
 .. math::
 
-    W^\top = \operatorname{DequantizeLinear}(q,\ \operatorname{Cast}(d)) + \operatorname{Cast}(m)
+    w = \operatorname{fl}\big(\operatorname{fl}(d\,q) + m\big)
     \quad (\text{per block of } 32),
 
-which compute :math:`d\,q` and then :math:`+\,m` in float32, the two
-roundings :func:`~literate_transformer.core.gguf.dequantize` makes: the
-weights the browser multiplies by are the package's, bit for bit.  Those
-nodes depend on nothing the reader types, so ``onnxruntime`` computes them
-once, when it loads the graph (its constant folding), and every step runs
-plain float32 matrix products.  Why not ``MatMulNBits``,
-``onnxruntime``'s own operator for blocks of 4 bits?  Q4_1's minimum is a
-zero point of :math:`-m/d`, not an integer, and with a float zero point the
-operator dequantizes the whole matrix again at every call
-(``ComputeBUnpacked`` in ``matmul_nbits.cc``); its packed kernels exist for
-x86, ARM and RISC-V processors, none for WebAssembly, where even integer zero
-points take that path.  Doing it once at load costs memory (the float32
-weights, about 540 MB) and keeps the download at the file's size.
+the product and then the sum rounded to float32, the two roundings
+:func:`~literate_transformer.core.gguf.dequantize` makes: the weights the
+browser multiplies by are the package's, bit for bit
+(:func:`weights_from_blocks` is the same in NumPy, and the tests compare
+the three).  It hands the file to ``onnxruntime`` with the graph, and every
+step runs plain float32 matrix products.  The page does it, not
+``onnxruntime`` (which could fold ``DequantizeLinear`` nodes into constants
+at load): the page can then say how far it is, weight by weight, and the
+model starts sooner (on a two-core machine, about 9 s from the click
+instead of 16, the download included).  Why not ``MatMulNBits``, ``onnxruntime``'s own operator for
+blocks of 4 bits?  Q4_1's minimum is a zero point of :math:`-m/d`, not an
+integer, and with a float zero point the operator dequantizes the whole
+matrix again at every call (``ComputeBUnpacked`` in ``matmul_nbits.cc``);
+its packed kernels exist for x86, ARM and RISC-V processors, none for
+WebAssembly, where even integer zero points take that path.  Doing it once
+at load costs memory (the float32 weights, about 540 MB) and keeps the
+download at the file's size.
 
-The token table is used twice.  Looking up the prompt's tokens gathers their
-rows of ``int8`` levels and their scales and multiplies them (``Gather``,
-``DequantizeLinear``: only ``T`` rows are ever turned into floats); the head
-multiplies by the whole table, dequantized once at load, as the tied head
-of the model does.
+The token table is used twice, as the tied head of the model uses it:
+``Gather`` looks up the prompt's rows, and the head multiplies by the whole
+table.
 
 What is checked
 ---------------
 :func:`export_decoder_graph` refuses blocks that do not dequantize to the
-model's own parameters, exactly (``torch.equal``), so the graph holds the
-model's weights and no others.  :func:`compare_with_pytorch` runs the graph
-in ``onnxruntime`` step by step, with its cache, and the model's own
-``generate`` on the same prompts: the greedy ids must be equal, and the
-largest difference of the first step's next-token probabilities is recorded
-in the JSON file and printed on the page.
+model's own parameters, exactly (``torch.equal``), so the blocks file holds
+the model's weights and no others.  :func:`compare_with_pytorch` runs the
+graph in ``onnxruntime`` step by step, with its cache, on the float32
+numbers :func:`weights_from_blocks` makes of the blocks file, and the
+model's own ``generate`` on the same prompts: the greedy ids must be equal,
+and the largest difference of the first step's next-token probabilities is
+recorded in the JSON file and printed on the page.
 """
 
 from __future__ import annotations
@@ -125,9 +136,11 @@ __all__ = [
     "Blocks",
     "DecoderCheck",
     "DecoderExport",
+    "DecoderGraph",
     "DEFAULT_CHECK_PROMPTS",
     "decoder_blocks",
     "export_decoder_graph",
+    "weights_from_blocks",
     "tokenizer_spec",
     "chat_wrapping",
     "greedy_in_onnxruntime",
@@ -141,16 +154,24 @@ __all__ = [
 OPSET = 21
 #: Names of the files :func:`export_decoder_for_browser` writes.
 ONNX_FILE = "decoder.onnx"
+BLOCKS_FILE = "decoder.blocks"
 METADATA_FILE = "decoder.json"
+#: The file of float32 weights the graph names: never written, the page makes it from the blocks.
+WEIGHTS_FILE = "decoder.weights"
 #: Written into the JSON file, so that the page can refuse a file it does not understand.
-FORMAT = "literate-transformer-decoder-export/1"
+FORMAT = "literate-transformer-decoder-export/2"
 #: Weights per block in every format of the file (``QK8_0``, ``QK4_1`` in ``ggml``).
 BLOCK = 32
+#: Each part of the blocks file starts on a multiple of this many bytes (a typed array's view needs it).
+BLOCKS_ALIGNMENT = 8
 #: The packages whose versions can change the exported bytes or the check.
 _VERSIONED = ("torch", "onnx", "onnxruntime", "transformers", "tokenizers", "numpy")
 #: The formats a matrix may have, and the token table.
 _MATRIX_FORMATS = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1")
 _TABLE_FORMATS = ("F32", "F16", "Q8_0")
+#: The formats kept as floats (no blocks), and those whose levels are four bits, two to a byte.
+_FLOATS = ("F32", "F16")
+_UINT4 = ("Q4_0", "Q4_1")
 
 #: Prompts (user messages, wrapped in the chat template) on which the export measures the graph against the model.
 DEFAULT_CHECK_PROMPTS: tuple[str, ...] = (
@@ -226,7 +247,7 @@ def _check_blocks_are_the_models(blocks: Mapping[str, Blocks], model: LlamaForCa
 
 
 # ---------------------------------------------------------------------------
-# The graph
+# The blocks file and the graph
 # ---------------------------------------------------------------------------
 def _pack_uint4(levels: np.ndarray) -> bytes:
     """Integers 0..15 packed two to a byte as ONNX packs ``uint4``: element ``2i`` low, ``2i + 1`` high."""
@@ -234,6 +255,11 @@ def _pack_uint4(levels: np.ndarray) -> bytes:
     if flat.size % 2:
         flat = np.append(flat, np.uint8(0))
     return (flat[0::2] | (flat[1::2] << 4)).tobytes()
+
+
+def _unpack_uint4(packed: np.ndarray, count: int) -> np.ndarray:
+    """The inverse of :func:`_pack_uint4`: ``count`` integers 0..15."""
+    return np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(-1)[:count]
 
 
 def _block_parts(blocks: Blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -252,6 +278,46 @@ def _block_parts(blocks: Blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray | N
     return levels, scales, minimums
 
 
+class _BlocksFile:
+    """The blocks of every weight the graph names, in one file, and the table that says where each part lies.
+
+    Each weight is written in the order of the float32 array the page makes of it, ``(A, B)`` row by row,
+    its blocks of 32 running along ``block_axis``: for a matrix stored as ``W^T`` (``(C, R)``, inputs first,
+    for ``MatMul``) down its columns (axis 0, element ``(c, r)`` scaled by scale ``(c // 32, r)``), for the
+    token table (``(V, E)``, as ``Gather`` and the tied head read it) along its rows (axis 1, element
+    ``(v, e)`` by scale ``(v, e // 32)``).  That way the page writes its floats in order, one pass.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.table: list[dict[str, Any]] = []
+        self.weights_bytes = 0
+
+    def _put(self, data: bytes) -> list[int]:
+        """Append ``data``; returns ``[offset, length]``.  Each part starts on 8 bytes, for the page's typed views."""
+        padding = -self.size % BLOCKS_ALIGNMENT
+        self.parts.append(b"\0" * padding)
+        offset = self.size + padding
+        self.parts.append(data)
+        self.size = offset + len(data)
+        return [offset, len(data)]
+
+    def add(self, name: str, kind: str, shape: tuple[int, int], block_axis: int, **parts: np.ndarray) -> list[int]:
+        """Record one weight (its parts already in the page's order); returns ``[offset, length]`` of its floats."""
+        entry: dict[str, Any] = {"name": name, "kind": kind, "shape": list(shape), "block_axis": block_axis}
+        for part, array in parts.items():
+            entry[part] = self._put(_pack_uint4(array) if part == "levels" and kind in _UINT4 else array.tobytes())
+        floats = [self.weights_bytes, shape[0] * shape[1] * 4]
+        entry["weights"] = floats
+        self.weights_bytes += floats[1]
+        self.table.append(entry)
+        return floats
+
+    def bytes(self) -> bytes:
+        return b"".join(self.parts)
+
+
 class _Graph:
     """Nodes and initializers, with fresh names: ``g.op("MatMul", a, b)`` returns the output's name."""
 
@@ -260,6 +326,7 @@ class _Graph:
         self.FLOAT = self.onnx.TensorProto.FLOAT
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
+        self.blocks = _BlocksFile()
         self.count = 0
 
     def name(self, hint: str) -> str:
@@ -286,42 +353,45 @@ class _Graph:
     def scalar(self, value: float) -> str:
         return self.constant(self.name("scalar"), np.array(value, dtype=np.float32))
 
-    def uint4(self, name: str, levels: np.ndarray) -> str:
-        tensor = self.onnx.helper.make_tensor(
-            name, self.onnx.TensorProto.UINT4, list(levels.shape), _pack_uint4(levels), raw=True
-        )
+    def external(self, name: str, shape: tuple[int, int], floats: list[int]) -> str:
+        """A float32 initializer whose numbers are ``floats`` (``[offset, length]``) of the file the page makes."""
+        TensorProto = self.onnx.TensorProto
+        tensor = TensorProto(name=name, data_type=self.FLOAT, dims=list(shape), data_location=TensorProto.EXTERNAL)
+        for key, value in (("location", WEIGHTS_FILE), ("offset", floats[0]), ("length", floats[1])):
+            tensor.external_data.add(key=key, value=str(value))
         self.initializers.append(tensor)
         return name
 
-    # -- a weight matrix, transposed for MatMul: (in, out) float32, computed once at load ---------------------
+    # -- a weight, as float32 numbers the page makes from its blocks ----------------------------------------------
     def weight_t(self, name: str, blocks: Blocks) -> str:
-        """``W^T`` ``(C, R)`` in float32, from the blocks of ``W`` ``(R, C)``; constant, so folded at load."""
+        """``W^T`` ``(C, R)`` in float32 (for ``MatMul``), from the blocks of ``W`` ``(R, C)``, kept in the blocks file."""
         if blocks.kind not in _MATRIX_FORMATS:
             raise ValueError(f"{name} is stored as {blocks.kind}; the export reads {list(_MATRIX_FORMATS)}")
         rows, columns = blocks.shape
-        if blocks.kind in ("F32", "F16"):
-            array = np.frombuffer(blocks.raw.tobytes(), dtype=np.float32 if blocks.kind == "F32" else np.float16)
-            stored = self.constant(name, array.reshape(rows, columns).T)
-            return stored if blocks.kind == "F32" else self.op("Cast", stored, to=self.FLOAT)
+        shape = (columns, rows)
+        if blocks.kind in _FLOATS:
+            dtype = np.float32 if blocks.kind == "F32" else np.float16
+            data = np.frombuffer(blocks.raw.tobytes(), dtype=dtype).reshape(rows, columns).T
+            floats = self.blocks.add(name, blocks.kind, shape, 0, data=np.ascontiguousarray(data))
+            return self.external(name, shape, floats)
         levels, scales, minimums = _block_parts(blocks)
-        # (C/32, 32, R): the levels of W^T, blocks running down its columns; scales and minimums (C/32, 1, R).
-        levels_t = levels.transpose(1, 2, 0)
-        per_block = (columns // BLOCK, 1, rows)
-        codes = (
-            self.constant(name + ".levels", levels_t)
-            if blocks.kind == "Q8_0"
-            else self.uint4(name + ".levels", levels_t)
-        )
-        scale = self.op("Cast", self.constant(name + ".scales", scales.T.reshape(per_block)), to=self.FLOAT)
-        inputs = [codes, scale]
-        if blocks.kind == "Q4_0":
-            # w = d (q - 8): the zero point 8, one per block.
-            inputs.append(self.uint4(name + ".zero_points", np.full(per_block, 8, dtype=np.uint8)))
-        weight = self.op("DequantizeLinear", *inputs, axis=1, block_size=BLOCK)
+        # W^T's levels (C, R): level (c, r) is level c % 32 of block c // 32 of row r; scales (C/32, R).
+        parts = {"levels": levels.transpose(1, 2, 0).reshape(shape), "scales": np.ascontiguousarray(scales.T)}
         if minimums is not None:
-            minimum = self.op("Cast", self.constant(name + ".minimums", minimums.T.reshape(per_block)), to=self.FLOAT)
-            weight = self.op("Add", weight, minimum)
-        return self.op("Reshape", weight, self.ints(columns, rows))
+            parts["minimums"] = np.ascontiguousarray(minimums.T)
+        return self.external(name, shape, self.blocks.add(name, blocks.kind, shape, 0, **parts))
+
+    def table(self, name: str, blocks: Blocks) -> str:
+        """The token table ``(V, E)`` in float32, from its blocks (along its rows), kept in the blocks file."""
+        if blocks.kind not in _TABLE_FORMATS:
+            raise ValueError(f"the token table is stored as {blocks.kind}; the export reads {list(_TABLE_FORMATS)}")
+        shape = blocks.shape
+        if blocks.kind in _FLOATS:
+            data = np.frombuffer(blocks.raw.tobytes(), dtype=np.float32 if blocks.kind == "F32" else np.float16)
+            return self.external(name, shape, self.blocks.add(name, blocks.kind, shape, 1, data=data))
+        levels, scales, _ = _block_parts(blocks)
+        floats = self.blocks.add(name, blocks.kind, shape, 1, levels=levels.reshape(shape), scales=scales)
+        return self.external(name, shape, floats)
 
 
 def _rms_norm(g: _Graph, x: str, weight: str, eps: float) -> str:
@@ -338,8 +408,79 @@ def _rotate(g: _Graph, x: str, cos: str, sin: str, half: int) -> str:
     return g.op("Add", g.op("Mul", x, cos), g.op("Mul", rotated, sin))
 
 
-def export_decoder_graph(model: LlamaForCausalLM, blocks: Mapping[str, Blocks]) -> Any:
-    """The ONNX graph of one step of ``model`` with its cache, the weights kept in ``blocks``.
+@dataclass(frozen=True)
+class DecoderGraph:
+    """What :func:`export_decoder_graph` makes.
+
+    Attributes:
+        proto: The ``onnx.ModelProto`` (opset 21), its matrices float32 initializers whose numbers are in
+            :data:`WEIGHTS_FILE`, a file it does not hold.
+        blocks: The blocks file: every matrix's levels, scales and minimums, in the order of its floats.
+        table: One entry per weight: ``name``, ``kind`` (``"Q4_1"``, ...), ``shape`` ``[A, B]`` of its float32
+            array, ``block_axis`` (0 or 1, along which its blocks of 32 run), ``[offset, length]`` in the blocks
+            file of its ``levels``, ``scales`` and ``minimums`` (or of its ``data``, for F32 and F16), and of its
+            numbers in the float32 file, ``weights``.
+        weights_bytes: The float32 file's size.
+    """
+
+    proto: Any
+    blocks: bytes
+    table: tuple[dict[str, Any], ...]
+    weights_bytes: int
+
+
+def weights_from_blocks(table: Sequence[Mapping[str, Any]], blocks: bytes) -> dict[str, np.ndarray]:
+    r"""The float32 weights the page makes from the blocks file, as ``blocks.js`` makes them, by name.
+
+    Each weight is :math:`w = d\,q` (Q8_0), :math:`d\,(q - 8)` (Q4_0) or :math:`d\,q + m` (Q4_1), the
+    product and the sum each rounded to float32, the two roundings
+    :func:`~literate_transformer.core.gguf.dequantize` makes.
+
+    Args:
+        table: :attr:`DecoderGraph.table` (the JSON file's ``weights.table``).
+        blocks: The blocks file's bytes.
+
+    Raises:
+        ValueError: naming an entry whose parts lie outside ``blocks`` or are not its shape's size.
+    """
+    data = np.frombuffer(blocks, dtype=np.uint8)
+    return {entry["name"]: _weight_from_blocks(entry, data) for entry in table}
+
+
+def _weight_from_blocks(entry: Mapping[str, Any], data: np.ndarray) -> np.ndarray:
+    """One entry of the table: its float32 array ``(A, B)``, from the blocks file's bytes ``data``."""
+    name, kind, (a, b), axis = entry["name"], entry["kind"], entry["shape"], entry["block_axis"]
+    count = a * b
+
+    def part(key: str, dtype: Any, expected: int) -> np.ndarray:
+        offset, length = entry[key]
+        if offset < 0 or offset + length > data.size or length != expected:
+            raise ValueError(f"blocks: {name}'s {key} ({length} bytes at {offset}) is not {expected} bytes inside")
+        return data[offset : offset + length].view(dtype)
+
+    def per_weight(key: str) -> np.ndarray:
+        # One number per block of 32, repeated over its weights.
+        values = part(key, np.float16, count // BLOCK * 2).astype(np.float32)
+        blocked = (a // BLOCK, b) if axis == 0 else (a, b // BLOCK)
+        return np.repeat(values.reshape(blocked), BLOCK, axis=axis)
+
+    if kind in _FLOATS:
+        size, dtype = (4, np.float32) if kind == "F32" else (2, np.float16)
+        return part("data", dtype, count * size).astype(np.float32).reshape(a, b)
+    if kind in _UINT4:
+        levels = _unpack_uint4(part("levels", np.uint8, (count + 1) // 2), count).astype(np.float32)
+    else:
+        levels = part("levels", np.int8, count).astype(np.float32)
+    if kind == "Q4_0":
+        # The zero point 8: levels symmetric about zero.
+        levels -= 8.0
+    # d q, rounded to float32; then + m, rounded again.
+    weights = per_weight("scales") * levels.reshape(a, b)
+    return weights + per_weight("minimums") if kind == "Q4_1" else weights
+
+
+def export_decoder_graph(model: LlamaForCausalLM, blocks: Mapping[str, Blocks]) -> DecoderGraph:
+    """The ONNX graph of one step of ``model`` with its cache, and the blocks file it takes its weights from.
 
     Args:
         model: The package's Llama, in evaluation mode.
@@ -347,7 +488,7 @@ def export_decoder_graph(model: LlamaForCausalLM, blocks: Mapping[str, Blocks]) 
             model's parameter of that name.
 
     Returns:
-        An ``onnx.ModelProto`` (opset 21).
+        The graph, the blocks file and its table.
 
     Raises:
         TypeError: if ``model`` is not a ``literate_transformer`` ``LlamaForCausalLM``.
@@ -398,21 +539,9 @@ def export_decoder_graph(model: LlamaForCausalLM, blocks: Mapping[str, Blocks]) 
     mask = g.op("Where", hidden_after, lowest, g.scalar(0.0))
     attention_shape = g.op("Concat", g.ints(1, heads), length, g.ints(-1), axis=0)  # shape (1, H, T, S)
 
-    # -- the token table: rows for the prompt, the whole table for the tied head ----------------------------------
-    table = blocks["model.embed_tokens.weight"]
-    if table.kind not in _TABLE_FORMATS:
-        raise ValueError(f"the token table is stored as {table.kind}; the export reads {list(_TABLE_FORMATS)}")
-    if table.kind == "Q8_0":
-        levels, scales, _ = _block_parts(table)
-        table_levels = g.constant("model.embed_tokens.levels", levels.reshape(vocab, hidden))
-        table_scales = g.op("Cast", g.constant("model.embed_tokens.scales", scales), to=FLOAT)
-        rows = g.op("Gather", table_levels, "input_ids", axis=0)  # (1, T, E) int8
-        row_scales = g.op("Gather", table_scales, "input_ids", axis=0)  # (1, T, E/32)
-        x = g.op("DequantizeLinear", rows, row_scales, axis=2, block_size=BLOCK)
-        whole_table = g.op("DequantizeLinear", table_levels, table_scales, axis=1, block_size=BLOCK)
-    else:
-        whole_table = g.op("Transpose", g.weight_t("model.embed_tokens.weight", table), perm=[1, 0])
-        x = g.op("Gather", whole_table, "input_ids", axis=0)
+    # -- the token table: its rows for the prompt's tokens, the whole table for the tied head ---------------------
+    table = g.table("model.embed_tokens.weight", blocks["model.embed_tokens.weight"])
+    x = g.op("Gather", table, "input_ids", axis=0)  # shape (1, T, E)
 
     def linear(h: str, name: str) -> str:
         return g.op("MatMul", h, g.weight_t(name, blocks[name]), hint=name.rsplit(".", 2)[-2])
@@ -458,14 +587,14 @@ def export_decoder_graph(model: LlamaForCausalLM, blocks: Mapping[str, Blocks]) 
     if "lm_head.weight" in blocks and not config.tie_word_embeddings:
         g.output("MatMul", "logits", last, g.weight_t("lm_head.weight", blocks["lm_head.weight"]))
     else:
-        g.output("Gemm", "logits", last, whole_table, transB=1)
+        g.output("Gemm", "logits", last, table, transB=1)
 
     graph = helper.make_graph(g.nodes, "literate_transformer_llama_step", inputs, outputs, g.initializers)
     proto = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="literate_transformer"
     )
     proto.ir_version = 10
-    return proto
+    return DecoderGraph(proto, g.blocks.bytes(), tuple(g.blocks.table), g.blocks.weights_bytes)
 
 
 # ---------------------------------------------------------------------------
@@ -559,17 +688,22 @@ class DecoderCheck:
     max_abs_attention: float
 
 
-def _session(onnx_model: bytes | str | os.PathLike[str]) -> Any:
+def _session(onnx_model: bytes | str | os.PathLike[str], weights: Mapping[str, np.ndarray]) -> Any:
+    """An ``onnxruntime`` session of the graph, handed its matrices' float32 numbers as the page hands them."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    # Fold the blocks into float32 matrices once, at load, as the page asks onnxruntime-web to.
-    options.add_session_config_entry("session.disable_quant_qdq", "1")
+    # The graph names its matrices' numbers in a file it does not hold; here they are, by name.
+    values = [onnxruntime.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array)) for array in weights.values()]
+    options.add_external_initializers(list(weights), values)
     options.log_severity_level = 3
     # One thread, as in the browser (and no threads spinning against a build's other processes).
     options.intra_op_num_threads = 1
     source = onnx_model if isinstance(onnx_model, bytes) else os.fspath(onnx_model)
-    return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    # onnxruntime reads those arrays in place: they live as long as the session.
+    session.lt_weights = values
+    return session
 
 
 def greedy_in_onnxruntime(session: Any, config: Any, input_ids: Sequence[int], max_new_tokens: int, eos: int | None):
@@ -601,6 +735,7 @@ def greedy_in_onnxruntime(session: Any, config: Any, input_ids: Sequence[int], m
 
 def compare_with_pytorch(
     onnx_model: bytes | str | os.PathLike[str],
+    weights: Mapping[str, np.ndarray],
     model: LlamaForCausalLM,
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int = CHECK_NEW_TOKENS,
@@ -609,6 +744,7 @@ def compare_with_pytorch(
 
     Args:
         onnx_model: The graph's file, or its bytes.
+        weights: Its matrices' float32 numbers, by name (:func:`weights_from_blocks`).
         model: The package's Llama it was exported from.
         prompts: Token ids of each prompt.
         max_new_tokens: Greedy tokens to generate on each.
@@ -618,7 +754,7 @@ def compare_with_pytorch(
     """
     if not len(prompts) or any(not len(prompt) for prompt in prompts):
         raise ValueError("prompts must be a non-empty sequence of non-empty lists of token ids")
-    session = _session(onnx_model)
+    session = _session(onnx_model, weights)
     was_training = model.training
     try:
         return _compare(session, model.eval(), prompts, max_new_tokens)
@@ -666,12 +802,16 @@ def export_digest(file_id: str, settings: Mapping[str, Any]) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
 class DecoderExport(BrowserExport):
     """What :func:`export_decoder_for_browser` wrote (or found).
 
     The fields of :class:`~lt_site.export.BrowserExport`: the output folder, the graph ``decoder.onnx``, the JSON
-    file ``decoder.json`` and its content, the digest, and whether the files were already there.
+    file ``decoder.json`` and its content, the digest, and whether the files were already there; and
+    ``blocks_path``, the blocks file ``decoder.blocks``.
     """
+
+    blocks_path: Path
 
 
 def load_decoder_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
@@ -701,10 +841,10 @@ def export_decoder_for_browser(
 ) -> DecoderExport:
     """Export the trained decoder for the page, unless ``folder`` already holds this export.
 
-    Writes ``decoder.onnx`` (:func:`export_decoder_graph`) and ``decoder.json``
-    (format, digest, config, tokenizer spec, chat wrapping, sizes, and what
-    :func:`compare_with_pytorch` measured on ``check_prompts``, each wrapped in
-    the chat template).
+    Writes ``decoder.onnx`` and ``decoder.blocks`` (:func:`export_decoder_graph`)
+    and ``decoder.json`` (format, digest, config, the blocks file's table,
+    tokenizer spec, chat wrapping, sizes, and what :func:`compare_with_pytorch`
+    measured on ``check_prompts``, each wrapped in the chat template).
 
     Args:
         folder: The output folder (created if missing).
@@ -736,12 +876,18 @@ def export_decoder_for_browser(
     # Everything from here on is recorded: the export is made again when a file its run reached changes.
     with Reached(RECORDED) as reached:
         file_id = _file_sha256(path, default)
-        settings = {"check_prompts": list(check_prompts), "check_new_tokens": check_new_tokens, "opset": OPSET}
+        settings = {
+            "check_prompts": list(check_prompts),
+            "check_new_tokens": check_new_tokens,
+            "opset": OPSET,
+            "format": FORMAT,
+        }
         digest = export_digest(file_id, settings)
-        onnx_path, metadata_path = folder / ONNX_FILE, folder / METADATA_FILE
+        onnx_path, blocks_path, metadata_path = folder / ONNX_FILE, folder / BLOCKS_FILE, folder / METADATA_FILE
+        files = {"folder": folder, "onnx_path": onnx_path, "metadata_path": metadata_path, "blocks_path": blocks_path}
         cached = None if force else _cached_metadata(onnx_path, metadata_path, digest, load_decoder_export)
-        if cached is not None:
-            return DecoderExport(folder, onnx_path, metadata_path, digest, True, cached)
+        if cached is not None and blocks_path.is_file() and blocks_path.stat().st_size == cached["blocks"]["bytes"]:
+            return DecoderExport(digest=digest, cached=True, metadata=cached, **files)
 
         if default:
             # The default file is verified by its SHA-256 before its weights are used.
@@ -751,11 +897,15 @@ def export_decoder_for_browser(
         model = llama_from_gguf(read)
         tokenizer = gguf_tokenizer(read)
         graph = export_decoder_graph(model, decoder_blocks(read, llama_config_from_gguf(read)))
-        data = graph.SerializeToString()
+        data = graph.proto.SerializeToString()
         _write_atomically(onnx_path, data)
+        _write_atomically(blocks_path, graph.blocks)
         wrapping = chat_wrapping(tokenizer)
         prompts = [tokenizer(wrapping["before"] + prompt + wrapping["after"])["input_ids"] for prompt in check_prompts]
-        check = compare_with_pytorch(data, model, prompts, check_new_tokens)
+        # The check runs the graph on the numbers made from the blocks file, as the page makes them.
+        weights = weights_from_blocks(graph.table, graph.blocks)
+        check = compare_with_pytorch(data, weights, model, prompts, check_new_tokens)
+        del weights
         if not check.greedy_ids_equal:
             raise ValueError("the exported graph's greedy ids differ from the model's on the check prompts")
 
@@ -785,6 +935,12 @@ def export_decoder_for_browser(
                 "sha256": hashlib.sha256(data).hexdigest(),
                 "opset": OPSET,
             },
+            "blocks": {
+                "file": BLOCKS_FILE,
+                "bytes": len(graph.blocks),
+                "sha256": hashlib.sha256(graph.blocks).hexdigest(),
+            },
+            "weights": {"file": WEIGHTS_FILE, "bytes": graph.weights_bytes, "table": list(graph.table)},
             "check": {
                 "prompts": check.prompts,
                 "new_tokens": list(check.new_tokens),
@@ -799,4 +955,4 @@ def export_decoder_for_browser(
         }
     metadata["reached"] = record_of(reached)
     _write_metadata(metadata_path, metadata)
-    return DecoderExport(folder, onnx_path, metadata_path, digest, False, metadata)
+    return DecoderExport(digest=digest, cached=False, metadata=metadata, **files)

@@ -15,9 +15,9 @@ named after it (``<prefix>_page``, ``<prefix>_exporter`` ...).  A
 2. it adds the page's stylesheets and scripts (``<prefix>_css``,
    ``<prefix>_scripts``, paths under ``_static``) to that page only,
    deferred, in order;
-3. after the build, it copies the graph and the JSON file, gzip-compressed
-   once per export and cached, into ``<prefix>_output_dir`` of the built
-   site.
+3. after the build, it copies the graph and the JSON file (and any other
+   file of the export it is told of), gzip-compressed once per export and
+   cached, into ``<prefix>_output_dir`` of the built site.
 
 When the page is not part of the build, none of this happens.  Each
 extension keeps what is its own: the defaults of its options, and the
@@ -113,13 +113,18 @@ class ServedExport:
         what: What the export is called in the log and in errors (``"browser export"``).
         onnx_file: Where the compressed graph goes, under ``<prefix>_output_dir``.
         metadata_file: Where the compressed JSON file goes, under ``<prefix>_output_dir``.
+        other_files: The export's other files: ``(attribute, served)``, the attribute of the export that holds
+            the file's path, and where the compressed file goes, under ``<prefix>_output_dir``.
     """
 
-    def __init__(self, prefix: str, what: str, onnx_file: str, metadata_file: str) -> None:
+    def __init__(
+        self, prefix: str, what: str, onnx_file: str, metadata_file: str, other_files: Sequence[tuple[str, str]] = ()
+    ) -> None:
         self.prefix = prefix
         self.what = what
         self.onnx_file = onnx_file
         self.metadata_file = metadata_file
+        self.other_files = tuple(other_files)
         # The export of each build, by source folder (set before pages are read; forked read workers inherit it).
         self._exports: dict[str, Any] = {}
 
@@ -182,6 +187,13 @@ class ServedExport:
         """The export's graph, gzip-compressed once per export in the cache folder."""
         return gzip_once(result.onnx_path, self.cache_dir(app) / Path(self.onnx_file).name, result.digest)
 
+    def packed_others(self, app: Sphinx, result: Any) -> dict[str, Path]:
+        """The export's other files, each gzip-compressed once per export in the cache folder, by served name."""
+        return {
+            served: gzip_once(getattr(result, attribute), self.cache_dir(app) / Path(served).name, result.digest)
+            for attribute, served in self.other_files
+        }
+
     def outdated(self, app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
         """``env-get-outdated``: make sure of the export before pages are read (so the directive finds the numbers).
 
@@ -206,7 +218,7 @@ class ServedExport:
             app.add_js_file(script, loading_method="defer")
 
     def copy_files(self, app: Sphinx, exception: Exception | None) -> None:
-        """``build-finished``: the compressed graph and JSON file, into the built site (HTML only)."""
+        """``build-finished``: the compressed graph, JSON file and other files, into the built site (HTML only)."""
         if exception is not None or app.builder.format != "html" or not self.page_in_build(app):
             return
         result = self.export_of(app.srcdir) or self.ensure_export(app)
@@ -216,6 +228,8 @@ class ServedExport:
             result.metadata_path, self.cache_dir(app) / Path(self.metadata_file).name, result.digest
         )
         copy_if_changed(packed_metadata, target / self.metadata_file)
+        for served, packed in self.packed_others(app, result).items():
+            copy_if_changed(packed, target / served)
         logger.info("%s: model for %s copied to %s", self.prefix, self._option(app, "page"), target)
 
     def _add(self, app: Sphinx, name: str, default: Any, rebuild: str, *types: type) -> None:

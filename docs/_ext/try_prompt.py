@@ -18,16 +18,17 @@ build time, this extension, as ``try_it`` does for the BERT page,
 3. adds the page's scripts and stylesheets (``try_prompt_scripts``,
    ``try_prompt_css``) to that page only, deferred, in order;
 4. after the build, copies into ``try_prompt_output_dir`` (default
-   ``_static/try/prompt``) of the built site ``decoder.json.gz`` and
-   ``decoder.onnx.gz``, gzip-compressed once per export and cached.
+   ``_static/try/prompt``) of the built site ``decoder.json.gz``,
+   ``decoder.onnx.gz`` and ``decoder.blocks.gz``, gzip-compressed once per
+   export and cached.
 
 When the page is not part of the build, none of this happens.
 
 Steps 1, 3 and 4 are done by ``browser_export``, as for the "Try your own
 sentence" page; this extension adds its options' defaults, the directive,
 ``facts_text`` (the pure function that writes the directive's paragraphs)
-and one step of its own: the graph is compressed before the page is read, so
-that the page can state the size the reader downloads.
+and one step of its own: the graph and the blocks are compressed before the
+page is read, so that the page can state the size the reader downloads.
 """
 
 from __future__ import annotations
@@ -42,23 +43,30 @@ from sphinx.util.docutils import SphinxDirective
 
 
 class _PromptExport(ServedExport):
-    """The decoder's export, whose compressed graph is made (and its size known) before the page is read."""
+    """The decoder's export, whose compressed graph and blocks are made (and their size known) before the page is read."""
 
     def __init__(self) -> None:
-        super().__init__("try_prompt", "decoder's browser export", "decoder.onnx.gz", "decoder.json.gz")
-        # The compressed graph's size of each build, by source folder (forked read workers inherit it).
+        super().__init__(
+            "try_prompt",
+            "decoder's browser export",
+            "decoder.onnx.gz",
+            "decoder.json.gz",
+            other_files=[("blocks_path", "decoder.blocks.gz")],
+        )
+        # The compressed graph's and blocks' size of each build, by source folder (forked read workers inherit it).
         self._packed_bytes: dict[str, int] = {}
 
     def packed_bytes(self, srcdir: str | Path) -> int | None:
-        """The size of the compressed graph of the build of ``srcdir``, once known."""
+        """The size of the compressed graph and blocks of the build of ``srcdir``, once known."""
         return self._packed_bytes.get(str(srcdir))
 
     def outdated(self, app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
-        """As for any export, then the graph is compressed: now, so that the page can state the size downloaded."""
+        """As for any export, then the files are compressed: now, so that the page can state the size downloaded."""
         outdated = super().outdated(app, env, added, changed, removed)
         if self.page_in_build(app):
-            packed = self.packed_model(app, self.export_of(app.srcdir))
-            self._packed_bytes[str(app.srcdir)] = packed.stat().st_size
+            result = self.export_of(app.srcdir)
+            packed = [self.packed_model(app, result), *self.packed_others(app, result).values()]
+            self._packed_bytes[str(app.srcdir)] = sum(path.stat().st_size for path in packed)
         return outdated
 
 
@@ -71,7 +79,7 @@ def facts_text(metadata: dict[str, Any], gzip_bytes: int | None = None) -> list[
 
     Args:
         metadata: The export's JSON file (``decoder.json``).
-        gzip_bytes: The size of the compressed graph the page downloads, when known.
+        gzip_bytes: The size of the compressed graph and blocks the page downloads, when known.
 
     Returns:
         Paragraphs of plain text.
@@ -79,8 +87,9 @@ def facts_text(metadata: dict[str, Any], gzip_bytes: int | None = None) -> list[
     Raises:
         ValueError: if ``metadata`` lacks the fields of a decoder export.
     """
+    keys = ("config", "model", "blocks", "weights", "check", "file")
     try:
-        config, model, check, file = (metadata[key] for key in ("config", "model", "check", "file"))
+        config, model, blocks, weights, check, file = (metadata[key] for key in keys)
     except KeyError as error:
         raise ValueError(f"metadata is not a decoder export's decoder.json: it has no {error}") from error
     formats = ", ".join(f"{count} {kind}" for kind, count in sorted(file["tensor_formats"].items()))
@@ -91,10 +100,11 @@ def facts_text(metadata: dict[str, Any], gzip_bytes: int | None = None) -> list[
         f"{config['num_attention_heads']} query heads sharing {config['num_key_value_heads']} key/value heads, "
         f"hidden size {config['hidden_size']}, vocabulary of {config['vocab_size']} tokens), written as an ONNX "
         f"graph (opset {model['opset']}) of one step of generation with its cache.",
-        f"The graph keeps the file's blocks as they are ({formats} tensors): {megabytes(model['bytes'])} against "
-        f"the file's {megabytes(file['bytes'])}{download}. onnxruntime turns them into float32 matrices once, "
-        "when it loads the graph, with the two roundings the package's reader makes: the page multiplies by the "
-        "package's weights, bit for bit.",
+        f"The weights stay in the file's blocks as they are ({formats} tensors): {megabytes(blocks['bytes'])} of "
+        f"blocks and {megabytes(model['bytes'])} of graph against the file's {megabytes(file['bytes'])}{download}. "
+        f"The page turns the blocks into {megabytes(weights['bytes'])} of float32 numbers once, in a worker beside "
+        "the page, when it loads the model, with the two roundings the package's reader makes, and hands them to "
+        "onnxruntime with the graph: the page multiplies by the package's weights, bit for bit.",
         f"What that leaves, measured when this site was built on {check['prompts']} prompts against the PyTorch "
         f"model: greedy ids {'equal' if check['greedy_ids_equal'] else 'DIFFERENT'} for "
         f"{', '.join(map(str, check['new_tokens']))} new tokens; next-token probabilities differ by at most "

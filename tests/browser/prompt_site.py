@@ -3,7 +3,7 @@
 :func:`assemble` writes into a folder what the site's build writes for the
 page: ``try_prompt.html`` (the page's own HTML block, from
 ``docs/try_prompt.md``, in a bare document that loads the same stylesheets and
-scripts, deferred, in the same order), ``_static/try/`` (the page's scripts),
+scripts, deferred, in the same order), ``_static/try/`` (the page's scripts, and its model's worker),
 ``_static/vendor/`` (onnxruntime-web and xzwasm) and the compressed export in
 ``_static/try/prompt/``, made by the same functions the site's extension calls
 (``export_decoder_for_browser``, then ``gzip_once``).  The browser tests use
@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "docs" / "_static"
 PAGE_SOURCE = ROOT / "docs" / "try_prompt.md"
 SCRIPTS = ("try/bpe.js", "try/sampling.js", "try/prompt.js")
+#: The model's worker and what it imports beside it (served, never put on the page as scripts).
+WORKER = ("try/prompt-worker.js", "try/blocks.js")
 STYLES = ("try/try.css", "try/prompt.css")
 
 
@@ -41,12 +43,16 @@ def assemble(folder: Path, cache: Path) -> Path:
 
     export = export_decoder_for_browser(cache)
     target = folder / "_static"
-    for name in (*SCRIPTS, *STYLES):
+    for name in (*SCRIPTS, *WORKER, *STYLES):
         copy_if_changed(STATIC / name, target / name)
     for vendor in ("onnxruntime-web", "xzwasm"):
         shutil.copytree(STATIC / "vendor" / vendor, target / "vendor" / vendor, dirs_exist_ok=True)
     copy_if_changed(
         gzip_once(export.onnx_path, cache / "decoder.onnx.gz", export.digest), target / "try/prompt/decoder.onnx.gz"
+    )
+    copy_if_changed(
+        gzip_once(export.blocks_path, cache / "decoder.blocks.gz", export.digest),
+        target / "try/prompt/decoder.blocks.gz",
     )
     copy_if_changed(
         gzip_once(export.metadata_path, cache / "decoder.json.gz", export.digest), target / "try/prompt/decoder.json.gz"

@@ -44,6 +44,34 @@ process.stdout.write(JSON.stringify(results));
 """
 
 
+# Each text decoded as the page streams it, token by token, holding back a character's unfinished bytes; and
+# every token of the vocabulary as the page shows it, its white space visible.
+_STREAM_RUNNER = r"""
+const fs = require("fs");
+const { ByteLevelBPE } = require(process.argv[2]);
+const spec = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));
+const texts = JSON.parse(fs.readFileSync(process.argv[4], "utf8"));
+const tokenizer = new ByteLevelBPE(spec);
+const streams = texts.map((text) => {
+  const ids = tokenizer.encode(text);
+  const held = [], plain = [];
+  for (let n = 1; n <= ids.length; n++) {
+    held.push(tokenizer.decode(ids.slice(0, n), { holdIncomplete: true }));
+    plain.push(tokenizer.decode(ids.slice(0, n)));
+  }
+  return { held, plain };
+});
+const visible = spec.tokens.map((_, id) => tokenizer.visible(id));
+// The page builds its tokenizer a slice at a time, pausing between slices: the same tokenizer.
+let pauses = 0;
+ByteLevelBPE.built(spec, async () => pauses++, 5000).then((built) => {
+  const builtIds = texts.map((text) => built.encode(text));
+  const sameIds = builtIds.every((ids, i) => JSON.stringify(ids) === JSON.stringify(tokenizer.encode(texts[i])));
+  process.stdout.write(JSON.stringify({ streams, visible, sameIds, pauses }));
+});
+"""
+
+
 def corpus() -> list[str]:
     return json.loads(CORPUS.read_text(encoding="utf-8"))
 
@@ -71,6 +99,25 @@ def js_results(gguf, tmp_path_factory) -> list[dict]:
     folder = tmp_path_factory.mktemp("bpe")
     (folder / "spec.json").write_text(json.dumps(tokenizer_spec(gguf)), encoding="utf-8")
     (folder / "runner.js").write_text(_RUNNER, encoding="utf-8")
+    completed = subprocess.run(
+        [node, str(folder / "runner.js"), str(BPE_JS), str(folder / "spec.json"), str(CORPUS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, f"node failed:\n{completed.stderr}"
+    return json.loads(completed.stdout)
+
+
+@pytest.fixture(scope="module")
+def js_streams(gguf, tmp_path_factory) -> dict:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node (Node.js) is needed to run the page's tokenizer: apt-get install -y nodejs")
+    folder = tmp_path_factory.mktemp("bpe_stream")
+    (folder / "spec.json").write_text(json.dumps(tokenizer_spec(gguf)), encoding="utf-8")
+    (folder / "runner.js").write_text(_STREAM_RUNNER, encoding="utf-8")
     completed = subprocess.run(
         [node, str(folder / "runner.js"), str(BPE_JS), str(folder / "spec.json"), str(CORPUS)],
         capture_output=True,
@@ -150,3 +197,46 @@ def test_a_template_that_does_not_copy_the_message_is_refused(decoder_tokenizer)
     changed.chat_template = None
     with pytest.raises(ValueError, match="no chat template"):
         chat_wrapping(changed)
+
+
+def test_a_streamed_text_never_shows_half_a_character(js_streams) -> None:
+    split = 0
+    for text, stream in zip(corpus(), js_streams["streams"], strict=True):
+        if "\ufffd" in text or not text:
+            continue
+        for held, plain in zip(stream["held"], stream["plain"], strict=True):
+            assert "\ufffd" not in held and text.startswith(held), (text, held)
+            # What is held back is only the character being written, which reads as U+FFFD without holding.
+            assert plain == held or plain.rstrip("\ufffd") == held, (plain, held)
+            split += plain != held
+        assert stream["held"][-1] == text
+    # Not vacuous: many prefixes end inside a character, and read as U+FFFD without holding back.
+    assert split >= 20
+
+
+def test_white_space_is_shown_as_the_tokenizer_writes_it(js_streams, gguf) -> None:
+    tokens = tokenizer_spec(gguf)["tokens"]
+    visible = js_streams["visible"]
+    # GPT-2's byte characters: every byte of ASCII spelled as the vocabulary spells it ("Ġthe", "ĊĊ", "ĉ").
+    ascii_spelling = {chr(code) for code in range(0x21, 0x7F)} | {chr(0x100 + code) for code in range(0x21)} | {"ġ"}
+    ascii_tokens = [index for index, token in enumerate(tokens) if set(token) <= ascii_spelling]
+    assert len(ascii_tokens) > 10000
+    for index in ascii_tokens:
+        assert visible[index] == tokens[index], (tokens[index], visible[index])
+    for token in ("Ġthe", "Ċ", "ĊĊ", "ĉ", "Ġ"):
+        assert visible[tokens.index(token)] == token
+    # No token shows white space or a control character, which would read as nothing.
+    assert not [text for text in visible if any(ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in text)]
+    assert visible[tokens.index("<|im_start|>")] == "<|im_start|>"
+    # A token that is not ASCII shows its text: "Ġé" is " é", with its space spelled.
+    accented = next(index for index, token in enumerate(tokens) if token == "ĠÃ©")
+    assert visible[accented] == "Ġé"
+    # A character cut in two shows its bytes, its white space spelled still: "ĠðŁ" (a space, half an emoji).
+    assert visible[tokens.index("ĠðŁ")] == "Ġ<0xF0><0x9F>"
+
+
+def test_the_tokenizer_built_a_slice_at_a_time_is_the_same(js_streams, gguf) -> None:
+    spec = tokenizer_spec(gguf)
+    assert js_streams["sameIds"]
+    # It paused after every 5,000 tokens and merges.
+    assert js_streams["pauses"] == -(-len(spec["tokens"]) // 5000) + -(-len(spec["merges"]) // 5000)

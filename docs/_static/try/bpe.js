@@ -39,15 +39,49 @@
     return table;
   }
 
+  // How many bytes at the end of bytes begin a UTF-8 character without finishing it (0 to 3).
+  function incompleteTail(bytes) {
+    for (let back = 1; back <= Math.min(3, bytes.length); back++) {
+      const byte = bytes[bytes.length - back];
+      // A continuation byte (10xxxxxx): look further back for the byte that starts the character.
+      if ((byte & 0xc0) === 0x80) continue;
+      // The start of a character of 2 (110xxxxx), 3 (1110xxxx) or 4 (11110xxx) bytes; else a whole one.
+      const length = (byte & 0xe0) === 0xc0 ? 2 : (byte & 0xf0) === 0xe0 ? 3 : (byte & 0xf8) === 0xf0 ? 4 : 1;
+      return back < length ? back : 0;
+    }
+    return 0;
+  }
+
   class ByteLevelBPE {
+    /**
+     * A tokenizer whose two big maps (about 49,000 tokens and as many merges) are built a slice at a
+     * time, awaiting pause() between slices: a page's thread stays free to draw meanwhile.
+     * @param {object} spec  the "tokenizer" object of decoder.json
+     * @param {function} pause  returns a promise (a task's worth of waiting, say)
+     */
+    static async built(spec, pause, slice = 8192) {
+      const tokenizer = new ByteLevelBPE(spec, { maps: false });
+      for (const [list, map] of [[spec.tokens, tokenizer.ids], [spec.merges, tokenizer.ranks]]) {
+        for (let start = 0; start < list.length; start += slice) {
+          for (let i = start; i < Math.min(start + slice, list.length); i++) map.set(list[i], i);
+          await pause();
+        }
+      }
+      return tokenizer;
+    }
+
     /** @param {object} spec  the "tokenizer" object of decoder.json */
-    constructor(spec) {
+    constructor(spec, { maps = true } = {}) {
       if (spec.model !== "byte-level-bpe") throw new Error(`not a byte-level BPE tokenizer: ${spec.model}`);
       this.spec = spec;
       this.tokens = spec.tokens; // id -> token
-      this.ids = new Map(spec.tokens.map((token, id) => [token, id])); // token -> id
-      // "a b" -> its priority (lower merges first).
-      this.ranks = new Map(spec.merges.map((merge, rank) => [merge, rank]));
+      // token -> id, and "a b" -> its priority (lower merges first).
+      this.ids = new Map();
+      this.ranks = new Map();
+      if (maps) {
+        for (let id = 0; id < spec.tokens.length; id++) this.ids.set(spec.tokens[id], id);
+        for (let rank = 0; rank < spec.merges.length; rank++) this.ranks.set(spec.merges[rank], rank);
+      }
       this.byteChars = bytesToUnicode();
       this.charBytes = new Map(this.byteChars.map((ch, b) => [ch, b]));
       // Whole tokens matched before anything else, grouped by first character, longest first.
@@ -142,8 +176,15 @@
       });
     }
 
-    /** The text of some ids: each token's byte characters turned back into bytes, read as UTF-8. */
-    decode(ids, { skipSpecial = false } = {}) {
+    /**
+     * The text of some ids: each token's byte characters turned back into bytes, read as UTF-8.
+     *
+     * A character may be split across tokens (an emoji's four bytes in two tokens, say). With
+     * holdIncomplete, for text still being written, bytes at the end that begin a character
+     * without finishing it are held back (they would read as U+FFFD); the next call, with the
+     * tokens that complete them, shows the character.
+     */
+    decode(ids, { skipSpecial = false, holdIncomplete = false } = {}) {
       const bytes = [];
       let text = "";
       const flush = () => {
@@ -159,8 +200,22 @@
         }
         for (const ch of token) bytes.push(this.charBytes.get(ch));
       }
+      if (holdIncomplete) bytes.length -= incompleteTail(bytes);
       flush();
       return text;
+    }
+
+    /**
+     * One token with its white space visible, as the tokenizer writes it: a space "Ġ", a line break
+     * "Ċ", a tab "ĉ" (each byte below "!" and DEL as GPT-2's byte characters spell it); the rest
+     * as display() shows it (a byte of a character cut in two as <0xF0>, a space before it as "Ġ"). A
+     * token of ASCII bytes reads exactly as in the vocabulary.
+     */
+    visible(id) {
+      const spelled = (code) => (code <= 0x20 || code === 0x7f ? this.byteChars[code] : null);
+      return this.display(id)
+        .replace(/[\u0000-\u0020\u007f]/g, (ch) => spelled(ch.charCodeAt(0)))
+        .replace(/<0x([0-9A-F]{2})>/g, (escape, hex) => spelled(parseInt(hex, 16)) ?? escape);
     }
 
     /** One token as the reader should see it: its bytes as text, or as <0xNN> where they are not whole UTF-8. */
@@ -176,7 +231,7 @@
 
   // The browser gets a global; node (the tests) gets a module.
   if (typeof module !== "undefined" && module.exports) {
-    module.exports = { ByteLevelBPE, bytesToUnicode, PIECES };
+    module.exports = { ByteLevelBPE, bytesToUnicode, incompleteTail, PIECES };
   } else {
     root.ByteLevelBPE = ByteLevelBPE;
   }

@@ -17,11 +17,11 @@
  *
  * Each weight is, in float32,
  *   Q8_0: w = d q          Q4_0: w = d (q - 8)          Q4_1: w = d q + m,
- * the product rounded to float32, then the sum: the two roundings of the package's
- * literate_transformer.core.gguf.dequantize, so that the page multiplies by the package's weights,
- * bit for bit (tests/test_export_decoder.py runs this file with node against them). In
- * JavaScript's doubles d q is exact (an 11-bit scale times a level of at most 8 bits);
- * Math.fround rounds it to float32, and storing into a Float32Array rounds the sum.
+ * d q and then + m, as the package's literate_transformer.core.gguf.dequantize computes them, so
+ * that the page multiplies by the package's weights, bit for bit (tests/test_export_decoder.py
+ * runs this file with node against them). The product is exact, in JavaScript's doubles and in
+ * float32 alike (an 11-bit scale times a level of at most 8 bits needs 19 of float32's 24 bits);
+ * the sum is rounded once, when it is stored into the Float32Array, as float32's addition rounds it.
  *
  * The page's worker (prompt-worker.js) runs it; node (the tests) requires it.
  */
@@ -114,7 +114,7 @@
           }
         }
         const row = a * B;
-        if (minimums) for (let b = 0; b < B; b++) out[row + b] = Math.fround(d[b] * level(row + b)) + m[b];
+        if (minimums) for (let b = 0; b < B; b++) out[row + b] = d[b] * level(row + b) + m[b];
         else for (let b = 0; b < B; b++) out[row + b] = d[b] * (level(row + b) - zero);
       }
     } else {
@@ -124,7 +124,7 @@
         const first = k * BLOCK;
         if (minimums) {
           const m = HALVES[minimums[k]];
-          for (let i = first; i < first + BLOCK; i++) out[i] = Math.fround(d * level(i)) + m;
+          for (let i = first; i < first + BLOCK; i++) out[i] = d * level(i) + m;
         } else {
           for (let i = first; i < first + BLOCK; i++) out[i] = d * (level(i) - zero);
         }

@@ -1,24 +1,31 @@
 /*
  * "Try your own prompt": the trained decoder (SmolLM2-135M-Instruct, the package's own Llama) in this browser.
  *
- * On the first Run, Generate or call of the hook (and only then) the page downloads, each
- * compressed and unpacked here:
- *   - prompt/decoder.json: the tokenizer's vocabulary and merges, the chat template's wrapping,
- *     the config and what the export measured (gzip, unpacked by the browser's DecompressionStream);
- *   - the graph, prompt/decoder.onnx: the weights in the GGUF file's 4- and 8-bit blocks (gzip),
- *     kept in the browser's Cache Storage after the first visit, under the export's digest;
- *   - onnxruntime-web's WebAssembly runtime (xz, unpacked by the vendored xzwasm).
- * onnxruntime turns the blocks into float32 matrices once, when it loads the graph; then each
- * call of the graph is one step of generation: the new tokens in, the cache of keys and values
- * of every layer in and out, the next token's scores out (and, for the prompt, every layer's
- * attention probabilities).
+ * The page's thread only tokenizes, chooses and draws; the model runs in a Web Worker
+ * (prompt-worker.js), so that the page answers the reader's clicks and scrolls at every moment,
+ * the model's heaviest minutes included. On the first Run, Generate or call of the hook (and
+ * only then):
+ *   - the page downloads prompt/decoder.json (gzip, unpacked by the browser's DecompressionStream):
+ *     the tokenizer's vocabulary and merges, the chat template's wrapping, the config, the table of
+ *     the weights' blocks and what the export measured;
+ *   - the worker downloads the graph, prompt/decoder.onnx, and the weights in the GGUF file's 4- and
+ *     8-bit blocks, prompt/decoder.blocks (both gzip, kept in the browser's Cache Storage after the
+ *     first visit, under the export's digest), and onnxruntime-web's WebAssembly runtime (xz,
+ *     unpacked by the vendored xzwasm); it turns the blocks into float32 numbers (blocks.js), saying
+ *     how far it is (the bar under the buttons), and starts onnxruntime on them.
+ * Then each request to the worker is one step of generation: the new tokens in, the next token's
+ * scores out (and, for a prompt, attention probabilities). The keys and values of every layer stay
+ * in the worker between steps; the prompt's are kept, so that Generate after Run continues from
+ * Run's cache instead of reading the prompt again.
  *
  * The page tokenizes with bpe.js, reshapes the next-token distribution with sampling.js
  * (temperature, top-k, top-p, in transformers' order), and draws: the tokens, the top 10
- * bars, the generated text with its speed, and one layer's and head's attention on the prompt.
+ * bars (naming the position they are for), the generated text with its speed, and one layer's
+ * and head's attention on the prompt, its axes labelled with the tokens. White space in a token
+ * is shown as the tokenizer writes it: a space "Ġ", a line break "Ċ".
  *
  * For checks, window.literateTransformer has
- *   complete(prompt, {maxNewTokens = 32, chat = false}) -> {inputIds, outputIds, topTokens}:
+ *   complete(prompt, {maxNewTokens = 32, chat = false}) -> {inputIds, outputIds, topTokens, timings}:
  *     greedy decoding (stopping early at the end-of-answer token, as generate() does);
  *     topTokens is the first step's top 10, [{id, probability}], of the model's own softmax;
  *   tokenize(text) -> ids, wrap(message) -> the chat template's text, and timings.
@@ -30,27 +37,40 @@
   const FILES = {
     metadata: new URL("prompt/decoder.json.gz", HERE),
     model: new URL("prompt/decoder.onnx.gz", HERE),
-    runtime: new URL("../vendor/onnxruntime-web/ort.wasm.min.js", HERE),
+    blocks: new URL("prompt/decoder.blocks.gz", HERE),
     wasm: new URL("../vendor/onnxruntime-web/ort-wasm-simd-threaded.wasm.xz", HERE),
-    xz: new URL("../vendor/xzwasm/xzwasm.min.js", HERE),
+    worker: new URL("prompt-worker.js", HERE),
   };
-  const CACHE_NAME = "literate-transformer-decoder";
+  const FORMAT = "literate-transformer-decoder-export/2";
   //: The longest prompt the page runs (the model reads 8192 positions; the page's memory and patience fewer).
   const MAX_PROMPT_TOKENS = 1024;
   //: Prompts up to this length get every layer's attention at once; longer ones the chosen layer's only.
   const ALL_LAYERS_UP_TO = 256;
+  //: Up to this many tokens the heatmap labels every one; beyond, every k-th (with its number).
+  const LABELLED_TOKENS = 40;
   const TOP = 10;
 
   const api = (window.literateTransformer = {
     downloadedBytes: 0,
     cachedBytes: 0,
+    fetchedBytes: 0,
     modelFromCache: null,
-    timings: { loadMs: null, firstTokenMs: null, tokensPerSecond: null, modelMsPerStep: null, redrawMs: null },
+    timings: {
+      loadMs: null,
+      firstTokenMs: null,
+      generateFirstTokenMs: null,
+      tokensPerSecond: null,
+      modelMsPerStep: null,
+      redrawMs: null,
+    },
     lastRun: null,
     ready: false,
   });
-  const state = { loading: null, session: null, tokenizer: null, metadata: null, busy: false, stop: false, runs: 0 };
-  const view = { logits: null, attentions: null, tokens: null, promptLength: 0 };
+  const state = { loading: null, tokenizer: null, metadata: null, busy: false, stop: false, runs: 0 };
+  // What the chart and the heatmap show: the scores (and for which position), the prompt's attention.
+  const view = { logits: null, at: null, attentions: null, promptIds: null };
+  // The prompt whose cache the worker keeps, and the scores it gave.
+  let held = null;
   let page;
 
   // ---------------------------------------------------------------------------
@@ -68,140 +88,151 @@
     page.messages.append(item);
   }
 
+  // The bar under the buttons: a fraction, or null for "busy, no measure", or hidden when undefined.
+  function bar(fraction) {
+    if (!page) return;
+    page.progress.hidden = fraction === undefined;
+    if (fraction === null || fraction === undefined) page.progress.removeAttribute("value");
+    else page.progress.value = fraction;
+  }
+
+  const mb = (bytes) => (bytes / 1e6).toFixed(1);
+
+  // A task's worth of waiting: what is queued (a click, a frame to draw) runs first.
+  function nextTask() {
+    return new Promise((resolve) => setTimeout(resolve, 0));
+  }
+
+  // What the worker says while it loads.
+  function showProgress({ phase, done, total }) {
+    if (phase === "download") {
+      status(`Getting the model: ${mb(done)} of ${mb(total)} MB unpacked…`);
+      bar(total ? done / total : null);
+    } else if (phase === "convert") {
+      status(`Turning the 4- and 8-bit blocks into float32 numbers: ${mb(done)} of ${mb(total)} MB…`);
+      bar(done / total);
+    } else if (phase === "start") {
+      status("Starting onnxruntime on the float32 weights…");
+      bar(null);
+    }
+  }
+
+  // ---------------------------------------------------------------------------
+  // The worker: requests and their answers
+  // ---------------------------------------------------------------------------
+  const worker = { thread: null, next: 1, pending: new Map() };
+
+  function ask(type, request = {}) {
+    if (!worker.thread) {
+      worker.thread = new Worker(FILES.worker);
+      worker.thread.onmessage = ({ data }) => {
+        if (data.progress) return showProgress(data.progress);
+        const pending = worker.pending.get(data.id);
+        worker.pending.delete(data.id);
+        if (!pending) return;
+        if (data.error) {
+          const error = new Error(data.error.message);
+          error.name = data.error.name;
+          error.stack = data.error.stack;
+          pending.reject(error);
+        } else pending.resolve(data.result);
+      };
+      worker.thread.onerror = (event) => {
+        const error = new Error(`the model's worker failed: ${event.message || "it could not start"}`);
+        for (const pending of worker.pending.values()) pending.reject(error);
+        worker.pending.clear();
+        // The next request starts a new worker, which loads the model again.
+        worker.thread.terminate();
+        worker.thread = null;
+        state.loading = null;
+        held = null;
+      };
+    }
+    const id = worker.next++;
+    return new Promise((resolve, reject) => {
+      worker.pending.set(id, { resolve, reject });
+      worker.thread.postMessage({ id, type, ...request });
+    });
+  }
+
   // ---------------------------------------------------------------------------
   // Loading, once
   // ---------------------------------------------------------------------------
-  function counted(body, onChunk) {
-    return body.pipeThrough(
-      new TransformStream({
-        transform(chunk, controller) {
-          onChunk(chunk.byteLength);
-          controller.enqueue(chunk);
-        },
-      }),
-    );
-  }
-
-  async function networkResponse(url) {
-    const response = await fetch(url);
-    if (!response.ok) throw new Error(`could not download ${url.pathname} (HTTP ${response.status})`);
-    return response;
-  }
-
-  function progress(bytes) {
-    api.downloadedBytes += bytes;
-    status(`Downloading the model and the runtime: ${(api.downloadedBytes / 1e6).toFixed(1)} MB…`);
-  }
-
-  // format: "gzip" (the browser unpacks it), "xz" (xzwasm does) or null.
-  async function unpack(body, format) {
-    const stream =
-      format === "gzip"
-        ? body.pipeThrough(new DecompressionStream("gzip"))
-        : format === "xz"
-          ? new xzwasm.XzReadableStream(body)
-          : body;
-    return new Uint8Array(await new Response(stream).arrayBuffer());
-  }
-
-  async function download(url, format) {
-    return unpack(counted((await networkResponse(url)).body, progress), format);
-  }
-
-  // The graph, from Cache Storage when this export was downloaded before (its digest is in the key).
-  async function downloadModel(digest) {
-    const key = new URL(FILES.model);
-    key.searchParams.set("digest", digest);
-    const cache = typeof caches !== "undefined" ? await caches.open(CACHE_NAME).catch(() => null) : null;
-    if (cache) {
-      const hit = await cache.match(key);
-      if (hit) {
-        api.modelFromCache = true;
-        return unpack(counted(hit.body, (bytes) => (api.cachedBytes += bytes)), "gzip");
-      }
-    }
-    api.modelFromCache = false;
-    const response = await networkResponse(FILES.model);
-    if (!cache) return unpack(counted(response.body, progress), "gzip");
-    // One stream to the cache, one to the model; other exports' entries are dropped.
-    const [toCache, toModel] = counted(response.body, progress).tee();
-    const stored = (async () => {
-      for (const old of await cache.keys()) if (old.url !== key.href) await cache.delete(old);
-      await cache.put(key, new Response(toCache, { headers: { "Content-Type": "application/gzip" } }));
-    })().catch((error) => say("info", `The model could not be kept for your next visit (${error.message}).`));
-    const bytes = await unpack(toModel, "gzip");
-    await stored;
-    return bytes;
-  }
-
-  function loadScript(url) {
-    return new Promise((resolve, reject) => {
-      const script = document.createElement("script");
-      script.src = url;
-      script.onload = resolve;
-      script.onerror = () => reject(new Error(`could not load ${url.pathname}`));
-      document.head.append(script);
-    });
+  async function downloadMetadata() {
+    const response = await fetch(FILES.metadata);
+    if (!response.ok) throw new Error(`could not download ${FILES.metadata.pathname} (HTTP ${response.status})`);
+    const text = await new Response(response.body.pipeThrough(new DecompressionStream("gzip"))).text();
+    await nextTask();
+    return JSON.parse(text);
   }
 
   function load() {
     state.loading ??= (async () => {
       const start = performance.now();
-      const metadata = JSON.parse(new TextDecoder().decode(await download(FILES.metadata, "gzip")));
-      if (metadata.format !== "literate-transformer-decoder-export/1") {
+      status("Getting the vocabulary…");
+      bar(null);
+      const metadata = await downloadMetadata();
+      if (metadata.format !== FORMAT) {
         throw new Error(`decoder.json is of format ${metadata.format}, which this page does not read`);
       }
       state.metadata = metadata;
-      state.tokenizer = new ByteLevelBPE(metadata.tokenizer);
+      // The vocabulary's maps are built a slice at a time: the page draws in between.
+      state.tokenizer = await ByteLevelBPE.built(metadata.tokenizer, nextTask);
       fillSelects();
       showWrapped();
-      await Promise.all([loadScript(FILES.runtime), loadScript(FILES.xz)]);
-      const [wasm, model] = await Promise.all([download(FILES.wasm, "xz"), downloadModel(metadata.digest)]);
-      status("Starting the model (its 4- and 8-bit blocks become float32 matrices, once)…");
-      // One thread: a static site cannot send the headers that shared memory (threads) needs.
-      ort.env.wasm.numThreads = 1;
-      ort.env.wasm.wasmBinary = wasm;
-      state.session = await ort.InferenceSession.create(model, {
-        executionProviders: ["wasm"],
-        // Fold the blocks (DequantizeLinear) into float32 weights now, not at every step.
-        extra: { session: { disable_quant_qdq: "1" } },
+      const { config, digest, model, blocks, weights } = metadata;
+      const files = { model: FILES.model.href, blocks: FILES.blocks.href, wasm: FILES.wasm.href };
+      const loaded = await ask("load", { files, metadata: { config, digest, model, blocks, weights } });
+      Object.assign(api, {
+        modelFromCache: loaded.fromCache,
+        downloadedBytes: loaded.downloadedBytes,
+        cachedBytes: loaded.cachedBytes,
+        fetchedBytes: loaded.fetchedBytes,
       });
+      Object.assign(api.timings, loaded.timings);
+      if (loaded.notKept) say("info", `The model could not be kept for your next visit (${loaded.notKept}).`);
       api.timings.loadMs = performance.now() - start;
       api.ready = true;
-      status(`Model loaded in ${(api.timings.loadMs / 1000).toFixed(1)} s.`);
+      bar(undefined);
+      status(
+        `Model ready in ${(api.timings.loadMs / 1000).toFixed(1)} s ` +
+          `(${loaded.fromCache ? "from your browser's cache" : `${mb(loaded.downloadedBytes)} MB downloaded`}; ` +
+          `blocks to float32 in ${(loaded.timings.convertMs / 1000).toFixed(1)} s).`,
+      );
     })();
+    state.loading.catch(() => {
+      // A failed load (the network, say) may be tried again with the next click.
+      state.loading = null;
+      bar(undefined);
+    });
     return state.loading;
   }
 
   // ---------------------------------------------------------------------------
-  // The model: one step of generation
+  // The model: the prompt, then one step of generation at a time
   // ---------------------------------------------------------------------------
-  function emptyCache() {
-    const { num_hidden_layers: layers, num_key_value_heads: heads, head_dim: size } = state.metadata.config;
-    const empty = () => new ort.Tensor("float32", new Float32Array(0), [1, heads, 0, size]);
-    const cache = {};
-    for (let i = 0; i < layers; i++) {
-      cache[`past_key.${i}`] = empty();
-      cache[`past_value.${i}`] = empty();
-    }
-    return cache;
+  function sameIds(a, b) {
+    return a.length === b.length && a.every((id, i) => id === b[i]);
   }
 
-  // ids: the new tokens; cache: the past; attentionLayers: the layers whose attention to fetch.
-  async function step(ids, cache, attentionLayers = []) {
+  // The prompt's step from an empty cache: the first next-token scores, and attention (all layers for a short
+  // prompt, the chosen one for a long one). The worker keeps its cache.
+  async function runPrompt(ids) {
     const layers = state.metadata.config.num_hidden_layers;
-    const fetches = ["logits", ...attentionLayers.map((i) => `attention.${i}`)];
-    for (let i = 0; i < layers; i++) fetches.push(`present_key.${i}`, `present_value.${i}`);
-    const feeds = { input_ids: new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, ids.length]), ...cache };
-    const output = await state.session.run(feeds, fetches);
-    const next = {};
-    for (let i = 0; i < layers; i++) {
-      next[`past_key.${i}`] = output[`present_key.${i}`];
-      next[`past_value.${i}`] = output[`present_value.${i}`];
-    }
-    const attentions = {};
-    for (const i of attentionLayers) attentions[i] = output[`attention.${i}`];
-    return { logits: output.logits.data, cache: next, attentions };
+    const wanted =
+      ids.length <= ALL_LAYERS_UP_TO ? Array.from({ length: layers }, (_, i) => i) : [Number(page.layer.value || 0)];
+    const result = await ask("prompt", { ids, layers: wanted });
+    held = { ids: ids.slice(), logits: result.logits };
+    view.attentions = result.attentions;
+    view.promptIds = ids;
+    state.runs += 1;
+    api.lastRun = { runId: state.runs, inputIds: ids, layers: Object.keys(result.attentions).map(Number) };
+    return result;
+  }
+
+  // One token more on the worker's cache: the scores of the token after it.
+  async function step(token) {
+    return (await ask("step", { token })).logits;
   }
 
   function settings() {
@@ -232,29 +263,19 @@
     return ids;
   }
 
-  // The prompt's step: the first next-token scores, and attention (all layers for a short prompt).
-  async function runPrompt(ids) {
-    const layers = state.metadata.config.num_hidden_layers;
-    const wanted =
-      ids.length <= ALL_LAYERS_UP_TO ? Array.from({ length: layers }, (_, i) => i) : [Number(page.layer.value || 0)];
-    const result = await step(ids, emptyCache(), wanted);
-    view.attentions = result.attentions;
-    view.promptLength = ids.length;
-    view.promptIds = ids;
-    state.runs += 1;
-    api.lastRun = { runId: state.runs, inputIds: ids, layers: Object.keys(result.attentions).map(Number) };
-    return result;
-  }
-
   // ---------------------------------------------------------------------------
   // Drawing
   // ---------------------------------------------------------------------------
+  // A token as the page shows it: white space as the tokenizer writes it ("Ġ" a space, "Ċ" a line break).
+  function shown(id) {
+    return state.tokenizer.visible(id);
+  }
+
   function showTokens(ids) {
-    const tokenizer = state.tokenizer;
     page.tokens.replaceChildren(`${ids.length} tokens: `);
     for (const id of ids) {
       const code = document.createElement("code");
-      code.textContent = tokenizer.display(id).replace(/\n/g, "\\n");
+      code.textContent = shown(id);
       code.title = `id ${id}`;
       page.tokens.append(code, " ");
     }
@@ -264,6 +285,19 @@
     if (!page || !state.metadata) return;
     page.wrapped.hidden = !page.chat.checked;
     page.wrapped.textContent = page.chat.checked ? wrap(page.text.value) : "";
+  }
+
+  // The scores the chart shows, and where they are: the token numbered `position` (counting the prompt's from 1),
+  // the `generated`-th new one, after the token `after`; `chosen`, once Generate has drawn it.
+  function showScores(logits, at) {
+    view.logits = logits;
+    view.at = at;
+  }
+
+  function positionText({ position, generated, after, chosen }) {
+    const which = generated === 1 ? "the first new token" : `new token ${generated}`;
+    const drawn = chosen === undefined ? "" : `; Generate chose “${shown(chosen)}”`;
+    return `For token ${position} (${which}), after “${shown(after)}”${drawn}.`;
   }
 
   // The top 10 of the current scores: a bar per token, its length the probability sampling would draw it with
@@ -284,10 +318,11 @@
     for (const row of rows) {
       const item = document.createElement("li");
       item.className = row.removedBy ? "prompt-bar prompt-bar--removed" : "prompt-bar";
+      if (view.at.chosen === row.id) item.classList.add("prompt-bar--chosen");
       item.dataset.id = row.id;
       const label = document.createElement("code");
       label.className = "prompt-bar-token";
-      label.textContent = JSON.stringify(state.tokenizer.display(row.id)).slice(1, -1);
+      label.textContent = shown(row.id);
       const track = document.createElement("span");
       track.className = "prompt-bar-track";
       const outline = document.createElement("span");
@@ -306,9 +341,11 @@
       item.append(label, track, value);
       list.append(item);
     }
+    page.chartPosition.textContent = positionText(view.at);
     page.chart.replaceChildren(list);
     page.chartNote.textContent = "";
     api.lastChart = rows;
+    api.lastChartAt = { ...view.at };
     requestAnimationFrame(() => {
       api.timings.redrawMs = performance.now() - started;
       api.redraws = (api.redraws || 0) + 1;
@@ -332,15 +369,34 @@
     return rgb;
   }
 
+  // The tokens along one axis of the heatmap: each label at its row's (or column's) middle; beyond
+  // LABELLED_TOKENS, every k-th, with its number.
+  function labelAxis(axis, ids) {
+    const every = Math.ceil(ids.length / LABELLED_TOKENS);
+    const labels = [];
+    for (let i = 0; i < ids.length; i += every) {
+      const label = document.createElement("span");
+      label.className = "prompt-axis-label";
+      label.textContent = every > 1 ? `${i + 1} ${shown(ids[i])}` : shown(ids[i]);
+      label.title = `token ${i + 1}: ${shown(ids[i])} (id ${ids[i]})`;
+      label.style.setProperty("--at", `${((i + 0.5) / ids.length) * 100}%`);
+      labels.push(label);
+    }
+    axis.replaceChildren(...labels);
+    axis.dataset.count = ids.length;
+  }
+
   // One heatmap: row = query token, column = key token (the causal mask leaves the upper triangle empty).
   async function drawAttention() {
     if (!view.attentions) return;
     const layer = Number(page.layer.value);
     const head = Number(page.head.value);
     if (!view.attentions[layer]) {
-      // A long prompt: only one layer was kept; run the prompt again for this one.
-      const result = await step(view.promptIds, emptyCache(), [layer]);
+      // A long prompt: only one layer was kept; the worker runs the prompt again for this one (its caches stay).
+      status(`Running the prompt again for layer ${layer}'s attention…`);
+      const result = await ask("attention", { ids: view.promptIds, layer });
       view.attentions = result.attentions;
+      status(`Layer ${layer}'s attention is drawn.`);
     }
     const tensor = view.attentions[layer];
     const [, heads, length, keys] = tensor.dims;
@@ -359,18 +415,19 @@
       image.data[cell * 4 + 3] = 255;
     }
     context.putImageData(image, 0, 0);
+    labelAxis(page.attentionQueries, view.promptIds.slice(0, length));
+    labelAxis(page.attentionKeys, view.promptIds.slice(0, keys));
     canvas.onmousemove = (event) => {
       const box = canvas.getBoundingClientRect();
       const q = Math.min(length - 1, Math.floor(((event.clientY - box.top) / box.height) * length));
       const k = Math.min(keys - 1, Math.floor(((event.clientX - box.left) / box.width) * keys));
-      const show = (id) => JSON.stringify(state.tokenizer.display(id));
       page.readout.textContent =
-        `layer ${layer}, head ${head}: ${show(view.promptIds[q])} → ${show(view.promptIds[k])} = ` +
-        data[offset + q * keys + k].toFixed(3);
+        `layer ${layer}, head ${head}: token ${q + 1} “${shown(view.promptIds[q])}” → token ${k + 1} ` +
+        `“${shown(view.promptIds[k])}” = ${data[offset + q * keys + k].toFixed(3)}`;
     };
     page.attentionCaption.textContent =
-      `Layer ${layer}, head ${head} (of ${heads}): ${length} prompt tokens, each row one token, each column a token ` +
-      "it may attend to.";
+      `Layer ${layer}, head ${head} (of ${heads}): ${length} prompt tokens; the rows, down the left, are the ` +
+      "tokens that attend, the columns, along the top, the tokens they may attend to.";
   }
 
   // ---------------------------------------------------------------------------
@@ -401,44 +458,67 @@
   async function runOnce() {
     const ids = encodePrompt(promptText());
     showTokens(ids);
-    status("Running the prompt…");
+    status(`Reading the prompt's ${ids.length} tokens…`);
     const started = performance.now();
     const result = await runPrompt(ids);
     api.timings.firstTokenMs = performance.now() - started;
-    view.logits = result.logits;
+    showScores(result.logits, { position: ids.length + 1, generated: 1, after: ids[ids.length - 1] });
     drawChart();
+    await nextTask();
     await drawAttention();
     page.output.textContent = "";
-    status(`${ids.length} tokens read in ${Math.round(api.timings.firstTokenMs)} ms: the chart is the next token's.`);
+    page.speed.textContent = "";
+    status(
+      `${ids.length} tokens read in ${Math.round(api.timings.firstTokenMs)} ms: the chart is the next token's. ` +
+        "Generate continues from here without reading them again.",
+    );
   }
 
   async function generateTokens() {
+    const pressed = performance.now();
     const ids = encodePrompt(promptText());
     const maxNew = Math.max(1, Math.min(512, Math.round(Number(page.maxNew.value) || 64)));
     const sample = page.sample.checked;
     const eos = state.metadata.config.eos_token_id;
-    showTokens(ids);
     state.stop = false;
     const out = [];
     page.output.textContent = "";
     page.speed.textContent = "";
-    const started = performance.now();
-    let result = await runPrompt(ids);
-    api.timings.firstTokenMs = performance.now() - started;
-    view.logits = result.logits;
-    drawChart();
-    await drawAttention();
+    let logits;
+    // The prompt Run has just read: its cache is in the worker, go back to it; another prompt: read it.
+    const continued = held !== null && sameIds(held.ids, ids);
+    if (continued) {
+      await ask("rewind");
+      logits = held.logits;
+      status(`Continuing from Run's cache of the prompt's ${ids.length} tokens…`);
+    } else {
+      showTokens(ids);
+      status(`Reading the prompt's ${ids.length} tokens…`);
+      const started = performance.now();
+      logits = (await runPrompt(ids)).logits;
+      api.timings.firstTokenMs = performance.now() - started;
+      showScores(logits, { position: ids.length + 1, generated: 1, after: ids[ids.length - 1] });
+      drawChart();
+      await nextTask();
+      await drawAttention();
+      status(`Writing (the prompt took ${Math.round(api.timings.firstTokenMs)} ms)…`);
+    }
     // The text is drawn once per frame, whatever the number of steps in it; the chart at most four times a second
     // (and after the last step), so that drawing takes little from the model's time.
     let painting = false;
     let chartDrawn = 0;
+    let paintMs = 0;
     const paint = (last = false) => {
       if (painting) return;
       painting = true;
       requestAnimationFrame(() => {
         const paintStarted = performance.now();
         painting = false;
-        page.output.textContent = state.tokenizer.decode(out, { skipSpecial: true });
+        // A character whose bytes are not all written yet (half an emoji) waits for the next token.
+        page.output.textContent = state.tokenizer.decode(out, { skipSpecial: true, holdIncomplete: !last });
+        if (api.timings.generateFirstTokenMs === null && out.length) {
+          api.timings.generateFirstTokenMs = paintStarted - pressed;
+        }
         if (api.timings.tokensPerSecond !== null) {
           page.speed.textContent = `${out.length} tokens, ${api.timings.tokensPerSecond.toFixed(1)} tokens/s`;
         }
@@ -450,51 +530,39 @@
       });
     };
     api.timings.tokensPerSecond = null;
+    api.timings.generateFirstTokenMs = null;
     let modelMs = 0;
-    let paintMs = 0;
-    let yieldMs = 0;
     const stepsStarted = performance.now();
     for (let n = 0; n < maxNew; n++) {
       let token;
       if (sample) {
-        const { scores } = Sampling.process(result.logits, settings());
+        const { scores } = Sampling.process(logits, settings());
         token = Sampling.sample(Sampling.softmax(scores), Math.random());
       } else {
-        token = Sampling.argmax(result.logits);
+        token = Sampling.argmax(logits);
       }
       out.push(token);
+      const after = n ? out[n - 1] : ids[ids.length - 1];
+      showScores(logits, { position: ids.length + n + 1, generated: n + 1, after, chosen: token });
       if (n > 0) api.timings.tokensPerSecond = n / ((performance.now() - stepsStarted) / 1000);
       paint();
       if (token === eos || n === maxNew - 1 || state.stop) break;
       const before = performance.now();
-      result = await step([token], result.cache);
+      logits = await step(token);
       modelMs += performance.now() - before;
-      view.logits = result.logits;
-      // Let the page paint and take the reader's clicks (Stop) between steps.
-      const yielded = performance.now();
-      await yieldToPage();
-      yieldMs += performance.now() - yielded;
     }
     painting = false;
     paint(true);
     api.timings.modelMsPerStep = out.length > 1 ? modelMs / (out.length - 1) : null;
     api.timings.paintMsPerStep = out.length > 1 ? paintMs / (out.length - 1) : null;
-    api.timings.yieldMsPerStep = out.length > 1 ? yieldMs / (out.length - 1) : null;
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
-    api.lastGeneration = { inputIds: ids, outputIds: out.slice(), sampled: sample };
+    api.lastGeneration = { inputIds: ids, outputIds: out.slice(), sampled: sample, continued };
     status(
-      `${out.length} new tokens${out[out.length - 1] === eos ? " (the model ended its answer)" : ""}; the prompt took ` +
-        `${Math.round(api.timings.firstTokenMs)} ms.`,
+      `${out.length} new tokens${out[out.length - 1] === eos ? " (the model ended its answer)" : ""}` +
+        (continued
+          ? `, continuing from Run's cache: the first after ${Math.round(api.timings.generateFirstTokenMs)} ms.`
+          : `; the prompt took ${Math.round(api.timings.firstTokenMs)} ms.`),
     );
-  }
-
-  // A task's worth of pause (a message to ourselves: unlike setTimeout, never delayed by 4 ms once nested).
-  const channel = new MessageChannel();
-  function yieldToPage() {
-    return new Promise((resolve) => {
-      channel.port1.onmessage = () => resolve();
-      channel.port2.postMessage(null);
-    });
   }
 
   /** Greedy decoding for checks: no clicks needed, the page's controls untouched. */
@@ -507,17 +575,19 @@
     const inputIds = encodePrompt(chat ? wrap(prompt) : prompt);
     const eos = state.metadata.config.eos_token_id;
     const started = performance.now();
-    let result = await step(inputIds, emptyCache());
+    let logits = (await ask("prompt", { ids: inputIds })).logits;
+    // The worker now keeps this prompt's cache, not the last Run's.
+    held = { ids: inputIds.slice(), logits };
     const firstTokenMs = performance.now() - started;
-    const probabilities = Sampling.softmax(result.logits);
-    const topTokens = Sampling.topIds(result.logits, TOP).map((id) => ({ id, probability: probabilities[id] }));
+    const probabilities = Sampling.softmax(logits);
+    const topTokens = Sampling.topIds(logits, TOP).map((id) => ({ id, probability: probabilities[id] }));
     const outputIds = [];
     const stepsStarted = performance.now();
     for (;;) {
-      const token = Sampling.argmax(result.logits);
+      const token = Sampling.argmax(logits);
       outputIds.push(token);
       if (token === eos || outputIds.length === maxNewTokens) break;
-      result = await step([token], result.cache);
+      logits = await step(token);
     }
     const seconds = (performance.now() - stepsStarted) / 1000;
     const timings = { firstTokenMs, tokensPerSecond: outputIds.length > 1 ? (outputIds.length - 1) / seconds : null };
@@ -576,7 +646,11 @@
       layer: find("prompt-layer"),
       head: find("prompt-head"),
       attention: find("prompt-attention"),
+      attentionQueries: find("prompt-attention-queries"),
+      attentionKeys: find("prompt-attention-keys"),
       attentionCaption: find("prompt-attention-caption"),
+      progress: find("prompt-progress"),
+      chartPosition: find("prompt-chart-position"),
       readout: find("prompt-attention-readout"),
     };
     page.stop.disabled = true;
@@ -599,8 +673,10 @@
     showValues();
     page.chat.addEventListener("change", showWrapped);
     page.text.addEventListener("input", showWrapped);
-    page.layer.addEventListener("change", () => drawAttention());
-    page.head.addEventListener("change", () => drawAttention());
+    const redrawAttention = () =>
+      drawAttention().catch((error) => say("error", `The attention could not be drawn: ${error.message}`));
+    page.layer.addEventListener("change", redrawAttention);
+    page.head.addEventListener("change", redrawAttention);
     if (location.protocol === "file:") {
       page.run.disabled = page.generate.disabled = true;
       say(

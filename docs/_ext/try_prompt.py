@@ -103,7 +103,7 @@ def facts_text(metadata: dict[str, Any], gzip_bytes: int | None = None) -> list[
         f"The weights stay in the file's blocks as they are ({formats} tensors): {megabytes(blocks['bytes'])} of "
         f"blocks and {megabytes(model['bytes'])} of graph against the file's {megabytes(file['bytes'])}{download}. "
         f"The page turns the blocks into {megabytes(weights['bytes'])} of float32 numbers once, in a worker beside "
-        "the page, when it loads the model, with the two roundings the package's reader makes, and hands them to "
+        "the page, when it loads the model, computing them as the package's reader does, and hands them to "
         "onnxruntime with the graph: the page multiplies by the package's weights, bit for bit.",
         f"What that leaves, measured when this site was built on {check['prompts']} prompts against the PyTorch "
         f"model: greedy ids {'equal' if check['greedy_ids_equal'] else 'DIFFERENT'} for "

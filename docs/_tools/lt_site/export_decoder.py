@@ -55,12 +55,14 @@ length); the page makes that file, in a Web Worker beside the page, with
 
 .. math::
 
-    w = \operatorname{fl}\big(\operatorname{fl}(d\,q) + m\big)
+    w = \operatorname{fl}(d\,q + m)
     \quad (\text{per block of } 32),
 
-the product and then the sum rounded to float32, the two roundings
-:func:`~literate_transformer.core.gguf.dequantize` makes: the weights the
-browser multiplies by are the package's, bit for bit
+:math:`d\,q` and then :math:`+\,m` in float32, as
+:func:`~literate_transformer.core.gguf.dequantize` computes them (the
+product is exact: an 11-bit scale times a level of at most 8 bits needs 19
+of float32's 24 bits; the sum is rounded once): the weights the browser
+multiplies by are the package's, bit for bit
 (:func:`weights_from_blocks` is the same in NumPy, and the tests compare
 the three).  It hands the file to ``onnxruntime`` with the graph, and every
 step runs plain float32 matrix products.  The page does it, not
@@ -432,9 +434,8 @@ class DecoderGraph:
 def weights_from_blocks(table: Sequence[Mapping[str, Any]], blocks: bytes) -> dict[str, np.ndarray]:
     r"""The float32 weights the page makes from the blocks file, as ``blocks.js`` makes them, by name.
 
-    Each weight is :math:`w = d\,q` (Q8_0), :math:`d\,(q - 8)` (Q4_0) or :math:`d\,q + m` (Q4_1), the
-    product and the sum each rounded to float32, the two roundings
-    :func:`~literate_transformer.core.gguf.dequantize` makes.
+    Each weight is :math:`w = d\,q` (Q8_0), :math:`d\,(q - 8)` (Q4_0) or :math:`d\,q + m` (Q4_1), computed
+    in float32 as :func:`~literate_transformer.core.gguf.dequantize` computes it.
 
     Args:
         table: :attr:`DecoderGraph.table` (the JSON file's ``weights.table``).
@@ -474,7 +475,7 @@ def _weight_from_blocks(entry: Mapping[str, Any], data: np.ndarray) -> np.ndarra
     if kind == "Q4_0":
         # The zero point 8: levels symmetric about zero.
         levels -= 8.0
-    # d q, rounded to float32; then + m, rounded again.
+    # d q (exact in float32), then + m (rounded).
     weights = per_weight("scales") * levels.reshape(a, b)
     return weights + per_weight("minimums") if kind == "Q4_1" else weights
 

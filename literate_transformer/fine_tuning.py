@@ -40,13 +40,14 @@ same lines (:func:`~literate_transformer.pretraining.causal_lm.parameter_groups`
 * **Padding trimmed.**  The inputs are tokenized once, padded to the longest
   sentence of all; each batch is cut to the longest sentence *it* holds, so
   a step pays for the tokens its batch has.
-* **Batches of similar lengths**, with ``group_by_length`` (``transformers``'
-  ``TrainingArguments`` has the same switch): each window of
+* **Batches of similar lengths**, with ``group_by_length``: each window of
   :data:`LENGTH_WINDOW` batches of the epoch's order is sorted by length
-  before it is cut into batches, and the batches are then shuffled.  A batch
-  of sixteen random sentences is as long as its longest, about twice the
-  mean; sorted, a batch wastes little on padding, and its sentences are
-  still a random draw of the epoch.
+  before it is cut into batches, and the batches are then shuffled
+  (``transformers``' ``LengthGroupedSampler``, its ``Trainer``'s
+  ``train_sampling_strategy="group_by_length"``, sorts windows of up to 50
+  batches the same way).  A batch of random sentences is padded to its
+  longest, which may be several times the shortest; sorted, a batch wastes
+  little on padding, and its sentences are still a random draw of the epoch.
 * **AdamW, decay on matrices only, warmup then cosine decay, clipping**, as
   in pretraining.
 * **Held-out accuracy** (and loss) before the first step and every

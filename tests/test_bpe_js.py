@@ -62,12 +62,14 @@ const streams = texts.map((text) => {
   return { held, plain };
 });
 const visible = spec.tokens.map((_, id) => tokenizer.visible(id));
+// The stand-ins of white space, apart from the text: " é", " the", two line breaks, a space and half an emoji.
+const parts = ["ĠÃ©", "Ġthe", "ĊĊ", "ĠðŁ"].map((token) => tokenizer.visibleParts(spec.tokens.indexOf(token)));
 // The page builds its tokenizer a slice at a time, pausing between slices: the same tokenizer.
 let pauses = 0;
 ByteLevelBPE.built(spec, async () => pauses++, 5000).then((built) => {
   const builtIds = texts.map((text) => built.encode(text));
   const sameIds = builtIds.every((ids, i) => JSON.stringify(ids) === JSON.stringify(tokenizer.encode(texts[i])));
-  process.stdout.write(JSON.stringify({ streams, visible, sameIds, pauses }));
+  process.stdout.write(JSON.stringify({ streams, visible, parts, sameIds, pauses }));
 });
 """
 
@@ -233,6 +235,13 @@ def test_white_space_is_shown_as_the_tokenizer_writes_it(js_streams, gguf) -> No
     assert visible[accented] == "Ġé"
     # A character cut in two shows its bytes, its white space spelled still: "ĠðŁ" (a space, half an emoji).
     assert visible[tokens.index("ĠðŁ")] == "Ġ<0xF0><0x9F>"
+    # In parts, the stand-ins of white space are marked, for a page to draw them apart from letters.
+    assert js_streams["parts"] == [
+        [{"text": "Ġ", "mark": True}, {"text": "é", "mark": False}],
+        [{"text": "Ġ", "mark": True}, {"text": "the", "mark": False}],
+        [{"text": "ĊĊ", "mark": True}],
+        [{"text": "Ġ", "mark": True}, {"text": "<0xF0><0x9F>", "mark": False}],
+    ]
 
 
 def test_the_tokenizer_built_a_slice_at_a_time_is_the_same(js_streams, gguf) -> None:

@@ -212,10 +212,37 @@
      * token of ASCII bytes reads exactly as in the vocabulary.
      */
     visible(id) {
-      const spelled = (code) => (code <= 0x20 || code === 0x7f ? this.byteChars[code] : null);
-      return this.display(id)
-        .replace(/[\u0000-\u0020\u007f]/g, (ch) => spelled(ch.charCodeAt(0)))
-        .replace(/<0x([0-9A-F]{2})>/g, (escape, hex) => spelled(parseInt(hex, 16)) ?? escape);
+      return this.visibleParts(id)
+        .map((part) => part.text)
+        .join("");
+    }
+
+    /** visible(id) in parts, [{text, mark}], mark true for the stand-ins of white space (a page draws them apart). */
+    visibleParts(id) {
+      const token = this.tokens[id];
+      if (this.special.has(token) || this.spec.added.includes(token)) return [{ text: token, mark: false }];
+      const parts = [];
+      const push = (text, mark) => {
+        const last = parts[parts.length - 1];
+        if (last && last.mark === mark) last.text += text;
+        else parts.push({ text, mark });
+      };
+      const bytes = Array.from(token, (ch) => this.charBytes.get(ch));
+      const text = this.decoder.decode(Uint8Array.from(bytes));
+      const blank = (code) => code <= 0x20 || code === 0x7f;
+      if (!text.includes("\ufffd")) {
+        for (const ch of text) {
+          const code = ch.codePointAt(0);
+          if (blank(code)) push(this.byteChars[code], true);
+          else push(ch, false);
+        }
+      } else {
+        for (const byte of bytes) {
+          if (blank(byte)) push(this.byteChars[byte], true);
+          else push(`<0x${byte.toString(16).toUpperCase().padStart(2, "0")}>`, false);
+        }
+      }
+      return parts;
     }
 
     /** One token as the reader should see it: its bytes as text, or as <0xNN> where they are not whole UTF-8. */

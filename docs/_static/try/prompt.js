@@ -271,11 +271,22 @@
     return state.tokenizer.visible(id);
   }
 
+  // The same, as nodes to put in an element: the stand-ins of white space in spans of their own, drawn muted.
+  function shownNodes(id) {
+    return state.tokenizer.visibleParts(id).map(({ text, mark }) => {
+      if (!mark) return text;
+      const span = document.createElement("span");
+      span.className = "prompt-space";
+      span.textContent = text;
+      return span;
+    });
+  }
+
   function showTokens(ids) {
     page.tokens.replaceChildren(`${ids.length} tokens: `);
     for (const id of ids) {
       const code = document.createElement("code");
-      code.textContent = shown(id);
+      code.append(...shownNodes(id));
       code.title = `id ${id}`;
       page.tokens.append(code, " ");
     }
@@ -322,7 +333,7 @@
       item.dataset.id = row.id;
       const label = document.createElement("code");
       label.className = "prompt-bar-token";
-      label.textContent = shown(row.id);
+      label.append(...shownNodes(row.id));
       const track = document.createElement("span");
       track.className = "prompt-bar-track";
       const outline = document.createElement("span");
@@ -377,7 +388,8 @@
     for (let i = 0; i < ids.length; i += every) {
       const label = document.createElement("span");
       label.className = "prompt-axis-label";
-      label.textContent = every > 1 ? `${i + 1} ${shown(ids[i])}` : shown(ids[i]);
+      if (every > 1) label.append(`${i + 1} `);
+      label.append(...shownNodes(ids[i]));
       label.title = `token ${i + 1}: ${shown(ids[i])} (id ${ids[i]})`;
       label.style.setProperty("--at", `${((i + 0.5) / ids.length) * 100}%`);
       labels.push(label);

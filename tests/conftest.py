@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
@@ -17,6 +18,11 @@ collect_ignore_glob = ["conftest.py", "*/conftest.py"]
 
 # Tests never reach for the model hub and never print progress bars (the project's one definition).
 use_offline_environment()
+
+# Under pytest-xdist (`nox -s tests` runs one worker a core) each worker computes on one thread: two workers of two
+# threads each on two cores spin-wait on each other's threads at every small operation (OpenMP), many times slower.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 #: The sizes of :func:`tiny_config`: the book's running example (small, and all distinct, so that a swapped
 #: dimension cannot hide), without dropout.

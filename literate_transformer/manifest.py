@@ -10,8 +10,10 @@ and none is about.  The list holds lessons only: the site's own machinery
 (what records the runtime values, measures the proofs, exports the model for
 the browser) lives with the site, in ``docs/_tools``, not in the package.
 
-A new model family is one file in ``models/`` and one line here: its
-module, in the chapter of its branch.
+A model family is read from its record (``models/<family>.ini``,
+:mod:`~literate_transformer.core.records`), whose ``[chapter]`` names the
+chapter that builds it and its place among that chapter's families: a new
+family is its file and its record, and nothing here changes.
 
 >>> [chapter.number for chapter in CHAPTERS][:3]
 [1, 2, 3]
@@ -24,6 +26,8 @@ module, in the chapter of its branch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .core.records import records
 
 __all__ = ["PACKAGE", "Chapter", "CHAPTERS", "SUPPORT", "MODULES", "LAYOUT", "chapter_of", "reading_order_rst"]
 
@@ -48,6 +52,23 @@ class Chapter:
     modules: tuple[str, ...]
 
 
+def _families(number: int) -> tuple[str, ...]:
+    """The family modules chapter ``number`` builds, in their records' order (each record's ``[chapter]``)."""
+    found = sorted((r for r in records().values() if r.chapter == number), key=lambda r: (r.order, r.key))
+    return tuple(f"models.{r.key}" for r in found)
+
+
+def _with_families(number: int, first: tuple[str, ...] = (), last: tuple[str, ...] = (), **after: str) -> tuple:
+    """A chapter's modules: ``first``, its families (:func:`_families`), each followed by the module ``after``
+    names for it (``gpt_neo="parts.rotary"``), then ``last``."""
+    modules = list(first)
+    for module in _families(number):
+        modules.append(module)
+        if module.removeprefix("models.") in after:
+            modules.append(after[module.removeprefix("models.")])
+    return (*modules, *last)
+
+
 #: The chapters, in reading order.
 CHAPTERS: tuple[Chapter, ...] = (
     Chapter(1, "chapters/01_tokens_and_embeddings", "Tokens and embeddings", ("core.checkpoints", "core.config")),
@@ -57,7 +78,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         4,
         "chapters/04_bert_self_attention",
         "BERT's self-attention",
-        ("models.bert", "parts.heads", "parts.attention", "interop"),
+        _with_families(4, last=("parts.heads", "parts.attention", "interop")),
     ),
     Chapter(5, "chapters/05_attention_views", "Attention you can see", ("visualize",)),
     Chapter(
@@ -73,57 +94,29 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(9, "chapters/09_classification_head", "A classification head", ("book.classification",)),
     Chapter(10, "chapters/10_decoder", "The decoder", ("book.decoder", "book.generation")),
     Chapter(11, "chapters/11_training", "Training a tiny encoder-decoder", ("book.training",)),
-    Chapter(12, "chapters/12_meet_the_transformers", "Meet the transformers", ("models.registry", "family_tree")),
+    Chapter(
+        12,
+        "chapters/12_meet_the_transformers",
+        "Meet the transformers",
+        ("models.registry", "core.records", "family_tree"),
+    ),
     Chapter(
         13,
         "chapters/13_encoder_branch",
         "The encoder branch",
-        (
-            "pretraining.masked_lm",
-            "models.distilbert",
-            "models.roberta",
-            "models.xlm_roberta",
-            "models.xlm",
-            "models.albert",
-            "models.electra",
-            "models.deberta_v2",
-            "figures.lineage",
-            "figures.encoders",
-        ),
+        _with_families(13, first=("pretraining.masked_lm",), last=("figures.lineage", "figures.encoders")),
     ),
     Chapter(
         14,
         "chapters/14_decoder_branch",
         "The decoder branch",
-        (
-            "models.openai_gpt",
-            "models.gpt2",
-            "models.ctrl",
-            "models.gpt3",
-            "models.gpt_neo",
-            "parts.rotary",
-            "models.gptj",
-            "models.llama",
-            "models.qwen3",
-            "models.mistral",
-            "models.mixtral",
-            "models.gemma2",
-            "book.decoding",
-            "figures.decoders",
-        ),
+        _with_families(14, last=("book.decoding", "figures.decoders"), gpt_neo="parts.rotary"),
     ),
     Chapter(
         15,
         "chapters/15_encoder_decoder_branch",
         "The encoder-decoder branch",
-        (
-            "models.bart",
-            "models.t5",
-            "models.m2m_100",
-            "models.bigbird_pegasus",
-            "pretraining.denoising",
-            "figures.encoder_decoders",
-        ),
+        _with_families(15, last=("pretraining.denoising", "figures.encoder_decoders")),
     ),
     Chapter(
         16,
@@ -177,7 +170,8 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (
         "core",
         "the ground floor, importing nothing above it: config, checkpoints, masks, the attention kernels, "
-        "activations, the residual sub-layer, outputs, validation, GGUF files and their 4- and 8-bit blocks",
+        "activations, the residual sub-layer, outputs, validation, GGUF files and their 4- and 8-bit blocks, the "
+        "families' records",
     ),
     (
         "parts",
@@ -198,7 +192,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (
         "models",
         "the model families under HuggingFace's names, one file a family (its modules, key map and "
-        "registration with from_hf), and the registry from_hf finds them in",
+        "registration with from_hf) beside its record, and the registry from_hf finds them in",
     ),
     (
         "fast",

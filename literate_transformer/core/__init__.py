@@ -8,6 +8,7 @@ BERT mirror and every other model: the configuration
 attention code and PyTorch's fused kernel
 (:mod:`~literate_transformer.core.kernels`), the residual sub-layer in both
 layer-norm arrangements (:mod:`~literate_transformer.core.residual`), the
-output types (:mod:`~literate_transformer.core.outputs`) and input
-validation (:mod:`~literate_transformer.core.validation`).
+output types (:mod:`~literate_transformer.core.outputs`), input
+validation (:mod:`~literate_transformer.core.validation`) and the families'
+records (:mod:`~literate_transformer.core.records`).
 """

@@ -10,9 +10,10 @@ architecture is fairseq's 2017 Transformer; DistilBERT's and XLM's files
 assemble the package's parts, where their papers start from BERT.
 
 :data:`LINEAGE` is the table, one :class:`Paper` a family, and the 2017
-Transformer as the root, read from ``lineage.csv``, a data file beside this
-module (its comment lines say where a row's date or parents come from).
-Each row names the package's module and ``transformers``' (``None`` where
+Transformer as the root: the ``[paper]`` sections of the families' records
+(:mod:`~literate_transformer.core.records`, a ``models/<family>.ini`` beside
+each family's file, whose comments say where a date or a parent comes
+from).  Each paper names the package's module and ``transformers``' (``None`` where
 ``transformers`` has no such model), the year and month of the paper's
 first public version (for an arXiv paper, the year and month its identifier
 carries, so ``1810.04805`` is October 2018: earlier, for some, than the
@@ -36,99 +37,27 @@ built ancestor.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from importlib import resources
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
+from ..core.records import BRANCHES, ROOT, FamilyRecord, records
+
 __all__ = ["BRANCHES", "Paper", "LINEAGE", "ROOT", "lineage", "plot_lineage"]
 
-#: The branches, left to right as :func:`plot_lineage` draws them (the root, an encoder-decoder, in the middle).
-BRANCHES: tuple[str, ...] = ("encoder", "encoder-decoder", "decoder")
-
-
-@dataclass(frozen=True)
-class Paper:
-    """One family: its model, where it was published, and what it builds on.
-
-    Attributes:
-        key: The package's module under :mod:`literate_transformer.models` (``"transformer"`` for the root).
-        name: The model's name as its paper writes it.
-        hf_module: ``transformers``' module (``transformers.models.<hf_module>``), or ``None``.
-        branch: One of :data:`BRANCHES`.
-        year: The year of the first public version.
-        month: Its month (for an arXiv paper, the one its identifier carries).
-        title: The paper's (or the release's) title.
-        first_author: The first author's family name, or the team that signs the paper.
-        arxiv: The arXiv identifier, or ``None`` (a report, a software release).
-        parents: The keys of the models it builds on (empty for the root).
-        others: What follows the first author in a short citation: ``"et al."``, ``"& Conneau"``, or ``""``.
-        later: The arXiv identifier of a later paper whose model the same module builds (DeBERTa-v3's for
-            ``deberta_v2``), or ``None``; its parents are among ``parents``.
-    """
-
-    key: str
-    name: str
-    hf_module: str | None
-    branch: str
-    year: int
-    month: int
-    title: str
-    first_author: str
-    arxiv: str | None
-    parents: tuple[str, ...]
-    others: str = "et al."
-    later: str | None = None
-
-    @property
-    def later_year(self) -> int | None:
-        """The year the later paper's arXiv identifier carries (``2111.09543``: 2021), or ``None``."""
-        return None if self.later is None else 2000 + int(self.later[:2])
-
-    @property
-    def cite(self) -> str:
-        """The short citation: first author, the others, the year and a later paper's year
-        (``"Devlin et al. 2018"``, ``"He et al. 2020, 2021"``)."""
-        years = str(self.year) if self.later is None else f"{self.year}, {self.later_year}"
-        return " ".join(part for part in (self.first_author, self.others, years) if part)
-
-
-#: The root every branch grows from.
-ROOT = "transformer"
+#: One family: its model, where it was published, and what it builds on (its record,
+#: :class:`~literate_transformer.core.records.FamilyRecord`: ``key``, ``name``, ``hf_module``, ``branch``,
+#: ``year``, ``month``, ``title``, ``first_author``, ``arxiv``, ``parents``, ``others``, ``later`` and ``cite``).
+Paper = FamilyRecord
 
 E, ED, D = BRANCHES
 
 
-def _read_lineage() -> tuple[Paper, ...]:
-    """The rows of ``lineage.csv``, the file beside this module, as papers; its comment lines skipped."""
-    text = resources.files(__package__).joinpath("lineage.csv").read_text(encoding="utf-8")
-    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
-    return tuple(
-        Paper(
-            key=row["key"],
-            name=row["name"],
-            hf_module=row["hf_module"] or None,
-            branch=row["branch"],
-            year=int(row["year"]),
-            month=int(row["month"]),
-            title=row["title"],
-            first_author=row["first_author"],
-            arxiv=row["arxiv"] or None,
-            parents=tuple(row["parents"].split()),
-            others=row["others"],
-            later=row["later"] or None,
-        )
-        for row in rows
-    )
-
-
 #: Every family the package builds, and the root; in order of publication.
-LINEAGE: tuple[Paper, ...] = _read_lineage()
+LINEAGE: tuple[Paper, ...] = tuple(records().values())
 
 
 def _by_key() -> dict[str, Paper]:

@@ -16,16 +16,19 @@ file ends with its registration with
 :func:`~literate_transformer.models.registry.supported` lists the
 ``transformers`` classes it converts.
 
-Which file registers which class is read from the files themselves
-(``registered_models``), without importing them: converting a Llama
-imports Llama's family and the families it builds on, no other.
+Which family registers which class is read from the families' records
+(``models/<family>.ini``, :mod:`~literate_transformer.core.records`), without
+importing any family: converting a Llama imports Llama's family and the
+families it builds on, no other.  A family is its file and its record, side
+by side; a test checks that each file registers exactly the classes its
+record names.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
-from pathlib import Path
+
+from ..core.records import records
 
 __all__ = ["registered_models"]
 
@@ -34,25 +37,9 @@ __all__ = ["registered_models"]
 def registered_models() -> dict[str, str]:
     """The models the families register under HuggingFace's class names, each with its family's module.
 
-    Read from the source (nothing imported): a name counts where its family's file registers it
-    (``register(GPT2Model, ...)``) and defines it.
+    Read from the records' ``[transformers] models`` (nothing imported).
 
     >>> registered_models()["LlamaForCausalLM"]
     'llama'
     """
-    found: dict[str, str] = {}
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        defined = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
-        defined |= {
-            target.id
-            for node in tree.body
-            if isinstance(node, ast.Assign)
-            for target in node.targets
-            if isinstance(target, ast.Name)
-        }
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "register":
-                registered = {arg.id for arg in node.args if isinstance(arg, ast.Name)} & defined
-                found.update(dict.fromkeys(sorted(registered), path.stem))
-    return found
+    return {name: found.key for found in records().values() for name in found.models}

@@ -5,10 +5,12 @@ models it rebuilds, which carry ``transformers``' class names::
 
     register(GPT2Model, GPT2LMHeadModel)
 
-:func:`from_hf` finds the families by looking into the ``models`` folder
-(every module in it is imported the first time :func:`from_hf` runs), so a
-new family is one new file: nothing here, in the core or in the book
-changes.  ``import literate_transformer`` loads no family at all.
+:func:`from_hf` finds the family of a class in the families' records
+(``models/<family>.ini``, :mod:`~literate_transformer.core.records`, whose
+``models`` name the classes its file registers) and imports that family
+alone, so a new family is its file and its record: nothing here, in the
+core or in the book changes.  ``import literate_transformer`` loads no
+family at all.
 
 One conversion, declared
 ------------------------
@@ -88,7 +90,7 @@ def register(*models: type[ConvertsFromHF]) -> None:
 def _discover(name: str | None = None) -> None:
     """Import the family that registers ``name`` (every family when ``None``): it registers as it is imported.
 
-    Which file registers which name is read from the files (``models.registered_models``),
+    Which family registers which name is read from the records (``models.registered_models``),
     so converting one family imports that family and what it builds on, no other.
     """
     from . import registered_models

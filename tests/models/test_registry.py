@@ -109,7 +109,28 @@ def test_importing_the_package_loads_no_family():
         "print(sorted(m for m in sys.modules if m.startswith('literate_transformer.')), 'torch' in sys.modules)"
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert output.strip() == "['literate_transformer.manifest'] False"
+    # The manifest, and the records it reads its families' chapters from (the models package's __init__, which
+    # holds them, imports no family): no family, no torch.
+    expected = ["core", "core.records", "manifest", "models"]
+    assert output.strip() == f"{['literate_transformer.' + name for name in expected]} False"
+
+
+def test_each_family_file_registers_exactly_the_classes_its_record_names():
+    from pathlib import Path
+
+    from literate_transformer.core.records import ROOT, records
+    from literate_transformer.models import registry
+
+    registry.supported()  # imports every family the records name: each registers what its file says
+    registered: dict[str, set[str]] = {}
+    for name, model in registry.REGISTRY.items():
+        registered.setdefault(model.__module__.rpartition(".")[2], set()).add(name)
+    named = {key: set(found.models) for key, found in records().items() if found.models}
+    assert registered == named
+    # A family is its file and its record: neither without the other.
+    folder = Path(registry.__file__).parent
+    files = {path.stem for path in folder.glob("*.py")} - {"__init__", "registry"}
+    assert files == set(records()) - {ROOT}
 
 
 def test_dir_lists_what_lt_offers_every_model_included_and_each_name_resolves():

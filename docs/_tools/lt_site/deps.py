@@ -13,7 +13,7 @@ themselves, two ways.
 * **A page runs in a kernel of its own**, a fresh process: the modules that
   process imported (``sys.modules`` when the page is done) are exactly the
   package's modules the page reached, and an audit hook (:pep:`578`) sees
-  every file it opened, the package's data files (the lineage table) and
+  every file it opened, the package's data files (the families' records) and
   the committed benchmark results among them, and every folder it listed
   (a folder counts by the names in it: a new family's file is a change for
   a page that listed the families).  :func:`kernel_prologue` and

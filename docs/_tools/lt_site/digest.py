@@ -5,7 +5,7 @@ proof badges and the browser export are all computed from the package, and
 all cached: each must be computed again when, and only when, the package's
 code or its data change.  :func:`source_digest` is the one key they share.
 It hashes every file under the given folders (the source and the data the
-code reads, such as the lineage table; not Python's bytecode caches) with
+code reads, such as the families' records; not Python's bytecode caches) with
 its path *relative to the folder*, so the same checkout gives the same
 digest wherever it sits, and a renamed file changes it.
 

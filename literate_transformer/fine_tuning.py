@@ -150,7 +150,7 @@ class SentenceClassifier(nn.Module):
         self.hidden_size = encoder.config.hidden_size
         #: Dropout on the sentence vector (training only).
         self.dropout = nn.Dropout(dropout)
-        #: The head: one score per label from the sentence vector (E -> C).
+        #: The head, one score per label from the sentence vector (E -> C).
         self.classifier = nn.Linear(self.hidden_size, num_labels)
 
     def encode(

@@ -290,11 +290,15 @@ def report_execution_times(app: Sphinx, exception: Exception | None) -> None:
     rows = execution_rows(app)
     if not rows:
         return
+    # A page's own CPU seconds where its kernel measured them (page_cache): what it costs on a busy machine too.
+    metadata = getattr(app.env, "nb_metadata", {})
+    cpu = {page: (metadata.get(page, {}).get("exec_data") or {}).get("cpu_seconds") for page, _, _ in rows}
     width = max(len(page) for page, _, _ in rows)
-    lines = [f"{'page':<{width}}  {'status':<8}  {'seconds':>8}"]
+    lines = [f"{'page':<{width}}  {'status':<8}  {'seconds':>8}  {'CPU s':>8}"]
     for page, how, seconds in sorted(rows, key=lambda row: -(row[2] or 0)):
         shown = f"{seconds:8.2f}" if seconds is not None else "       -"
-        lines.append(f"{page:<{width}}  {how:<8}  {shown}")
+        cpu_shown = f"{cpu[page]:8.2f}" if cpu.get(page) is not None else "       -"
+        lines.append(f"{page:<{width}}  {how:<8}  {shown}  {cpu_shown}")
     ran = sum(seconds or 0 for _, how, seconds in rows if how == "executed")
     total = sum(seconds or 0 for _, _, seconds in rows)
     lines.append(f"{len(rows)} pages; executed in this build: {ran:.2f} s; all pages when executed: {total:.2f} s")

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lt_site.deps import Record, kernel_epilogue, kernel_prologue, read_epilogue
+from lt_site.deps import Record, kernel_epilogue, kernel_prologue, read_cpu_seconds, read_epilogue
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -126,7 +126,7 @@ def _client_class():
                 cached = nbformat.read(folder / f"{page}.ipynb", as_version=4)
                 self._merge(cached)
                 self.logger.info(f"Using its outputs of {stored['executed']}: nothing the page reached changed")
-                self.exec_metadata = self._metadata(stored["executed_at"], stored["runtime"])
+                self.exec_metadata = self._metadata(stored["executed_at"], stored["runtime"], stored.get("cpu_seconds"))
                 return
             # Straight to the terminal: Sphinx replays a reading process's log only once its pages are read.
             print(f"executing {page} ({_progress(page)}; {reason})", file=sys.__stderr__, flush=True)
@@ -160,6 +160,7 @@ def _client_class():
                 return
             runtime = time.perf_counter() - started
             reached = read_epilogue(copy.cells[-1].get("outputs", []))
+            cpu_seconds = read_cpu_seconds(copy.cells[-1].get("outputs", []))
             copy.cells = copy.cells[1:-1]
             self._merge(copy)
             record = Record.of(reached, root, SETTINGS["sources"], salt)
@@ -170,12 +171,14 @@ def _client_class():
                 "cells": cells,
                 "record": record.as_dict(),
                 "runtime": runtime,
+                # The kernel's own CPU time: what the page costs, whatever else the machine was doing.
+                "cpu_seconds": cpu_seconds,
                 "executed_at": now,
                 "executed": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)),
             }
             _write(folder / f"{page}.json", json.dumps(stored, indent=1, sort_keys=True))
             self.logger.info(f"Executed {page} in {runtime:.2f} seconds")
-            self.exec_metadata = self._metadata(now, runtime)
+            self.exec_metadata = self._metadata(now, runtime, cpu_seconds)
 
         def _merge(self, executed: Any) -> None:
             """Give the page's code cells the outputs of ``executed`` (the same cells, executed)."""
@@ -188,10 +191,11 @@ def _client_class():
                 if key in executed.metadata:
                     self.notebook.metadata[key] = executed.metadata[key]
 
-        def _metadata(self, mtime: float, runtime: float) -> dict[str, Any]:
+        def _metadata(self, mtime: float, runtime: float, cpu_seconds: float | None = None) -> dict[str, Any]:
             return {
                 "mtime": mtime,
                 "runtime": runtime,
+                "cpu_seconds": cpu_seconds,
                 "method": "cache",
                 "succeeded": True,
                 "error": None,

@@ -15,7 +15,7 @@ pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras);
 pytest.importorskip("myst_nb", reason="myst-nb is not installed (the docs extras)")
 
 import page_cache  # noqa: E402
-from lt_site.deps import ItemCache, Reached, Record, kernel_epilogue, kernel_prologue, read_epilogue  # noqa: E402
+from lt_site.deps import ItemCache, Reached, Record, kernel_epilogue, kernel_prologue, read_cpu_seconds, read_epilogue  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -57,7 +57,9 @@ def test_the_kernels_cells_record_the_modules_it_imported_and_the_files_it_opene
     run = subprocess.run(
         [sys.executable, "-c", kernel_prologue() + page + kernel_epilogue()], capture_output=True, text=True, check=True
     )
-    reached = read_epilogue([{"output_type": "stream", "name": "stdout", "text": run.stdout}])
+    printed = [{"output_type": "stream", "name": "stdout", "text": run.stdout}]
+    reached = read_epilogue(printed)
+    assert 0 < read_cpu_seconds(printed) < 60  # the kernel's own CPU time, for the build's table
     assert {str(tmp_path / "table.txt"), str(tmp_path)} <= set(reached)
     assert any(path.endswith("json/__init__.py") for path in reached)  # an imported module
     assert not any(path.endswith(".pyc") for path in reached)

@@ -60,7 +60,7 @@ import json
 import os
 import sys
 import sysconfig
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,7 @@ __all__ = [
     "kernel_prologue",
     "kernel_epilogue",
     "read_epilogue",
+    "read_cpu_seconds",
 ]
 
 #: The digest of a file that is not there (so that deleting a file a result read is a change).
@@ -425,8 +426,9 @@ def _write_json(path: Path, data: Any) -> None:
 # ---------------------------------------------------------------------------
 # In a kernel of its own: what the page imported and opened
 # ---------------------------------------------------------------------------
-#: What the epilogue prints before its JSON, so that :func:`read_epilogue` finds it.
+#: What the epilogue prints before its JSON, so that :func:`read_epilogue` finds it; and before the CPU time.
 _MARK = "lt-site-reached:"
+_CPU_MARK = "lt-site-cpu-seconds:"
 
 
 def kernel_prologue() -> str:
@@ -447,22 +449,35 @@ def kernel_prologue() -> str:
 
 def kernel_epilogue() -> str:
     """The code of the cell run after a page's own: it prints the files of every imported module and every
-    opened file, as JSON after a mark."""
+    opened file, as JSON after a mark, then the kernel's CPU seconds (user and system) after a second mark."""
     return (
-        "import json as _json, sys as _sys\n"
+        "import json as _json, resource as _resource, sys as _sys\n"
         "print(" + repr(_MARK) + " + _json.dumps(sorted(\n"
         "    {getattr(m, '__file__', None) or '' for m in list(_sys.modules.values())} - {''}\n"
         "    | _lt_site_audit('', ())\n"
         ")))\n"
+        "_usage = _resource.getrusage(_resource.RUSAGE_SELF)\n"
+        "print(" + repr(_CPU_MARK) + " + repr(_usage.ru_utime + _usage.ru_stime))\n"
     )
 
 
 def read_epilogue(outputs: Iterable[Mapping[str, Any]]) -> list[str]:
     """The files the epilogue cell printed (its outputs, as nbformat gives them)."""
+    for line in _printed(outputs):
+        if line.startswith(_MARK):
+            return list(json.loads(line[len(_MARK) :]))
+    raise ValueError("the epilogue cell printed no record of what the page reached")
+
+
+def read_cpu_seconds(outputs: Iterable[Mapping[str, Any]]) -> float | None:
+    """The kernel's CPU seconds the epilogue cell printed (``None`` if it printed none)."""
+    for line in _printed(outputs):
+        if line.startswith(_CPU_MARK):
+            return float(line[len(_CPU_MARK) :])
+    return None
+
+
+def _printed(outputs: Iterable[Mapping[str, Any]]) -> Iterator[str]:
     for output in outputs:
         text = output.get("text", "")
-        text = "".join(text) if isinstance(text, list) else text
-        for line in text.splitlines():
-            if line.startswith(_MARK):
-                return list(json.loads(line[len(_MARK) :]))
-    raise ValueError("the epilogue cell printed no record of what the page reached")
+        yield from ("".join(text) if isinstance(text, list) else text).splitlines()

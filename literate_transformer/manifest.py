@@ -143,7 +143,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         19,
         "chapters/19_training_a_language_model",
         "Training a language model",
-        ("bpe", "pretraining.causal_lm", "figures.training"),
+        ("bpe", "pretraining.causal_lm", "pretraining.training_step", "figures.training"),
     ),
     Chapter(
         20,
@@ -183,7 +183,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
         "the book's from-scratch path: attention, feed-forward, embeddings, encoder, classifier, decoder, "
         "generation, training",
     ),
-    ("pretraining", "how each branch is pretrained: masked, causal and denoising objectives, one module each"),
+    (
+        "pretraining",
+        "how each branch is pretrained: masked, causal and denoising objectives, one module each, and one "
+        "training step of every family checked against transformers'",
+    ),
     (
         "bpe",
         "byte-level BPE trained from scratch: GPT-2's words and byte alphabet, pairs counted and merged as "

@@ -488,16 +488,16 @@ def assert_training_step_equals_hf(
 ) -> Any:
     """One training step on ``batch`` (``transformers``' keyword arguments, ``labels`` included) equals
     ``transformers``': the loss, every parameter's gradient, and every parameter after one AdamW step, each
-    within :data:`~lt_site.training_step.RTOL` relative (``lt_site.training_step.training_step_difference``
-    measures them; ``readout`` is the fixed matrix of an encoder without a language-model head).
+    within :data:`~literate_transformer.pretraining.training_step.RTOL` relative
+    (:func:`~literate_transformer.pretraining.training_step.training_step_difference` measures them; ``readout``
+    is the fixed matrix of an encoder without a language-model head).
 
     Not vacuous: the loss reaches every parameter (but the keys' biases, whose gradient is zero in exact
     arithmetic and rounding noise on both sides), and the step moves every parameter by several times the
     tolerance, so that the comparison after it tells a step from none.  Both models are changed in place.
-    Returns the measurement (``lt_site.training_step.StepDifference``).
+    Returns the measurement (:class:`~literate_transformer.pretraining.training_step.StepDifference`).
     """
-    # Imported here: the cases' module loads every family's site module, which the other tests do not need.
-    from lt_site.training_step import RTOL, training_step_difference
+    from literate_transformer.pretraining.training_step import RTOL, training_step_difference
 
     difference = training_step_difference(hf_model, ours, batch, readout)
     assert difference.loss <= RTOL, f"the losses differ by {difference.loss:.2e} (relative)"

@@ -10,4 +10,7 @@ text infilling, sentence permutation).  Each module here writes one
 objective's data preparation as a function, proved equal to
 ``transformers``' where it has one, and checked by rebuilding the original
 text from what the function made.
+:mod:`~literate_transformer.pretraining.training_step` takes one step of
+every family's objective beside ``transformers``' and compares what each
+learnt.
 """

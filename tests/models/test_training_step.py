@@ -1,7 +1,8 @@
 """One training step of every family equals transformers': the loss, every parameter's gradient, one AdamW step.
 
-Every family the registry converts has a case (``lt_site.training_step.CASES``,
-on the sizes of its running example, so that the proofs page's badge and this
+Every family the registry converts has a case (its record's ``[training]``,
+:func:`~literate_transformer.pretraining.training_step.training_cases`, on
+the sizes of its running example, so that the proofs page's badge and this
 test measure the same models): a random ``transformers`` model and the
 package's ``from_hf`` copy of it take one padded batch with labels (``-100``
 where nothing is scored) and the family's own objective (causal LM for a
@@ -22,9 +23,26 @@ import families
 import pytest
 import torch
 import transformers
-from lt_site.training_step import CASES, case_batch, case_models, readout_matrix
 
-from literate_transformer.models.registry import REGISTRY, supported
+from literate_transformer.models.registry import REGISTRY, from_hf, supported
+from literate_transformer.pretraining.training_step import (
+    TrainingCase,
+    case_batch,
+    randomized,
+    readout_matrix,
+    training_cases,
+)
+
+CASES = training_cases()
+
+
+def case_models(case: TrainingCase) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The case's ``transformers`` model (eager attention, every parameter random, as the site's badge draws it)
+    and ``from_hf``'s, both in evaluation mode."""
+    config = getattr(transformers, case.config_class)(**case.sizes, **case.config, attn_implementation="eager")
+    torch.manual_seed(0)
+    hf = randomized(getattr(transformers, case.model_class)(config, **case.model_options))
+    return hf, from_hf(hf).eval()
 
 
 @pytest.mark.parametrize(

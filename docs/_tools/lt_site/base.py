@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from literate_transformer.core.config import TransformerConfig
 from literate_transformer.models.registry import from_hf
+from literate_transformer.pretraining.training_step import randomized
 
 from .measurement import Measurement
 
@@ -147,20 +148,6 @@ def book_example() -> dict[str, Any]:
         "source_ids": torch.randint(3, config.vocab_size, (batch, source_length), generator=generator),
         "source_mask": source_mask,
     }
-
-
-def randomized(module: nn.Module, seed: int = 0) -> nn.Module:
-    """Random weights, layer norms included (fresh ones are the identity and would hide a misplaced norm)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for sub in module.modules():
-            for name, parameter in sub.named_parameters(recurse=False):
-                noise = torch.randn(parameter.shape, generator=generator)
-                if isinstance(sub, nn.LayerNorm) and name == "weight":
-                    parameter.copy_(1 + 0.2 * noise)
-                else:
-                    parameter.copy_(0.1 * noise)
-    return module.eval()
 
 
 def hf_and_ours(config_class: str, model_class: str, sizes: dict[str, Any], **ids: int) -> tuple[nn.Module, nn.Module]:

@@ -60,6 +60,7 @@ from pathlib import Path
 
 import notebook_download
 import sphinx.builders
+from runtime_trace import load_provider
 from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.parallel import make_chunks as sphinx_make_chunks
@@ -76,12 +77,7 @@ def _note_start(app: Sphinx, config: object) -> None:
 def executed_with(config: object) -> str:
     """The sentence naming what executes the pages (empty without ``executed_pages_environment``)."""
     name = getattr(config, "executed_pages_environment", "")
-    if not name:
-        return ""
-    import importlib
-
-    module, _, function = name.partition(":")
-    return str(getattr(importlib.import_module(module), function)())
+    return str(load_provider(name)()) if name else ""
 
 
 def add_executed_with(app: Sphinx, doctree: object) -> None:

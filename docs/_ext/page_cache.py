@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from lt_site.deps import Record, kernel_epilogue, kernel_prologue, read_cpu_seconds, read_epilogue
+from runtime_trace import load_provider
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -221,12 +222,7 @@ def _progress(page: str) -> str:
 def salt_of(config: Any) -> str:
     """The sentence naming what executes the pages (``page_cache_salt``, ``module:function``), or ``""``."""
     name = getattr(config, "page_cache_salt", "")
-    if not name:
-        return ""
-    import importlib
-
-    module, _, function = name.partition(":")
-    return str(getattr(importlib.import_module(module), function)())
+    return str(load_provider(name)()) if name else ""
 
 
 def configure(app: Sphinx) -> None:

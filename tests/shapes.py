@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from lt_site.base import BOOK_EXAMPLE_SIZES
 
-#: The tests' tiny configuration: the sizes of the site's running example of the book (small, and all distinct,
-#: so that a swapped dimension cannot hide), so that a badge and its test measure the same model.
-TINY_SIZES = BOOK_EXAMPLE_SIZES
+from literate_transformer.core.records import ROOT, record
+
+#: The tests' tiny configuration: the sizes of the book's running example (the root's record's: small, and all
+#: distinct, so that a swapped dimension cannot hide), so that a badge and its test measure the same model.
+TINY_SIZES = dict(record(ROOT).sizes)
 
 
 @dataclass(frozen=True)

@@ -8,36 +8,15 @@ nothing, and a clean run's activation patched into a corrupted run gives the cle
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 import transformers
-from lt_site.families import (
-    albert,
-    bart,
-    bigbird_pegasus,
-    ctrl,
-    deberta_v2,
-    distilbert,
-    electra,
-    gemma2,
-    gpt2,
-    gpt3,
-    gpt_neo,
-    gptj,
-    llama,
-    mistral,
-    mixtral,
-    openai_gpt,
-    qwen3,
-    roberta,
-    t5,
-    xlm,
-)
-from lt_site.families._encoder_branch import BERT_SIZES
 from shapes import BART, BERT, LLAMA_GROUPED
 
 import literate_transformer as lt
-from literate_transformer.models.gpt3 import GPT3Config, GPT3LMHeadModel
+from literate_transformer.core.records import FamilyRecord, records
 
 ATOL = 1e-5
 
@@ -137,47 +116,22 @@ def test_barts_cache_is_transformers_per_stack_and_its_cross_attentions_are_addr
 
 
 # ---------------------------------------------------------------------------
-# Every family the package builds, once: (config, model, sizes, inputs, the first layer's module)
+# Every family the package builds, once: (config, model, sizes, the first layer's module, seq2seq), from its record
 # ---------------------------------------------------------------------------
-def _family(config: str, model: str, sizes: dict, layer: str, seq2seq: bool = False):
-    return getattr(transformers, config, None), model, sizes, layer, seq2seq
+def _family(family: FamilyRecord):
+    """A family's running example as its record gives it: ``None`` for the config where this release of
+    ``transformers`` lacks the family; the config of the family's own file where ``transformers`` has none
+    (GPT-3's)."""
+    module = importlib.import_module(f"literate_transformer.{family.module}")
+    if family.since is None:
+        config = getattr(module, family.config)
+    else:
+        config = getattr(transformers, family.config) if family.in_transformers() else None
+    sizes = dict(family.sizes, **family.ids)
+    return config, getattr(module, family.example_model), sizes, family.lens_layer, family.branch == "encoder-decoder"
 
 
-FAMILIES = {
-    "albert": _family("AlbertConfig", "AlbertModel", albert.SIZES, "encoder.embedding_hidden_mapping_in"),
-    "bart": _family("BartConfig", "BartForConditionalGeneration", bart.SIZES, "model.encoder.layers.0", True),
-    "bert": _family("BertConfig", "BertForMaskedLM", BERT_SIZES, "bert.encoder.layer.0"),
-    "bigbird_pegasus": _family(
-        "BigBirdPegasusConfig",
-        "BigBirdPegasusForConditionalGeneration",
-        bigbird_pegasus.SIZES,
-        "model.encoder.layers.0",
-        True,
-    ),
-    "ctrl": _family("CTRLConfig", "CTRLLMHeadModel", ctrl.CTRL_SIZES, "transformer.h.0"),
-    "deberta_v2": _family("DebertaV2Config", "DebertaV2Model", deberta_v2.SIZES, "encoder.layer.0"),
-    "distilbert": _family("DistilBertConfig", "DistilBertModel", distilbert.SIZES, "transformer.layer.0"),
-    "electra": _family("ElectraConfig", "ElectraForPreTraining", electra.SIZES, "electra.encoder.layer.0"),
-    "gemma2": _family("Gemma2Config", "Gemma2ForCausalLM", gemma2.GEMMA2_SIZES, "model.layers.0"),
-    "gpt2": _family("GPT2Config", "GPT2LMHeadModel", gpt2.SIZES, "transformer.h.0"),
-    # GPT-3 has no transformers class: built from its own config.
-    "gpt3": (GPT3Config, GPT3LMHeadModel, dict(gpt3.GPT3_SIZES, window_size=3), "transformer.h.0", False),
-    "gpt_neo": _family("GPTNeoConfig", "GPTNeoForCausalLM", gpt_neo.NEO_SIZES, "transformer.h.0"),
-    "gptj": _family("GPTJConfig", "GPTJForCausalLM", gptj.GPTJ_SIZES, "transformer.h.0"),
-    "llama": _family("LlamaConfig", "LlamaForCausalLM", llama.LLAMA_SIZES, "model.layers.0"),
-    "m2m_100": _family("M2M100Config", "M2M100ForConditionalGeneration", bart.SIZES, "model.encoder.layers.0", True),
-    "mistral": _family("MistralConfig", "MistralForCausalLM", mistral.MISTRAL_SIZES, "model.layers.0"),
-    "mixtral": _family("MixtralConfig", "MixtralForCausalLM", mixtral.MIXTRAL_SIZES, "model.layers.0"),
-    "openai_gpt": _family("OpenAIGPTConfig", "OpenAIGPTLMHeadModel", openai_gpt.SIZES, "transformer.h.0"),
-    "qwen3": _family("Qwen3Config", "Qwen3ForCausalLM", qwen3.QWEN3_SIZES, "model.layers.0"),
-    "roberta": _family("RobertaConfig", "RobertaModel", dict(roberta.SIZES, pad_token_id=1), "encoder.layer.0"),
-    "t5": _family("T5Config", "T5ForConditionalGeneration", t5.SIZES, "encoder.block.0", True),
-    # XLM's layer is no module of its own: its output is the second norm's.
-    "xlm": _family("XLMConfig", "XLMModel", xlm.SIZES, "layer_norm2.0"),
-    "xlm_roberta": _family(
-        "XLMRobertaConfig", "XLMRobertaModel", dict(roberta.SIZES, pad_token_id=1), "encoder.layer.0"
-    ),
-}
+FAMILIES = {key: _family(family) for key, family in records().items() if family.lens_layer}
 
 
 def test_the_table_covers_every_registered_family():
@@ -196,7 +150,6 @@ def test_every_family_caches_patches_and_is_restored(family):
     config_class, model_class, sizes, layer, seq2seq = FAMILIES[family]
     if config_class is None:
         pytest.skip(f"this release of transformers has no config for {family}")
-    model_class = getattr(lt, model_class) if isinstance(model_class, str) else model_class
     torch.manual_seed(0)
     model = model_class(config_class(**sizes)).eval()
     vocab_size = model.config.vocab_size

@@ -8,7 +8,10 @@ inside a function is a claim about the shape of ``name`` after that line runs.
 This test runs the *scenarios* of ``tests/scenarios/`` (small forward
 passes) under :func:`sys.settrace`, and each time such a line has run it
 compares the local variable's real shape with the comment.  The site's own
-tooling (``docs/_tools``) is checked the same way.  It fails when
+tooling (``docs/_tools``) is checked the same way, and the statements are
+read by the site's tracer (:func:`lt_site.trace.assignments`, the one the
+annotated pages show runtime values with): that is why this test lives with
+the site's tests.  It fails when
 
 * a comment is wrong (rank or size),
 * a commented line never ran in any scenario (so every new module must add a
@@ -57,9 +60,11 @@ import pytest
 import scenarios
 import torch
 from lt_site import trace
-from scenarios import DIMS
+from lt_site.export import BrowserBert
+from scenarios import DIMS, T, tiny_config, token_ids
 
 import literate_transformer
+from literate_transformer.models.bert import BertModel
 
 PACKAGE = Path(literate_transformer.__file__).resolve().parent
 ROOT = PACKAGE.parent
@@ -224,9 +229,15 @@ def run_scenarios(paths: Iterable[Path], scenarios: Iterable[Callable[[], object
 
 
 # ---------------------------------------------------------------------------
-# The scenarios: every scenario_* function of tests/scenarios/ (a module per part or family)
+# The scenarios: every scenario_* function of tests/scenarios/ (a module per part or family), and the site's
+# tooling's own
 # ---------------------------------------------------------------------------
-SCENARIOS: list[Callable[[], object]] = scenarios.collect()
+def scenario_export():
+    """The module the browser page's graph is exported from: its forward runs (no export here)."""
+    BrowserBert(BertModel(tiny_config()).eval())(token_ids(), torch.zeros(DIMS["B"], T, dtype=torch.long))
+
+
+SCENARIOS: list[Callable[[], object]] = [*scenarios.collect(), scenario_export]
 
 
 # ---------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from lt_site.export import tokenizer_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORDPIECE_JS = ROOT / "docs" / "_static" / "try" / "wordpiece.js"
 CORPUS = ROOT / "tests" / "data" / "wordpiece_corpus.txt"
 #: A maximum length so small that most lines and every pair get truncated.

@@ -3,8 +3,9 @@
 ``tests/core/test_shape_comments.py`` runs every ``scenario_*`` function of
 every module in this folder under the site's line recorder and compares each
 commented line's tensor with its comment.  A new model family adds a module
-here (``scenarios/<family>.py``) with a scenario that runs its code; nothing
-else changes.  The helpers below give every scenario the legend's fixed sizes.
+here (``scenarios/<family>.py``) with a scenario that runs its code, unless its
+record's scenario (:mod:`scenarios.families`: every decoder family's running
+example on a padded batch, then greedy decoding) runs all of it.  The helpers below give every scenario the legend's fixed sizes.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from lt_site.base import config_sizes
 
 from literate_transformer.core.config import TransformerConfig
+from literate_transformer.core.records import config_sizes
 
 #: Fixed sizes of the legend letters in every scenario (all distinct; K, the key/value heads, is H unless a
 #: scenario of grouped-query attention says otherwise with ``with_dims``; R, the features a rotary embedding
@@ -64,7 +65,7 @@ def standard_sizes() -> dict[str, int]:
     ``GPT2Config(**standard_sizes())`` maps them onto GPT-2's own names
     (``n_embd``, ``n_head``, ``n_layer``) through its ``attribute_map``.
     """
-    return config_sizes("standard", DIMS, max_position_embeddings=16)
+    return config_sizes(None, DIMS, max_position_embeddings=16)
 
 
 def encoder_decoder_sizes(**changes) -> dict[str, int]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 import transformers
-from lt_site.base import config_sizes
 
+from literate_transformer.core.records import config_sizes
 from literate_transformer.models.albert import AlbertModel
 from literate_transformer.models.bert import BertForMaskedLM
 from literate_transformer.models.deberta_v2 import DebertaV2Model

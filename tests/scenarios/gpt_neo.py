@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from lt_site.base import config_sizes
 from transformers import GPTNeoConfig
 
+from literate_transformer.core.records import config_sizes
 from literate_transformer.models.gpt_neo import GPTNeoForCausalLM
 
 from . import DIMS, T, token_ids

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from lt_site.base import config_sizes
 from transformers import T5Config
 
+from literate_transformer.core.records import config_sizes
 from literate_transformer.models.t5 import T5ForConditionalGeneration
 
 from . import DIMS, S, token_ids

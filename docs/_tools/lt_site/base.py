@@ -20,6 +20,7 @@ import transformers
 from torch import Tensor, nn
 
 from literate_transformer.core.config import TransformerConfig
+from literate_transformer.core.records import ROOT, config_sizes, record
 from literate_transformer.models.registry import from_hf
 from literate_transformer.pretraining.training_step import randomized
 
@@ -32,7 +33,6 @@ __all__ = [
     "RunningExample",
     "BOOK_EXAMPLE_SIZES",
     "BOOK_DIMS",
-    "CONFIG_NAMES",
     "config_sizes",
     "max_diff",
     "first",
@@ -86,38 +86,12 @@ class RunningExample:
 
 
 #: The sizes of the legend's letters in an example run on the book example's sizes (B = 2, T = 5, S = 7; the
-#: sizes all distinct, to tell the letters apart).
-BOOK_DIMS = {"B": 2, "T": 5, "S": 7, "H": 4, "K": 4, "D": 6, "E": 24, "F": 40, "V": 50, "L": 2, "C": 3}
+#: sizes all distinct, to tell the letters apart): the root's record's (``models/transformer.ini``).
+BOOK_DIMS: dict[str, int] = dict(record(ROOT).dims)
 
-#: How the configs name the legend's sizes: the vocabulary V, the width E, the heads H, the layers L, the
-#: feed-forward width F and, in T5's config, which takes it apart, the head size D.  ``"standard"`` are the names
-#: the package's TransformerConfig takes and every ``transformers`` config answers to; the families below it
-#: write their configs with names of their own.  The site's running examples (on :data:`BOOK_DIMS`) and the
-#: tests' shape scenarios (on the legend's sizes of their own) both name their sizes from this one table.
-CONFIG_NAMES = {
-    "standard": dict(V="vocab_size", E="hidden_size", H="num_attention_heads", L="num_hidden_layers"),
-    "distilbert": dict(V="vocab_size", E="dim", H="n_heads", L="n_layers", F="hidden_dim"),
-    "gpt_neo": dict(V="vocab_size", E="hidden_size", H="num_heads", L="num_layers", F="intermediate_size"),
-    "t5": dict(V="vocab_size", E="d_model", H="num_heads", D="d_kv", L="num_layers", F="d_ff"),
-    # No F: XLM's feed-forward width is always 4E.
-    "xlm": dict(V="vocab_size", E="emb_dim", H="n_heads", L="n_layers"),
-}
-
-
-def config_sizes(family: str, dims: dict[str, int], **more: Any) -> dict[str, Any]:
-    """The sizes ``dims`` gives the legend's letters, under the names of ``family``'s config, and ``more``.
-
-    >>> config_sizes("distilbert", BOOK_DIMS, max_position_embeddings=16)
-    {'vocab_size': 50, 'dim': 24, 'n_heads': 4, 'n_layers': 2, 'hidden_dim': 40, 'max_position_embeddings': 16}
-    """
-    return {name: dims[letter] for letter, name in CONFIG_NAMES[family].items()} | more
-
-
-#: The small configuration of the book's running example: the legend's sizes under the standard names, a
-#: position table longer than the example's sequences, and C labels.
-BOOK_EXAMPLE_SIZES = config_sizes(
-    "standard", BOOK_DIMS, intermediate_size=BOOK_DIMS["F"], max_position_embeddings=16, num_labels=BOOK_DIMS["C"]
-)
+#: The small configuration of the book's running example (the root's record's sizes): the legend's sizes under
+#: the standard names, a position table longer than the example's sequences, and C labels.
+BOOK_EXAMPLE_SIZES: dict[str, Any] = dict(record(ROOT).sizes)
 
 
 def max_diff(ours: Tensor, theirs: Tensor, where: Tensor | None = None) -> float:

@@ -5,23 +5,13 @@ from __future__ import annotations
 import torch
 from transformers import BartConfig
 
+from literate_transformer.core.records import record
 from literate_transformer.models.bart import BartForConditionalGeneration
 
-from ..base import BOOK_DIMS, BOOK_EXAMPLE_SIZES, Proof, RunningExample, book_example, hf_and_ours, max_diff
+from ..base import BOOK_DIMS, Proof, RunningExample, book_example, hf_and_ours, max_diff
 
-#: The book example's sizes under BART's names, for encoder and decoder alike.
-SIZES = dict(
-    vocab_size=BOOK_EXAMPLE_SIZES["vocab_size"],
-    d_model=BOOK_EXAMPLE_SIZES["hidden_size"],
-    max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"],
-    **{
-        f"{stack}_{name}": BOOK_EXAMPLE_SIZES[ours]
-        for stack in ("encoder", "decoder")
-        for name, ours in (("layers", "num_hidden_layers"), ("attention_heads", "num_attention_heads"))
-    },
-    encoder_ffn_dim=BOOK_EXAMPLE_SIZES["intermediate_size"],
-    decoder_ffn_dim=BOOK_EXAMPLE_SIZES["intermediate_size"],
-)
+#: The book example's sizes under BART's names, for encoder and decoder alike (its record's).
+SIZES = dict(record("bart").sizes)
 
 
 def two_sources() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -64,7 +54,7 @@ def logits_difference(config_class: str, model_class: str, pad_source_ids: bool 
             from the ids, as M2M-100 does, needs it there).
     """
     example = book_example()
-    special = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+    special = dict(record("bart").ids)
     hf, ours = hf_and_ours(config_class, model_class, SIZES, **special)
     ids, mask = example["source_ids"], example["source_mask"]
     if pad_source_ids:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import torch
 from transformers import BigBirdPegasusConfig
 
+from literate_transformer.core.records import record
 from literate_transformer.models.bigbird_pegasus import BigBirdPegasusForConditionalGeneration
 
 from ..base import BOOK_DIMS, Proof, RunningExample, hf_and_ours, max_diff
-from .bart import SIZES as BART_SIZES
 
-#: Blocks of Z = 5 tokens, r = 2 random blocks: a middle block reads G = 5 + 2 = 7 blocks; block-sparse from
-#: (5 + 2 * 2) * 5 + 1 = 46 tokens on (a source of 48 is padded to N = 10 blocks, M = 8 of them in the middle).
-SIZES = dict(BART_SIZES, max_position_embeddings=64, block_size=5, num_random_blocks=2)
-SOURCE_LENGTH = 48
+#: Its record: blocks of Z = 5 tokens, r = 2 random blocks: a middle block reads G = 5 + 2 = 7 blocks;
+#: block-sparse from (5 + 2 * 2) * 5 + 1 = 46 tokens on (a source of 48 is padded to N = 10 blocks, M = 8 of
+#: them in the middle).
+BIGBIRD = record("bigbird_pegasus")
+SIZES = dict(BIGBIRD.sizes)
+SOURCE_LENGTH = BIGBIRD.training["length"]
 
 
 def _bigbird_on_two_long_sources() -> None:
@@ -41,7 +43,7 @@ EXAMPLES = (
 
 @torch.no_grad()
 def _bigbird_pegasus() -> float:
-    special = dict(pad_token_id=0, bos_token_id=2, eos_token_id=1, decoder_start_token_id=2)
+    special = dict(BIGBIRD.ids)
     hf, ours = hf_and_ours("BigBirdPegasusConfig", "BigBirdPegasusForConditionalGeneration", SIZES, **special)
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(3, SIZES["vocab_size"], (2, SOURCE_LENGTH), generator=generator)

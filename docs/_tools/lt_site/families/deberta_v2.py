@@ -4,23 +4,16 @@ from __future__ import annotations
 
 from transformers import DebertaV2Config
 
+from literate_transformer.core.records import record
 from literate_transformer.models.deberta_v2 import DebertaV2Model
 
 from ..base import Proof, RunningExample
-from ._encoder_branch import BERT_SIZES, ENCODER_DIMS, example, proof
+from ._encoder_branch import ENCODER_DIMS, example, proof
 
-#: The book example's sizes with DeBERTa-v3's options: both position terms, log buckets (R = 8 rows: 4 a side,
-#: fewer than the 7 tokens, so that the far distances share buckets), shared position keys, no absolute positions.
-SIZES = dict(
-    BERT_SIZES,
-    type_vocab_size=0,
-    relative_attention=True,
-    pos_att_type=["p2c", "c2p"],
-    position_buckets=ENCODER_DIMS["A"] // 2,
-    norm_rel_ebd="layer_norm",
-    share_att_key=True,
-    position_biased_input=False,
-)
+#: The book example's sizes with DeBERTa-v3's options (its record's): both position terms, log buckets (A = 8
+#: rows: 4 a side, fewer than the 7 tokens, so that the far distances share buckets), shared position keys, no
+#: absolute positions.
+SIZES = dict(record("deberta_v2").sizes)
 
 
 def _deberta_on_two_sequences() -> None:

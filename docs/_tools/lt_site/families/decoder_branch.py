@@ -1,4 +1,5 @@
-"""The decoder branch on the site: what its families' proofs and running examples share, and the decoding proofs.
+"""The decoder branch on the site: its families' proofs and running examples, read from their records, and the
+decoding proofs.
 
 Every decoder family of the branch is proved the same way on the site: a
 random ``transformers`` model with the book example's sizes (under the
@@ -6,12 +7,16 @@ family's names), the package's from ``from_hf``, and the largest difference
 of their logits at the real positions of the book example's right-padded
 ids.  Its running example runs the package's model on two prompts of 5
 tokens, the second left-padded by 2, then writes 3 new tokens with one of
-the decodings.  This module also holds the proofs of the decoding
+the decodings.  All of it is in the family's record
+(:mod:`literate_transformer.core.records`: its sizes, its model in words,
+its decoding), so :func:`record_family` makes both, and a decoder family
+needs no module here.  This module also holds the proofs of the decoding
 strategies and of the rotary part, which belong to no family.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +30,7 @@ from transformers.generation.logits_process import (
 )
 
 from literate_transformer.book.decoding import filter_scores
+from literate_transformer.core.records import FamilyRecord
 from literate_transformer.parts.rotary import RotaryEmbedding
 
 from ..base import (
@@ -38,10 +44,10 @@ from ..base import (
     max_diff,
 )
 
-__all__ = ["SIZES", "LOGITS_TEST", "logits_difference", "logits_proof", "decoder_example", "decoder_family", "PROOFS"]
+__all__ = ["SIZES", "LOGITS_TEST", "logits_difference", "logits_proof", "decoder_example", "record_family", "PROOFS"]
 
 #: The book example's sizes under the standard names every transformers config answers to.
-SIZES = config_sizes("standard", BOOK_DIMS, max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"])
+SIZES = config_sizes(None, BOOK_DIMS, max_position_embeddings=BOOK_EXAMPLE_SIZES["max_position_embeddings"])
 #: The running examples' prompts: 2 of 5 tokens, the second left-padded by 2.
 PROMPT_LENGTH, PADDING = 5, 2
 #: The test every decoder family runs on its own shapes (its file's ``Test...`` class inherits it).
@@ -51,23 +57,25 @@ LOGITS_TEST = (
 
 
 @torch.no_grad()
-def logits_difference(config_class: str, model_class: str, sizes: dict[str, Any]) -> float:
+def logits_difference(config_class: str, model_class: str, sizes: dict[str, Any], **ids: int) -> float:
     """max |ours - transformers| of the logits at the real positions of the book example's right-padded ids."""
-    hf, ours = hf_and_ours(config_class, model_class, sizes, bos_token_id=1, eos_token_id=2)
+    hf, ours = hf_and_ours(config_class, model_class, sizes, **ids)
     ids = book_example()["source_ids"]
     mask = torch.ones_like(ids)
     mask[1, -2:] = 0  # right padding: every query row keeps a real key
     return max_diff(ours(ids, attention_mask=mask).logits, hf(input_ids=ids, attention_mask=mask).logits, mask.bool())
 
 
-def logits_proof(family: str, model_class: str, config_class: str, sizes: dict[str, Any]) -> Proof:
-    """A decoder family's badge: ``models.{family}.{model_class}``'s logits equal ``transformers``' on its example."""
+def logits_proof(family: FamilyRecord) -> Proof:
+    """A decoder family's badge: its example's model's logits equal ``transformers``' on the book example (the
+    test its record names, or the branch's)."""
+    model, config = family.example_model, family.config
     return Proof(
-        f"models.{family}.{model_class}",
-        f"transformers {model_class}",
-        LOGITS_TEST,
-        lambda: logits_difference(config_class, model_class, sizes),
-        example=family,
+        f"models.{family.key}.{model}",
+        f"transformers {model}",
+        family.proof.get("test", LOGITS_TEST),
+        lambda: logits_difference(config, model, dict(family.sizes), **family.ids),
+        example=family.key,
     )
 
 
@@ -101,32 +109,21 @@ def decoder_example(
     return RunningExample(name, description, dict(BOOK_DIMS, S=PROMPT_LENGTH, **dims), run)
 
 
-def decoder_family(
-    model_class: type[torch.nn.Module],
-    config_class: type[transformers.PretrainedConfig],
-    sizes: dict[str, Any],
-    what: str,
-    dims: dict[str, int] | None = None,
-    **decoding: Any,
-) -> tuple[tuple[RunningExample, ...], tuple[Proof, ...]]:
-    """A decoder family's ``EXAMPLES`` and ``PROOFS``: its running example and its logits' badge.
+def record_family(family: FamilyRecord) -> tuple[tuple[RunningExample, ...], tuple[Proof, ...]]:
+    """A decoder family's ``EXAMPLES`` and ``PROOFS`` from its record: its running example and its logits' badge.
 
-    The family is the module of ``model_class`` (``models.llama``: ``"llama"``), the example's name; the
-    package's class has the name of the ``transformers`` class it equals, which the badge builds.
-
-    Args:
-        model_class: The package's model (``LlamaForCausalLM``).
-        config_class: The ``transformers`` config it reads (``LlamaConfig``).
-        sizes: The config's sizes (the book example's, under the family's names).
-        what: The model, in words, for the page.
-        dims: The legend's sizes that differ from the book example's.
-        **decoding: ``generate()``'s options in the example (greedy without any).
+    Nothing where this release of ``transformers`` lacks the family (nothing to build the example's config
+    from, nothing to prove it against).
     """
-    family = model_class.__module__.rsplit(".", 1)[-1]
+    if not family.in_transformers():
+        return (), ()
+    config_class = getattr(transformers, family.config)
+    model_class = getattr(importlib.import_module(f"literate_transformer.{family.module}"), family.example_model)
+    config = dict(family.sizes, **family.ids)
     example = decoder_example(
-        family, what, lambda: model_class(config_class(**sizes, eos_token_id=2)), dims or {}, **decoding
+        family.key, family.example, lambda: model_class(config_class(**config)), dict(family.dims), **family.generate
     )
-    return (example,), (logits_proof(family, model_class.__name__, config_class.__name__, sizes),)
+    return (example,), (logits_proof(family),)
 
 
 # ---------------------------------------------------------------------------

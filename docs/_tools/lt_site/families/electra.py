@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 from transformers import ElectraConfig
 
+from literate_transformer.core.records import record
 from literate_transformer.models.electra import ElectraForPreTraining
 
 from ..base import Proof, RunningExample, hf_and_ours, max_diff
-from ._encoder_branch import BERT_SIZES, ENCODER_DIMS, example, padded_batch, proof
+from ._encoder_branch import ENCODER_DIMS, example, padded_batch, proof
 
-#: The book example's sizes with a narrower embedding (W = 10) projected to the hidden width.
-SIZES = dict(BERT_SIZES, embedding_size=ENCODER_DIMS["W"])
+#: The book example's sizes with a narrower embedding (W = 10) projected to the hidden width (its record's).
+SIZES = dict(record("electra").sizes)
 
 
 @torch.no_grad()

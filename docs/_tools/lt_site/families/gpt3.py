@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import torch
 
+from literate_transformer.core.records import record
 from literate_transformer.models.gpt3 import GPT3Config, GPT3LMHeadModel
 
-from ..base import BOOK_EXAMPLE_SIZES, Proof, book_example, hf_and_ours, max_diff
-from .decoder_branch import SIZES, decoder_example
+from ..base import Proof, book_example, hf_and_ours, max_diff
+from .decoder_branch import decoder_example
 
-GPT3_SIZES = dict(SIZES, n_inner=BOOK_EXAMPLE_SIZES["intermediate_size"])
+#: GPT-3's record: the book example's sizes, GPT-2's names, a band of 3 in its local layers.
+GPT3 = record("gpt3")
+#: Its sizes without the band (GPT-2's config takes none).
+GPT3_SIZES = {name: value for name, value in GPT3.sizes.items() if name != "window_size"}
 
 EXAMPLES = (
     decoder_example(
         "gpt3",
-        "a small random GPT-3 (a dense layer, then a band of 3)",
-        lambda: GPT3LMHeadModel(GPT3Config(**GPT3_SIZES, window_size=3, eos_token_id=2)),
-        {},
-        num_beams=2,
+        GPT3.example,
+        lambda: GPT3LMHeadModel(GPT3Config(**GPT3.sizes, **GPT3.ids)),
+        dict(GPT3.dims),
+        **GPT3.generate,
     ),
 )
 

@@ -20,11 +20,14 @@ from typing import Any
 import torch
 
 from literate_transformer import lens
+from literate_transformer.core.records import record
 
 from ..base import Proof, book_example, hf_and_ours, max_diff
-from .llama import LLAMA_SIZES
 
 __all__ = ["PROOFS"]
+
+#: Llama's running example's sizes (its record's).
+LLAMA_SIZES = dict(record("llama").sizes)
 
 #: The module whose output the patch proof puts back: the first layer, every position.
 PATCHED = "model.layers.0"

@@ -24,11 +24,14 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
 from literate_transformer import lora
+from literate_transformer.core.records import record
 
 from ..base import Proof, book_example, hf_and_ours, max_diff
-from .llama import LLAMA_SIZES
 
 __all__ = ["PROOFS"]
+
+#: Llama's running example's sizes (its record's).
+LLAMA_SIZES = dict(record("llama").sizes)
 
 #: The adapters' settings, on both sides.
 RANK, ALPHA, TARGETS = 8, 16, ("q_proj", "v_proj")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import torch
 from transformers import T5Config
 
+from literate_transformer.core.records import record
 from literate_transformer.models.t5 import T5ForConditionalGeneration
 
-from ..base import BOOK_DIMS, Proof, RunningExample, book_example, config_sizes, hf_and_ours, max_diff
+from ..base import BOOK_DIMS, Proof, RunningExample, book_example, hf_and_ours, max_diff
 
-#: The book example's sizes under T5's names (heads of D = E / H features, 8 buckets up to distance 16).
-SIZES = config_sizes(
-    "t5", BOOK_DIMS, relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=0
-)
+#: The book example's sizes under T5's names (heads of D = E / H features, 8 buckets up to distance 16): its
+#: record's.
+SIZES = dict(record("t5").sizes)
 
 
 def _t5_on_two_sources() -> None:
@@ -41,7 +41,7 @@ EXAMPLES = (
 @torch.no_grad()
 def _t5() -> float:
     example = book_example()
-    hf, ours = hf_and_ours("T5Config", "T5ForConditionalGeneration", SIZES, pad_token_id=0, eos_token_id=1)
+    hf, ours = hf_and_ours("T5Config", "T5ForConditionalGeneration", SIZES, **record("t5").ids)
     ids, mask = example["source_ids"], example["source_mask"]
     target = ours._shift_right(ids[:, :5])
     logits = ours(ids, mask, target).logits

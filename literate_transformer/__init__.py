@@ -112,6 +112,7 @@ _MODULES = (
     "fast",
     "interop",
     "trained",
+    "onnx_export",
     "manifest",
     "visualize",
     "diagrams",

@@ -7,8 +7,8 @@ cannot disagree.  A chapter's number is its position here; its modules are
 the ones it builds (a module is listed once, in the first chapter that
 builds it); :data:`SUPPORT` lists the modules that every chapter leans on
 and none is about.  The list holds lessons only: the site's own machinery
-(what records the runtime values, measures the proofs, exports the model for
-the browser) lives with the site, in ``docs/_tools``, not in the package.
+(what records the runtime values, measures the proofs, packs the model's
+files for the browser) lives with the site, in ``docs/_tools``, not in the package.
 
 A model family is read from its record (``models/<family>.ini``,
 :mod:`~literate_transformer.core.records`), whose ``[chapter]`` names the
@@ -136,7 +136,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         17,
         "chapters/17_a_trained_decoder",
         "A trained decoder, read from its 4-bit file",
-        ("core.gguf", "trained", "parts.int4", "figures.trained"),
+        ("core.gguf", "trained", "parts.int4", "onnx_export", "figures.trained"),
     ),
     Chapter(18, "chapters/18_reading_a_trained_model", "Reading a trained model", ("lens", "figures.lens")),
     Chapter(
@@ -211,6 +211,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     (
         "interop",
         "the same weights in the book's modules, BERT's and PyTorch's: heads fused and split, layers converted",
+    ),
+    (
+        "onnx_export",
+        "the trained decoder's step as one ONNX graph over the file's own 4- and 8-bit blocks (onnxruntime's "
+        "MatMulNBits, the exact Q4_1 mapping, GroupQueryAttention), and the engine that generates with it",
     ),
     ("visualize", "attention drawn: bertviz's views and heatmaps; next-token charts; figures shown or saved"),
     (

@@ -41,6 +41,10 @@ SHA-256 first, and returns the tokenizer (built from the same metadata,
 multiplies by the file's own blocks instead, read undequantized by
 :func:`blocks_from_gguf` and packed for PyTorch's 4-bit CPU kernel
 (:mod:`~literate_transformer.parts.int4`).
+``load_decoder(engine="onnxruntime")`` returns, with the tokenizer, an
+:class:`~literate_transformer.onnx_export.OnnxDecoder`: the same file's
+blocks in one ONNX graph of a generation step, run by ``onnxruntime``'s
+integer kernels (:mod:`~literate_transformer.onnx_export`).
 The site's build proves, on the default file, the state dict and the token
 ids equal to ``transformers``' own reading of it
 (``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``), and the
@@ -78,6 +82,7 @@ __all__ = [
     "blocks_from_gguf",
     "llama_from_gguf",
     "WEIGHTS",
+    "ENGINES",
     "load_decoder",
 ]
 
@@ -402,6 +407,8 @@ def _from_folder(folder: os.PathLike[str]) -> tuple[Any, nn.Module]:
 
 #: What :func:`load_decoder`'s ``weights`` may be.
 WEIGHTS = ("float32", "int4")
+#: What :func:`load_decoder`'s ``engine`` may be: the package's own modules, or its ONNX graph in onnxruntime.
+ENGINES = ("torch", "onnxruntime")
 
 
 def _check_load_options(args: Arguments) -> None:
@@ -409,10 +416,19 @@ def _check_load_options(args: Arguments) -> None:
         raise TypeError(f"weights must be a string, one of {WEIGHTS}, got {type(args.weights).__name__}")
     if args.weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, got {args.weights!r}")
+    if not isinstance(args.engine, str) or args.engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {args.engine!r}")
+    if args.engine == "onnxruntime" and args.weights != "float32":
+        raise ValueError(
+            f"weights={args.weights!r} chooses the torch engine's weights; engine='onnxruntime' multiplies the "
+            "file's own blocks (leave weights unset)"
+        )
 
 
 @validate_with(_check_load_options)
-def load_decoder(path: str | os.PathLike[str] | None = None, *, weights: str = "float32") -> tuple[Any, nn.Module]:
+def load_decoder(
+    path: str | os.PathLike[str] | None = None, *, weights: str = "float32", engine: str = "torch"
+) -> tuple[Any, nn.Module]:
     """The trained decoder and its tokenizer: SmolLM2-135M-Instruct by default, read from its verified GGUF file.
 
     Args:
@@ -422,6 +438,10 @@ def load_decoder(path: str | os.PathLike[str] | None = None, *, weights: str = "
         weights: ``"float32"``: every weight dequantized; ``"int4"``: the same model, whose ``generate()`` (over
             the static cache) multiplies by the file's own 4-bit blocks, packed for PyTorch's CPU kernel
             (:mod:`~literate_transformer.parts.int4`), a GGUF file only.
+        engine: ``"torch"``: the package's own modules; ``"onnxruntime"``: an
+            :class:`~literate_transformer.onnx_export.OnnxDecoder`, the file's blocks in ``onnxruntime``
+            (:mod:`~literate_transformer.onnx_export`), a GGUF file only, on as many threads as
+            :func:`torch.get_num_threads`.
 
     Returns:
         ``(tokenizer, model)``: the tokenizer pads on the left (where a decoder's prompts are padded), and the model
@@ -431,7 +451,9 @@ def load_decoder(path: str | os.PathLike[str] | None = None, *, weights: str = "
         FileNotFoundError: naming a file or folder that does not exist, or the package to install, an empty folder,
             or a folder without its ``config.json`` or weights.
         TypeError: for ``weights`` that is not a string, or a ``path`` that is not a path.
-        ValueError: for ``weights`` other than :data:`WEIGHTS` (or ``"int4"`` for a checkpoint folder), an empty
+        ValueError: for ``weights`` other than :data:`WEIGHTS` (or ``"int4"`` for a checkpoint folder, or with
+            ``engine="onnxruntime"``), ``engine`` other than :data:`ENGINES` (or ``"onnxruntime"`` for a
+            checkpoint folder), an empty
             ``path``, a path that is neither a file nor a folder (a FIFO, a device), a file whose SHA-256 is not
             the expected one (naming both digests), that is not GGUF or whose header does not hold together
             (:func:`~literate_transformer.core.gguf.read_gguf`), whose ``general.architecture`` is not ``llama``,
@@ -443,14 +465,23 @@ def load_decoder(path: str | os.PathLike[str] | None = None, *, weights: str = "
     """
     found = resolve_decoder(path)
     if found.is_dir():
-        if weights != "float32":
-            raise ValueError(f"weights={weights!r} packs a GGUF file's own blocks; {found} is a checkpoint folder")
+        if weights != "float32" or engine != "torch":
+            option = f"weights={weights!r}" if weights != "float32" else f"engine={engine!r}"
+            raise ValueError(f"{option} reads a GGUF file's own blocks; {found} is a checkpoint folder")
         # Its config and weights checked before transformers reads them: an empty folder is refused as such.
         check_decoder_folder(found)
         return _from_folder(found)
     if found.suffix != ".gguf":
         raise ValueError(f"{found} is neither a GGUF file (.gguf) nor a checkpoint folder (see {DECODER_ENV})")
     gguf = read_gguf(found)
+    if engine == "onnxruntime":
+        from .onnx_export import OnnxDecoder
+
+        config = llama_config_from_gguf(gguf)
+        # The norms' weights (vectors), float32; every matrix as its blocks.
+        vectors = {target: gguf.tensor(name) for name, target, _ in _llama_tensors(gguf, config)
+                   if len(gguf.tensors[name].shape) == 1}  # fmt: skip
+        return gguf_tokenizer(gguf), OnnxDecoder.from_blocks(config, blocks_from_gguf(gguf, config), vectors)
     model = llama_from_gguf(gguf)
     if weights == "int4":
         model.step_weights = int4_step_weights(model, blocks_from_gguf(gguf, model.config))

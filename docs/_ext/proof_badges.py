@@ -214,8 +214,12 @@ def run_proofs(app: Sphinx) -> None:
         finally:
             executor.shutdown()
         # The build profile times this handler's wait; the process itself ran beside the other handlers.
+        costliest = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in ItemCache(*_cache(app)).costliest(4))
         logger.info(
-            "proof badges: %d proofs, their process took %.1f s", len(measurements), time.perf_counter() - started
+            "proof badges: %d proofs, their process took %.1f s (CPU, the costliest: %s)",
+            len(measurements),
+            time.perf_counter() - started,
+            costliest,
         )
     elif cache.all_current():
         measurements = list(cache.results().values())

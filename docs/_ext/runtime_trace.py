@@ -193,7 +193,11 @@ def compute_trace(app: Sphinx) -> None:
     if not cache.is_file() or cache.read_text(encoding="utf-8") != text:
         cache.write_text(text, encoding="utf-8")
     # A provider that keeps no records (a test's) leaves no key: it runs in every build.
-    whole = ItemCache(*items).whole()
+    examples = ItemCache(*items)
+    whole = examples.whole()
+    costliest = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in examples.costliest(4))
+    if costliest:
+        logger.info("runtime trace: the costliest examples (CPU): %s", costliest)
     key.write_text(whole.key() if whole is not None else "")
     app.runtime_trace = data  # type: ignore[attr-defined]
 

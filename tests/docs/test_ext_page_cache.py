@@ -106,6 +106,7 @@ def test_an_item_cache_computes_again_only_the_items_whose_files_changed(tmp_pat
 
     cache = ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v1")
     assert cache.compute(items()) == {"one": "one", "two": "two"} and calls == ["one", "two"]
+    assert sorted(name for name, seconds in cache.costliest() if seconds >= 0) == ["one", "two"]
     cache = ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v1")
     assert cache.all_current() and cache.results() == {"one": "one", "two": "two"}
     (tmp_path / "item_two.py").write_text("def value():\n    return 'two'  # edited\n")

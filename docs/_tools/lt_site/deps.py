@@ -60,6 +60,7 @@ import json
 import os
 import sys
 import sysconfig
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -365,6 +366,11 @@ class ItemCache:
         results = self.stored.get("results", {})
         return {name: results[name] for name in self.stored.get("order", [])}
 
+    def costliest(self, count: int = 5) -> list[tuple[str, float]]:
+        """The items whose last computation took the most CPU seconds, most first."""
+        seconds = [(name, value) for name, value in self.records.get("seconds", {}).items() if value is not None]
+        return sorted(seconds, key=lambda item: -item[1])[:count]
+
     def stale(self) -> list[str]:
         """The items whose record changed since they were computed."""
         return [
@@ -384,22 +390,26 @@ class ItemCache:
             The results, in the order of ``items``; the files are rewritten with exactly these items.
         """
         results, records = self.stored.get("results", {}), self.records.get("items", {})
-        kept, kept_records = {}, {}
+        seconds = self.records.get("seconds", {})
+        kept, kept_records, kept_seconds = {}, {}, {}
         whole = Record.of(listing, self.root, self.roots, self.salt)
         for name, compute in items.items():
             record = Record.from_dict(records[name]) if name in records and name in results else None
             if record is not None and record.is_current(self.root, self.salt):
                 data = results[name]
             else:
+                started = time.process_time()
                 with Reached(self.roots) as reached:
                     data = compute()
+                seconds[name] = time.process_time() - started
                 # Through JSON and back: a result reused later reads exactly as one computed now.
                 data = json.loads(json.dumps(data))
                 record = Record.of(reached.paths, self.root, self.roots, self.salt)
-            kept[name], kept_records[name] = data, record.as_dict()
+            kept[name], kept_records[name], kept_seconds[name] = data, record.as_dict(), seconds.get(name)
             whole = whole.merged(record)
         self.stored = {"order": list(kept), "results": kept}
-        self.records = {"record": whole.as_dict(), "items": kept_records}
+        # The CPU seconds of each item's last computation, for the build's profile (not part of any record).
+        self.records = {"record": whole.as_dict(), "items": kept_records, "seconds": kept_seconds}
         _write_json(self.path, self.stored)
         _write_json(self.records_path, self.records)
         return dict(kept)

@@ -181,11 +181,14 @@ def gallery(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
-    """Time BERT's forward, the trained decoder's generation and a Llama training step against transformers'."""
+    """Time BERT's forward, the trained decoder's generation and engines (llama.cpp among them), a Llama training step."""
     # Writes docs/benchmarks/results-<device>.{json,md}; `nox -s bench -- --help` lists the options.
     _run(session, "python", str(ROOT / "benchmarks" / "bench_bert.py"), *session.posargs, env=OFFLINE_ENV)
     # Writes docs/benchmarks/generation-cpu.{json,md} (benchmarks/bench_generate.py --help lists its options).
     _run(session, "python", str(ROOT / "benchmarks" / "bench_generate.py"), env=OFFLINE_ENV)
+    # Writes docs/benchmarks/engines-cpu.{json,md}: the decoder's engines at batch 1, llama.cpp among them where
+    # LT_LLAMA_CPP_VENV names a virtualenv with llama-cpp-python (benchmarks/bench_engines.py --help).
+    _run(session, "python", str(ROOT / "benchmarks" / "bench_engines.py"), env=OFFLINE_ENV)
     # Writes docs/benchmarks/training-cpu.{json,md}: a training step of a small Llama against transformers'.
     _run(session, "python", str(ROOT / "benchmarks" / "bench_train.py"), env=OFFLINE_ENV)
 

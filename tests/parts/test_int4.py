@@ -201,7 +201,7 @@ def test_bad_weights_are_refused_by_name(tiny, tmp_path):
         load_decoder(tmp_path / "nowhere.gguf", weights="int4")
     folder = tmp_path / "folder"
     folder.mkdir()
-    with pytest.raises(ValueError, match="weights='int4' packs a GGUF file's own blocks; .* is a checkpoint folder"):
+    with pytest.raises(ValueError, match="weights='int4' reads a GGUF file's own blocks; .* is a checkpoint folder"):
         load_decoder(folder, weights="int4")
 
 

@@ -159,6 +159,12 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
     # The modules it imported, the data file it opened, and the folder the import system listed to find them.
     assert sorted(record) == ["tinycode/", "tinycode/__init__.py", "tinycode/b.py", "tinycode/table.txt"]
 
+    # Nothing changed: no page is even read again (a listed folder is no file Sphinx could find newer).
+    doctrees = {path: path.stat().st_mtime_ns for path in tiny_site.build_dir.rglob("uses_*.doctree")}
+    assert len(doctrees) == 2
+    tiny_site.build()
+    assert {path: path.stat().st_mtime_ns for path in doctrees} == doctrees
+
     # The module one page imported: that page executes again, the other keeps its outputs.
     (tiny_site.root / "tinycode" / "b.py").write_text("VALUE = 'b2'\n")
     assert tiny_site.build().warnings == ""

@@ -110,6 +110,19 @@ returns its scores at every step, so that the two are compared step by step
 rather than after they have parted; the generation benchmark prints that
 comparison and the first step at which greedy ids part.
 
+In the browser
+--------------
+The site's prompt page runs the trained decoder in ``onnxruntime-web``,
+whose WebAssembly build registers these operators too, ``MatMulNBits``
+among them, but without the packed kernels of the CPU build: timed in
+Node.js on one thread (``benchmarks/bench_wasm_nbits.py``, which writes
+``docs/benchmarks/wasm-nbits.md``), a ``576 -> 1536`` multiply from 4-bit
+blocks took about twenty times as long as the same multiply from float32
+weights, and so did the head from 8-bit blocks.  So the page keeps its own
+export (the site's ``lt_site.export_decoder``): the same file's blocks,
+downloaded as they are and turned into float32 weights once, in a worker;
+this graph is what runs in Python.
+
 Running it
 ----------
 ``tokenizer, model = load_decoder(engine="onnxruntime")``

@@ -216,7 +216,7 @@ class NBits:
 
     @property
     def zero(self) -> int:
-        """``MatMulNBits``'s zero point when none is given: :math:`2^{\text{bits} - 1}`."""
+        r"""The zero point ``MatMulNBits`` takes when none is given, :math:`2^{\text{bits} - 1}`."""
         return 2 ** (self.bits - 1)
 
     def levels(self) -> np.ndarray:

@@ -169,3 +169,54 @@ def test_a_line_that_called_a_module_shows_the_lens_cache_name_of_its_result():
     html = runtime_trace.hook_html({"name": "model.layers.{i}", "example": "llama <tiny>"})
     assert html.startswith('<span class="lt-hook" ') and html.endswith('>cache["model.layers.{i}"]</span>')
     assert "llama &lt;tiny&gt;" in html and "<tiny>" not in html
+
+
+# A provider whose trace is a file's: the test changes what the examples reached between builds.
+FILE_PROVIDER = """
+import json
+from pathlib import Path
+
+
+def trace(root, cache=None):
+    lines = json.loads(Path(__file__).with_name("lines.json").read_text())
+    return {"examples": {"tiny": {"description": "two rows of three", "dims": {"B": 2}}}, "lines": lines}
+"""
+
+
+def test_a_page_no_example_reached_is_annotated_once_one_does(tiny_site):
+    tiny_site.package(
+        "tinypkg",
+        {
+            "__init__.py": '"""Tiny."""\n',
+            "alpha.py": '"""Alpha."""\n\n\ndef double(x):\n    doubled = x * 2  # (B, 3)\n    return doubled\n',
+        },
+    )
+    tiny_site.write("fileprovider.py", FILE_PROVIDER)
+    lines = tiny_site.root / "lines.json"
+    lines.write_text("{}")
+    root = tiny_site.root / "tinypkg"
+    tiny_site.write(
+        "docs/conf.py",
+        f"""
+        import sys
+        sys.path.insert(0, {str(tiny_site.root)!r})
+        extensions = ["sphinx.ext.autodoc", "sidebyside", "runtime_trace"]
+        sidebyside_modules = ["tinypkg", "tinypkg.alpha"]
+        sidebyside_root = {str(tiny_site.root)!r}
+        runtime_trace_provider = "fileprovider:trace"
+        runtime_trace_root = {str(root)!r}
+        runtime_trace_sources = [{str(root)!r}]
+        runtime_trace_cache = {str(tiny_site.root / "cache" / "trace.json")!r}
+        """,
+    )
+    tiny_site.write("docs/index.rst", "Index\n=====\n\n.. toctree::\n\n   source/index\n")
+    tiny_site.build()
+    assert "lt-rt-shape" not in tiny_site.html("source/tinypkg.alpha")
+    record = {
+        "names": ["doubled"], "line": 5, "end_line": 5, "calls": 1, "example": "tiny",
+        "values": [{"shape": [2, 3], "dtype": "float32", "values": [1.0], "stats": {"mean": 1.0},
+                    "heatmap": None, "heatmap_of": None}],
+    }  # fmt: skip
+    lines.write_text(json.dumps({"alpha.py": {"5": record}}))
+    tiny_site.build()
+    assert '<span class="lt-rt-shape">(2, 3)</span>' in tiny_site.html("source/tinypkg.alpha")

@@ -163,6 +163,7 @@ def _client_class():
             reached = read_epilogue(copy.cells[-1].get("outputs", []))
             cpu_seconds = read_cpu_seconds(copy.cells[-1].get("outputs", []))
             copy.cells = copy.cells[1:-1]
+            cell_seconds = [_cell_seconds(cell) for cell in copy.cells if cell.cell_type == "code"]
             self._merge(copy)
             record = Record.of(reached, root, SETTINGS["sources"], salt)
             now = time.time()
@@ -174,6 +175,8 @@ def _client_class():
                 "runtime": runtime,
                 # The kernel's own CPU time: what the page costs, whatever else the machine was doing.
                 "cpu_seconds": cpu_seconds,
+                # Each code cell's wall seconds, in order (the build's profile names the costliest).
+                "cell_seconds": cell_seconds,
                 "executed_at": now,
                 "executed": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)),
             }
@@ -204,6 +207,18 @@ def _client_class():
             }
 
     return ReachedCacheClient
+
+
+def _cell_seconds(cell: Any) -> float | None:
+    """A code cell's wall seconds from the timestamps ``nbclient`` records (``None`` where it recorded none)."""
+    from datetime import datetime
+
+    timing = cell.get("metadata", {}).get("execution", {})
+    started, replied = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (started and replied):
+        return None
+    start, end = (datetime.fromisoformat(stamp.replace("Z", "+00:00")) for stamp in (started, replied))
+    return round((end - start).total_seconds(), 3)
 
 
 def joined_streams(outputs: list[Any]) -> list[Any]:

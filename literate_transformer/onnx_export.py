@@ -110,6 +110,19 @@ returns its scores at every step, so that the two are compared step by step
 rather than after they have parted; the generation benchmark prints that
 comparison and the first step at which greedy ids part.
 
+In the browser
+--------------
+The site's prompt page runs the same decoder in ``onnxruntime-web``, whose
+WebAssembly build registers these operators too, ``MatMulNBits`` among
+them, but has no packed kernel for it: there the operator dequantizes its
+whole matrix at every call.  Timed in Node.js on one thread
+(``benchmarks/bench_wasm_nbits.py``, ``docs/benchmarks/wasm-nbits.md``), a
+``576 -> 1536`` multiply took about twenty times as long from 4-bit blocks as
+from float32 weights, and the head longer still.  So the page keeps its own
+export (the site's ``lt_site.export_decoder``): the same file's blocks,
+downloaded as they are and turned into float32 weights once, in a worker;
+this graph is what runs in Python.
+
 Running it
 ----------
 ``tokenizer, model = load_decoder(engine="onnxruntime")``

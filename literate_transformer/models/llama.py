@@ -172,7 +172,9 @@ class LlamaAttention(Attention):
 
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         heads, kv_heads, head_dim = config.num_attention_heads, key_value_heads_of(config), head_dim_of(config)
-        super().__init__(config, heads, head_dim, num_key_value_heads=kv_heads, dropout=config.attention_dropout)
+        super().__init__(
+            config, heads, head_dim, num_key_value_heads=kv_heads, dropout=config.attention_dropout, layer_idx=layer_idx
+        )
         # Biases as ``attention_bias`` says (none in Llama's own models); a config without the field (Mistral's) has none.
         self.add_projections(config.hidden_size, bias=getattr(config, "attention_bias", False))
 

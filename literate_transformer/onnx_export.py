@@ -459,7 +459,7 @@ def export_decoder(
         )
     table_levels = graph.constant(table.levels(), "model.embed_tokens.levels")  # (V, E) uint8
     table_scales = graph.constant(table.scales, "model.embed_tokens.scales")  # (V, E/32)
-    ids = graph.op("Reshape", "input_ids", graph.ints(-1))  # (T,)
+    ids = graph.op("Reshape", "input_ids", graph.ints(-1))  # the T ids, one row
     x = graph.op("GatherBlockQuantized", table_levels, ids, table_scales, domain=CONTRIB, bits=8,
                  block_size=BLOCK_SIZE, quantize_axis=1, gather_axis=0)  # fmt: skip
     cos, sin = _rotary_tables(config)
@@ -508,7 +508,7 @@ def export_decoder(
         )
         rows = graph.op("GatherBlockQuantized", table_levels, graph.op("Reshape", best, graph.ints(-1)), table_scales,
                         domain=CONTRIB, bits=8, block_size=BLOCK_SIZE, quantize_axis=1, gather_axis=0)  # fmt: skip
-        exact = graph.op("Gemm", last, rows, transB=1)  # (1, rescored)
+        exact = graph.op("Gemm", last, rows, transB=1)  # one row: a score per rescored token
         graph.op("ScatterElements", scores, best, exact, axis=-1, outputs=["logits"])
     else:
         graph.op("Identity", scores, outputs=["logits"])

@@ -130,9 +130,11 @@ def test_a_weight_changed_after_a_call_is_read_by_the_next(model):
     # The steps are the model's own forward: no copy of a weight to go stale.
     input_ids, attention_mask = _prompts(model.config.vocab_size)
     before = model.generate(input_ids, attention_mask, NEW_TOKENS)
-    projection = model.model.layers[0].self_attn.k_proj.weight
+    projection = model.model.layers[0].self_attn.v_proj.weight
+    # Far larger than the random initialisation's weights, so that what the model writes changes.
+    change = torch.randn(projection.shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        projection.mul_(-1.0)
+        projection.add_(change)
     try:
         eager = model.generate(input_ids, attention_mask, NEW_TOKENS, cache_implementation="dynamic")
         after = model.generate(input_ids, attention_mask, NEW_TOKENS)
@@ -141,7 +143,7 @@ def test_a_weight_changed_after_a_call_is_read_by_the_next(model):
         assert not torch.equal(after, before)
     finally:
         with torch.no_grad():
-            projection.mul_(-1.0)
+            projection.sub_(change)
 
 
 def test_beams_take_over_their_parents_cached_positions():

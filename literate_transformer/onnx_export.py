@@ -168,7 +168,7 @@ __all__ = [
     "OnnxDecoder",
 ]
 
-#: The ONNX opset of the graph's standard operators (21: the first with block-wise quantization types).
+#: The ONNX opset of the graph's standard operators, 21, the first with block-wise quantization types.
 OPSET = 21
 #: The domain of ``onnxruntime``'s own operators (``MatMulNBits``, ``GroupQueryAttention``, ...).
 CONTRIB = "com.microsoft"
@@ -614,7 +614,7 @@ class OnnxDecoder(nn.Module):
     Args:
         proto: The graph (:func:`export_decoder`'s ``onnx.ModelProto``, or its bytes).
         config: The Llama's config.
-        threads: ``onnxruntime``'s threads for one call (``None``: :func:`torch.get_num_threads`, the
+        threads: ``onnxruntime``'s threads for one call (``None``: ``torch.get_num_threads()``, the
             package's setting).
     """
 
@@ -650,7 +650,7 @@ class OnnxDecoder(nn.Module):
 
     @property
     def position_limit(self) -> int:
-        """The positions the rotary tables cover: ``config.max_position_embeddings``."""
+        """The positions the rotary tables cover, ``config.max_position_embeddings``."""
         return self.config.max_position_embeddings
 
     def generation_eos_token_id(self) -> int | list[int] | None:

@@ -441,7 +441,7 @@ def load_decoder(
         engine: ``"torch"``: the package's own modules; ``"onnxruntime"``: an
             :class:`~literate_transformer.onnx_export.OnnxDecoder`, the file's blocks in ``onnxruntime``
             (:mod:`~literate_transformer.onnx_export`), a GGUF file only, on as many threads as
-            :func:`torch.get_num_threads`.
+            ``torch.get_num_threads()``.
 
     Returns:
         ``(tokenizer, model)``: the tokenizer pads on the left (where a decoder's prompts are padded), and the model

@@ -288,12 +288,18 @@ def plan(app: Sphinx, env: Any, docnames: list[str]) -> None:
 
 
 def note_dependencies(app: Sphinx, doctree: Any) -> None:
-    """``doctree-read``: the page depends on every file its record holds (Sphinx re-reads it when one is newer)."""
+    """``doctree-read``: the page depends on every file its record holds (Sphinx re-reads it when one is newer).
+
+    The folders it listed are not Sphinx's dependencies (Sphinx takes a dependency that is not a file for a
+    missing one, and would read the page again in every build): their names are in the record, which
+    :func:`outdated_pages` checks.
+    """
     if not SETTINGS:
         return
     stored = _stored(Path(SETTINGS["root_cache"]), app.env.docname)
     for name in stored.get("record", {}).get("files", {}):
-        app.env.note_dependency(str(Path(SETTINGS["root"], name)))
+        if not name.endswith("/"):
+            app.env.note_dependency(str(Path(SETTINGS["root"], name)))
 
 
 def setup(app: Sphinx) -> dict[str, object]:

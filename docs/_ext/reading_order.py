@@ -47,7 +47,9 @@ Directives
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -83,11 +85,19 @@ class ReadingOrderToctree(TocTree):
 
 
 def module_title(module: str) -> str:
-    """A short title for ``module``: its docstring's first line up to the colon, or its name."""
+    """A short title for ``module``: its docstring's first line up to the colon, or its name.
+
+    The docstring is read from the module's source, not by importing it: a build that finds nothing changed
+    should not import the package's families and ``transformers`` with them.
+    """
     try:
-        doc = importlib.import_module(module).__doc__ or ""
-    except ImportError:
+        spec = importlib.util.find_spec(module)
+        source = Path(spec.origin).read_text(encoding="utf-8") if spec is not None and spec.origin else None
+    except (ImportError, OSError, ValueError):
+        source = None
+    if source is None:
         return module.rsplit(".", 1)[-1]
+    doc = ast.get_docstring(ast.parse(source)) or ""
     first = doc.strip().splitlines()[0] if doc.strip() else ""
     # A lead-in is plain words and a colon followed by a space (a role's ":mod:`x`" is not one).
     lead = _LEAD_IN.match(first)

@@ -19,29 +19,29 @@ families reads the records, and nothing keeps a list of its own:
   lens's test of every family, the training step of every family and the
   static cache's tests build each family's small model from its record.
 
-A record is an INI file (read by :mod:`configparser`, in the standard
+A record is an INI file (read by ``configparser``, in the standard
 library of every Python the package supports), a section a topic, and its
 comments say where a fact comes from:
 
-=================  ========================================================================================
-section            what it holds
-=================  ========================================================================================
-``[paper]``        the paper (or release) that introduced the model: name, branch, year and month of its
-                   first public version, title, first author, arXiv identifier, the families it builds on
-``[transformers]`` ``transformers``' module, the oldest release that has it, the config class and the
-                   model classes the family registers
-``[chapter]``      the chapter that builds it and its place there
-``[example]``      its running example: the model in words, the class it runs, ``generate()``'s options,
-                   the layer the lens test patches
-``[sizes]``        the running example's config (the book example's sizes under the family's names), which
-                   the site's proofs and the tests build
-``[dims]``         the legend's letters whose size in that example is not the book example's
-``[ids]``          the special token ids the proofs and tests give its configs
-``[legend]``       how its config names the legend's sizes, where it does not use the standard names
-``[training]``     its objective in the training step's proof, and what that proof builds
-``[proof]``        the test that proves its badge, where it is not the branch's shared one
-``[static_cache]`` for a family that decodes over a static cache: config fields its tests add
-=================  ========================================================================================
+===================  ========================================================================================
+section              what it holds
+===================  ========================================================================================
+``[paper]``          the paper (or release) that introduced the model: name, branch, year and month of its
+                     first public version, title, first author, arXiv identifier, the families it builds on
+``[transformers]``   ``transformers``' module, the oldest release that has it, the config class and the
+                     model classes the family registers
+``[chapter]``        the chapter that builds it and its place there
+``[example]``        its running example: the model in words, the class it runs, ``generate()``'s options,
+                     the layer the lens test patches
+``[sizes]``          the running example's config (the book example's sizes under the family's names), which
+                     the site's proofs and the tests build
+``[dims]``           the legend's letters whose size in that example is not the book example's
+``[ids]``            the special token ids the proofs and tests give its configs
+``[legend]``         how its config names the legend's sizes, where it does not use the standard names
+``[training]``       its objective in the training step's proof, and what that proof builds
+``[proof]``          the test that proves its badge, where it is not the branch's shared one
+``[static_cache]``   for a family that decodes over a static cache: config fields its tests add
+===================  ========================================================================================
 
 Values of ``[sizes]``, ``[dims]``, ``[ids]``, ``[training]``, ``[static_cache]``
 and ``[example] generate`` are Python literals (``24``, ``True``, ``"relu"``,
@@ -82,7 +82,7 @@ __all__ = [
 
 #: The branches of the family tree (the root, the 2017 Transformer, is an encoder-decoder).
 BRANCHES: tuple[str, ...] = ("encoder", "encoder-decoder", "decoder")
-#: The key of the root every branch grows from: the 2017 Transformer, which the book builds (it has no family file).
+#: The key of the root every branch grows from, the 2017 Transformer, which the book builds (it has no family file).
 ROOT = "transformer"
 #: The names every ``transformers`` config answers to for the legend's vocabulary ``V``, width ``E``, heads ``H``
 #: and layers ``L`` (a family whose config names them otherwise says so in its ``[legend]``).
@@ -175,7 +175,7 @@ class FamilyRecord:
 
     @property
     def cite(self) -> str:
-        """The short citation: first author, the others, the year and a later paper's year
+        """The short citation, the first author, the others, the year and a later paper's year
         (``"Devlin et al. 2018"``, ``"He et al. 2020, 2021"``)."""
         years = str(self.year) if self.later is None else f"{self.year}, {self.later_year}"
         return " ".join(part for part in (self.first_author, self.others, years) if part)

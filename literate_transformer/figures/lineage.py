@@ -68,7 +68,7 @@ def lineage(branch: str | None = None) -> list[Paper]:
     """The papers :func:`plot_lineage` draws: one branch's, the root, and the parents they point to; or all.
 
     Args:
-        branch: ``None`` for every family, or one of :data:`BRANCHES`.
+        branch: ``None`` for every family, or one of :data:`~literate_transformer.core.records.BRANCHES`.
 
     Returns:
         The papers in order of publication: the branch's families, the root, and each parent a family of the
@@ -76,7 +76,7 @@ def lineage(branch: str | None = None) -> list[Paper]:
 
     Raises:
         TypeError: if ``branch`` is not a string or ``None``.
-        ValueError: if ``branch`` is not one of :data:`BRANCHES`.
+        ValueError: if ``branch`` is not one of :data:`~literate_transformer.core.records.BRANCHES`.
     """
     if branch is not None and not isinstance(branch, str):
         raise TypeError(f"branch must be None or a string, got {branch!r}")
@@ -204,7 +204,7 @@ def plot_lineage(branch: str | None = None) -> Figure:
     models of another branch that they build on.
 
     Args:
-        branch: ``None`` for every family, or one of :data:`BRANCHES`.
+        branch: ``None`` for every family, or one of :data:`~literate_transformer.core.records.BRANCHES`.
 
     Returns:
         A matplotlib ``Figure`` (not registered with ``pyplot``): its axes hold one box (a ``FancyBboxPatch``
@@ -213,7 +213,7 @@ def plot_lineage(branch: str | None = None) -> Figure:
 
     Raises:
         TypeError: if ``branch`` is not a string or ``None``.
-        ValueError: if ``branch`` is not one of :data:`BRANCHES`.
+        ValueError: if ``branch`` is not one of :data:`~literate_transformer.core.records.BRANCHES`.
     """
     papers = lineage(branch)
     keys = {paper.key for paper in papers}

@@ -84,9 +84,9 @@ __all__ = [
 #: on each side.  With ``eps`` far above that noise (about 1e-9 here) such a weight stays put, and every other
 #: one still moves by about ``lr``.
 OPTIMIZER = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1)
-#: The tests' and the badges' tolerance: the worst relative difference of a loss, a gradient or a parameter.
+#: The tests' and the badges' tolerance, the worst relative difference of a loss, a gradient or a parameter.
 RTOL = 1e-5
-#: Where a gradient is zero up to rounding: below float32's resolution times the model's largest gradient.
+#: Where a gradient is zero up to rounding, below float32's resolution times the model's largest gradient.
 ROUNDING = torch.finfo(torch.float32).eps
 
 
@@ -214,7 +214,7 @@ def objective_loss(model: nn.Module, batch: Mapping[str, Tensor], readout: Tenso
 
 
 def _relative(ours: Tensor, theirs: Tensor, tiny: float = 1e-30) -> float:
-    """max |ours - theirs| / max(max |theirs|, tiny)."""
+    """``max |ours - theirs| / max(max |theirs|, tiny)``."""
     return ((ours - theirs).abs().max() / theirs.abs().max().clamp_min(tiny)).item()
 
 

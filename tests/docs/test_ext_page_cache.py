@@ -101,19 +101,20 @@ def test_an_item_cache_computes_again_only_the_items_whose_files_changed(tmp_pat
     def items():
         return {
             name: (lambda module=module, name=name: calls.append(name) or module.value())
-            for name, module in (("one", item_one), ("two", item_two))
+            # Not in alphabetical order: a cache read back keeps the items' order, and still knows them all.
+            for name, module in (("two", item_two), ("one", item_one))
         }
 
     cache = ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v1")
-    assert cache.compute(items()) == {"one": "one", "two": "two"} and calls == ["one", "two"]
+    assert cache.compute(items()) == {"two": "two", "one": "one"} and calls == ["two", "one"]
     assert sorted(name for name, seconds in cache.costliest() if seconds >= 0) == ["one", "two"]
     cache = ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v1")
-    assert cache.all_current() and cache.results() == {"one": "one", "two": "two"}
+    assert cache.all_current() and list(cache.results().items()) == [("two", "two"), ("one", "one")]
     (tmp_path / "item_two.py").write_text("def value():\n    return 'two'  # edited\n")
     cache = ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v1")
     assert not cache.all_current() and cache.stale() == ["two"]
     cache.compute(items())
-    assert calls == ["one", "two", "two"]
+    assert calls == ["two", "one", "two"]
     assert ItemCache(tmp_path / "cache.json", tmp_path, [tmp_path], salt="v2").stale() == ["one", "two"]
 
 
@@ -158,6 +159,12 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
     record = json.loads((tiny_site.root / "_pagecache" / "uses_b.json").read_text())["record"]["files"]
     # The modules it imported, the data file it opened, and the folder the import system listed to find them.
     assert sorted(record) == ["tinycode/", "tinycode/__init__.py", "tinycode/b.py", "tinycode/table.txt"]
+
+    # Nothing changed: no page is even read again (a listed folder is no file Sphinx could find newer).
+    doctrees = {path: path.stat().st_mtime_ns for path in tiny_site.build_dir.rglob("uses_*.doctree")}
+    assert len(doctrees) == 2
+    tiny_site.build()
+    assert {path: path.stat().st_mtime_ns for path in doctrees} == doctrees
 
     # The module one page imported: that page executes again, the other keeps its outputs.
     (tiny_site.root / "tinycode" / "b.py").write_text("VALUE = 'b2'\n")

@@ -131,7 +131,9 @@ def distribution_of(path: str | Path) -> str | None:
     return None
 
 
+@functools.cache
 def _version(distribution: str) -> str:
+    """The installed version (read once a process: a build does not install anything while it runs)."""
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -355,9 +357,11 @@ class ItemCache:
         """Whether the last run's results can all be reused (nothing it reached, and no version, changed)."""
         whole = self.whole()
         names = self.stored.get("order")
+        # The records are stored with sorted keys: the same items, whatever their order.
         return (
             whole is not None
-            and names == list(self.records.get("items", {}))
+            and names is not None
+            and sorted(names) == sorted(self.records.get("items", {}))
             and whole.is_current(self.root, self.salt)
         )
 

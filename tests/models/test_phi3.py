@@ -198,7 +198,9 @@ def _longrope() -> transformers.Phi3Config:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        pytest.param(_longrope, r"Phi3Config.rope_scaling=.* rope_type '(longrope|su)'", id="longrope"),
+        pytest.param(
+            _longrope, r"Phi3Config.rope_scaling=.* rope_type '(longrope|su)' \(only None and 'default'", id="longrope"
+        ),
         pytest.param(
             lambda: transformers.Phi3Config(hidden_size=24, num_attention_heads=4, partial_rotary_factor=0.5),
             r"Phi3Config.partial_rotary_factor=0.5 turns 3 of a head's 6 features: .* must be an even number",

@@ -12,7 +12,8 @@ layer (Mistral's are Llama's), and Mistral's stack.
 
 **One product for the queries, keys and values.**  Where Llama keeps three
 matrices that read the same input, ``q_proj``, ``k_proj`` and ``v_proj``,
-Phi-3 keeps one, ``qkv_proj``: their rows stacked, the queries' :math:`HD`
+Phi-3 keeps one, ``qkv_proj``, whose weight stacks theirs (one row per
+output feature, as ``nn.Linear`` keeps a weight): the queries' :math:`HD`
 rows, then the keys' :math:`KD`, then the values' :math:`KD`,
 
 .. math::
@@ -22,15 +23,16 @@ rows, then the keys' :math:`KD`, then the values' :math:`KD`,
 
 and the product is cut after :math:`HD` features and after :math:`KD` more.
 Each output feature is the same dot product of a row of weights with
-:math:`x` as before, so the numbers are Llama's (a test cuts ``qkv_proj``
-into a Llama attention's three layers and gets the same output).  What
+:math:`x` as before, so the outputs are Llama's to float32 rounding (a test
+cuts ``qkv_proj`` into a Llama attention's three layers and gets the same
+logits).  What
 changes is the work around them: the same weight bytes, every number of the
 three matrices, are read once either way, but in one call instead of three,
 which reads :math:`x` once and pays the per-call cost of a multiply (its
 dispatch, its launch on an accelerator) once.  When a model writes one token
 per step, a step is little arithmetic over a lot of memory, and those
 per-call costs are a good part of it
-(:mod:`~literate_transformer.parts.static_cache` measures them).
+(:mod:`~literate_transformer.parts.static_cache` profiles such a step).
 
 **One product for the gate and the up-projection.**  The SwiGLU network's two
 widenings read the same input too: ``gate_up_proj`` is :math:`W_\text{gate}`
@@ -58,11 +60,11 @@ other :math:`D - R` carry no position, as in GPT-J
 (:mod:`~literate_transformer.models.gptj`).  Phi-3's own models turn them
 all (factor 1); Phi-4-mini, which ``transformers`` builds with these
 classes, turns three quarters.  ``transformers`` 5 keeps the factor in
-``rope_parameters``; its 4.x releases read it as a field of the config from
-the one that added it (4.41's Phi-3 turns whole heads).
+``rope_parameters``, where this file reads it (in a 4.x config, a field of
+the config, in the releases that have it; the first ones turn whole heads).
 
 **Dropout on each sub-layer's output** before the residual sum
-(``resid_pdrop``, 0 in the released configs).  ``transformers``' Phi-3
+(``resid_pdrop``, 0 in the released configs).  ``transformers`` 5's Phi-3
 applies none to the embeddings, whatever ``embd_pdrop`` says, and neither
 does this file.
 

@@ -127,14 +127,17 @@ def test_the_compiled_step_writes_the_eager_loops_ids(randomize):
 
 
 def test_a_weight_changed_after_a_call_is_read_by_the_next(model):
-    # The steps are the model's own forward: no copy of a weight to go stale.
+    # The steps are the model's own forward: no copy of a weight to go stale.  The weights: every one of the first
+    # layer's attention (its projections, fused or not, whatever the family names them), given noise as large as
+    # their own values.
     input_ids, attention_mask = _prompts(model.config.vocab_size)
     before = model.generate(input_ids, attention_mask, NEW_TOKENS)
-    projection = model.model.layers[0].self_attn.v_proj.weight
-    # Far larger than the random initialisation's weights, so that what the model writes changes.
-    change = torch.randn(projection.shape, generator=torch.Generator().manual_seed(0))
+    weights = list(getattr(model, model.stack_name).layers[0].sublayers()[0].layer.parameters())
+    saved = [weight.detach().clone() for weight in weights]
+    generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        projection.add_(change)
+        for weight, values in zip(weights, saved, strict=True):
+            weight.add_(torch.randn(values.shape, generator=generator) * values.std())
     try:
         eager = model.generate(input_ids, attention_mask, NEW_TOKENS, cache_implementation="dynamic")
         after = model.generate(input_ids, attention_mask, NEW_TOKENS)
@@ -143,7 +146,8 @@ def test_a_weight_changed_after_a_call_is_read_by_the_next(model):
         assert not torch.equal(after, before)
     finally:
         with torch.no_grad():
-            projection.sub_(change)
+            for weight, values in zip(weights, saved, strict=True):
+                weight.copy_(values)
 
 
 def test_beams_take_over_their_parents_cached_positions():
@@ -273,7 +277,10 @@ def test_an_attention_that_does_not_write_the_cache_is_refused_by_name_not_decod
 def test_the_decoder_refuses_a_cache_it_did_not_make_and_positions_past_its_capacity():
     model = LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_GROUPED)).eval()
     decoder = model.static_cache_decoder(4)
-    with pytest.raises(TypeError, match="past_key_values must be None at the first call, then the StaticCache this decoder returned, got StaticCache"):
+    with pytest.raises(
+        TypeError,
+        match="past_key_values must be None at the first call, then the StaticCache this decoder returned, got StaticCache",
+    ):
         decoder(torch.tensor([[3]]), past_key_values=StaticCache(2, 1, 2, 4, 8))
     cache = decoder(torch.tensor([[3, 4, 5]])).past_key_values
     assert cache.length == 3

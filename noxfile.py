@@ -181,7 +181,8 @@ def gallery(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
-    """Time BERT's forward, the trained decoder's generation and engines (llama.cpp among them), a Llama training step."""
+    """Time BERT's forward, the trained decoder's generation and engines (llama.cpp among them), a Llama training step
+    and onnxruntime-web's block multiplies."""
     # Writes docs/benchmarks/results-<device>.{json,md}; `nox -s bench -- --help` lists the options.
     _run(session, "python", str(ROOT / "benchmarks" / "bench_bert.py"), *session.posargs, env=OFFLINE_ENV)
     # Writes docs/benchmarks/generation-cpu.{json,md} (benchmarks/bench_generate.py --help lists its options).
@@ -191,14 +192,24 @@ def bench(session: nox.Session) -> None:
     _run(session, "python", str(ROOT / "benchmarks" / "bench_engines.py"), env=OFFLINE_ENV)
     # Writes docs/benchmarks/training-cpu.{json,md}: a training step of a small Llama against transformers'.
     _run(session, "python", str(ROOT / "benchmarks" / "bench_train.py"), env=OFFLINE_ENV)
+    # Writes docs/benchmarks/wasm-nbits.{json,md}: onnxruntime-web's 4- and 8-bit multiplies against float32 ones,
+    # in Node.js (needs node on PATH).
+    _run(session, "python", str(ROOT / "benchmarks" / "bench_wasm_nbits.py"), env=OFFLINE_ENV)
 
 
 #: The versions each compat leg tests, replacing those of constraints.txt: the oldest that the declared
 #: bounds admit (pyproject.toml says why they are where they are), and no pin at all for the newest, so that
 #: pip takes the newest release it can install.
 COMPAT_LEGS = {
-    "oldest": {"torch": "2.13.0", "transformers": "4.41.0", "tokenizers": "0.19.1", "huggingface_hub": "0.36.2"},
-    "newest": {"torch": None, "transformers": None, "tokenizers": None, "huggingface_hub": None},
+    "oldest": {
+        "torch": "2.13.0",
+        "transformers": "4.41.0",
+        "tokenizers": "0.19.1",
+        "huggingface_hub": "0.36.2",
+        # The oldest peft declared: the newest import a name transformers 4.41 lacks (EncoderDecoderCache).
+        "peft": "0.13.0",
+    },
+    "newest": {"torch": None, "transformers": None, "tokenizers": None, "huggingface_hub": None, "peft": None},
 }
 
 

@@ -95,6 +95,9 @@ def classifier_on_pretrained_bert():
     return SentenceClassifier(lt.BertModel.from_pretrained(attn_implementation="sdpa"), num_labels=4).to(device)
 
 
+# %%
+# The head alone trains first, on the frozen checkpoint's sentence vectors;
+# then every weight trains from that head, on the tokens.
 train_inputs, held_out_inputs = tokenized(train_sentences), tokenized(held_out_sentences)
 settings = {"steps": steps, "learning_rate": 5e-5 if large else 1e-4, "warmup_steps": steps // 10 or 1}
 settings |= {"group_by_length": True, "eval_every": eval_every, "held_out": (held_out_inputs, held_out_labels)}
@@ -116,8 +119,10 @@ if large:
         classifier_on_pretrained_bert(), train_inputs, train_labels, **settings
     )
 
-# One held-out sentence, and one standard error of an accuracy near the baseline's, in points of accuracy: two
-# curves that end a few sentences apart are not apart.
+# %%
+# One held-out sentence, and one standard error of an accuracy near the
+# baseline's, in points of accuracy: two curves that end a few sentences
+# apart are not apart.
 sentence = 100 / len(held_out_labels)
 error = 100 * (bag_accuracy * (1 - bag_accuracy) / len(held_out_labels)) ** 0.5
 print(f"one held-out sentence: {sentence:.1f} points; one standard error: {error:.1f} points")

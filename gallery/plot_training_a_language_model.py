@@ -60,6 +60,9 @@ else:
     size = dict(vocab_size=512, hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4)
     run = dict(steps=120, batch_size=16, sequence_length=64, learning_rate=1e-2, warmup_steps=0, eval_every=40)
 
+# %%
+# The package's byte-level BPE tokenizer learns its merges from the training
+# pages; the two baselines are scored on the held-out tokens.
 train_text, val_text = python_doc_text("train"), python_doc_text("validation")
 tokenizer = lt.bpe.train(train_text, vocab_size=size["vocab_size"])
 train_ids = torch.tensor(tokenizer.encode(train_text))

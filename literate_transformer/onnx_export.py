@@ -112,13 +112,13 @@ comparison and the first step at which greedy ids part.
 
 In the browser
 --------------
-The site's prompt page runs the same decoder in ``onnxruntime-web``, whose
-WebAssembly build registers these operators too, ``MatMulNBits`` among
-them, but has no packed kernel for it: there the operator dequantizes its
-whole matrix at every call.  Timed in Node.js on one thread
-(``benchmarks/bench_wasm_nbits.py``, ``docs/benchmarks/wasm-nbits.md``), a
-``576 -> 1536`` multiply took about twenty times as long from 4-bit blocks as
-from float32 weights, and the head longer still.  So the page keeps its own
+The site's prompt page runs the trained decoder in ``onnxruntime-web``,
+whose WebAssembly build registers these operators too, ``MatMulNBits``
+among them, but without the packed kernels of the CPU build: timed in
+Node.js on one thread (``benchmarks/bench_wasm_nbits.py``, which writes
+``docs/benchmarks/wasm-nbits.md``), a ``576 -> 1536`` multiply from 4-bit
+blocks took about twenty times as long as the same multiply from float32
+weights, and so did the head from 8-bit blocks.  So the page keeps its own
 export (the site's ``lt_site.export_decoder``): the same file's blocks,
 downloaded as they are and turned into float32 weights once, in a worker;
 this graph is what runs in Python.
@@ -216,7 +216,7 @@ class NBits:
 
     @property
     def zero(self) -> int:
-        """``MatMulNBits``'s zero point when none is given: :math:`2^{\text{bits} - 1}`."""
+        r"""The zero point ``MatMulNBits`` takes when none is given, :math:`2^{\text{bits} - 1}`."""
         return 2 ** (self.bits - 1)
 
     def levels(self) -> np.ndarray:

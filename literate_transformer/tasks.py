@@ -7,18 +7,17 @@ topic comes from one page of the documentation, and the pages fall into a
 few parts a reader tells apart at once.  :func:`topic_classification` labels
 each sentence of four of them by its part:
 
-=====================  ==================================================================  ============================
-label                  where its topics come from                                          for example
-=====================  ==================================================================  ============================
-``statements``         *The Python Language Reference*, 7. Simple statements and           ``if``, ``for``, ``try``,
-                       8. Compound statements                                              ``with``, ``import``
-``expressions``        *The Python Language Reference*, 6. Expressions                     ``calls``, ``comparisons``,
-                                                                                           ``lambda``, ``slicings``
-``special methods``    *The Python Language Reference*, 3.3 Special method names           ``customization``,
-                       (the data model's ``__init__``, ``__getattr__``, ``__add__``...)    ``attribute-access``
-``built-in types``     *The Python Standard Library*, Built-in Types (the methods of       ``string-methods``,
-                       ``str``, ``list``, ``dict``; truth; modules, functions, ``None``)   ``typesmapping``
-=====================  ==================================================================  ============================
+* ``statements``: *The Python Language Reference*, chapters 7 (Simple
+  statements) and 8 (Compound statements); for example ``if``, ``for``,
+  ``try``, ``with``, ``import``;
+* ``expressions``: *The Python Language Reference*, chapter 6 (Expressions);
+  for example ``calls``, ``comparisons``, ``lambda``, ``slicings``;
+* ``special methods``: *The Python Language Reference*, section 3.3 (Special
+  method names: the data model's ``__init__``, ``__getattr__``,
+  ``__add__``...); for example ``customization``, ``attribute-access``;
+* ``built-in types``: *The Python Standard Library*, Built-in Types (the
+  methods of ``str``, ``list``, ``dict``; truth; modules, functions,
+  ``None``); for example ``string-methods``, ``typesmapping``.
 
 :data:`LABELS` lists every topic of each label.  The other topics are left
 out, each for a reason: two repeat whole other topics (``compound`` holds

@@ -186,7 +186,7 @@ def _client_class():
             ours = [cell for cell in self.notebook.cells if cell.cell_type == "code"]
             theirs = [cell for cell in executed.cells if cell.cell_type == "code"]
             for cell, done in zip(ours, theirs, strict=True):
-                cell.outputs = done.get("outputs", [])
+                cell.outputs = joined_streams(done.get("outputs", []))
                 cell.execution_count = done.get("execution_count")
             for key in ("language_info", "widgets"):
                 if key in executed.metadata:
@@ -204,6 +204,25 @@ def _client_class():
             }
 
     return ReachedCacheClient
+
+
+def joined_streams(outputs: list[Any]) -> list[Any]:
+    """The outputs with each run of consecutive stream outputs of one name joined into one, as a notebook shows
+    them: a kernel flushes a cell's printing in pieces when it is slow between two prints, and myst-nb's own
+    joining strips the pieces' ends (``"a"`` and ``"\\nb"`` would read as ``"a\\n\\nb"``)."""
+    joined: list[Any] = []
+    for output in outputs:
+        previous = joined[-1] if joined else None
+        if (
+            output.get("output_type") == "stream"
+            and previous is not None
+            and previous.get("output_type") == "stream"
+            and previous.get("name") == output.get("name")
+        ):
+            previous["text"] = previous["text"] + output["text"]
+        else:
+            joined.append(output)
+    return joined
 
 
 def _progress(page: str) -> str:

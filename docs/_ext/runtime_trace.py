@@ -205,17 +205,18 @@ def compute_trace(app: Sphinx) -> None:
 def annotate_code(app: Sphinx, doctree: nodes.document) -> None:
     """``doctree-read``: give every code block of an annotated page its lines' runtime values."""
     trace = getattr(app, "runtime_trace", None)
-    if not trace or not trace.get("lines"):
+    if not trace or not app.config.runtime_trace_provider:
         return
     root = Path(app.config.runtime_trace_root).resolve()
     used: list[str] = []
-    annotated = False
+    annotated = shows_package_code = False
     for node in doctree.findall(lambda n: isinstance(n, nodes.literal_block) and "source_path" in n):
         try:
             relative = Path(node["source_path"]).resolve().relative_to(root).as_posix()
         except ValueError:
             continue
-        records = trace["lines"].get(relative) or {}
+        shows_package_code = True
+        records = (trace.get("lines") or {}).get(relative) or {}
         hooks = (trace.get("hooks") or {}).get(relative) or {}
         if not records and not hooks:
             continue
@@ -229,10 +230,12 @@ def annotate_code(app: Sphinx, doctree: nodes.document) -> None:
             node["line_annotations"] = annotations
             used += [name for name in examples_used(mine) if name not in used]
             annotated = True
-    if not annotated:
-        return
-    app.env.note_dependency(str(Path(app.config.runtime_trace_cache).resolve()))
-    _insert_note(doctree, used, trace["examples"])
+    # A page that shows the package's code is read again when the trace changes, annotated today or not: an
+    # example added later may reach its lines.
+    if shows_package_code:
+        app.env.note_dependency(str(Path(app.config.runtime_trace_cache).resolve()))
+    if annotated:
+        _insert_note(doctree, used, trace["examples"])
 
 
 def _insert_note(doctree: nodes.document, used: list[str], examples: Mapping[str, Any]) -> None:

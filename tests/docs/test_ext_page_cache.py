@@ -208,3 +208,25 @@ def test_a_page_that_executes_says_why_and_how_many_are_left(tmp_path, monkeypat
     )
     (tmp_path / "p1.json").write_text(json.dumps({"executed_at": 1}))
     assert page_cache._progress("p2") == "2 of 3 to execute"
+
+
+def test_a_cells_printing_flushed_in_pieces_is_stored_as_one_output():
+    from page_cache import joined_streams
+
+    def stream(name, text):
+        return {"output_type": "stream", "name": name, "text": text}
+
+    figure = {"output_type": "display_data", "data": {"text/plain": "<Figure>"}}
+    pieces = [
+        stream("stdout", "a"),
+        stream("stdout", "\nb\n"),
+        stream("stderr", "w\n"),
+        figure,
+        stream("stdout", "c\n"),
+    ]
+    assert joined_streams(pieces) == [
+        stream("stdout", "a\nb\n"),
+        stream("stderr", "w\n"),
+        figure,
+        stream("stdout", "c\n"),
+    ]

@@ -76,7 +76,8 @@ def trace(root, cache=None):
 """
 
 
-def test_an_annotated_page_shows_the_shapes_and_where_they_come_from(tiny_site):
+def _annotated_site(tiny_site, provider_name: str, provider: str) -> None:
+    """A site with the side-by-side page of ``tinypkg.alpha`` (a shape-commented line 5), traced by ``provider``."""
     tiny_site.package(
         "tinypkg",
         {
@@ -84,7 +85,7 @@ def test_an_annotated_page_shows_the_shapes_and_where_they_come_from(tiny_site):
             "alpha.py": '"""Alpha."""\n\n\ndef double(x):\n    doubled = x * 2  # (B, 3)\n    return doubled\n',
         },
     )
-    tiny_site.write("traceprovider.py", PROVIDER)
+    tiny_site.write(f"{provider_name}.py", provider)
     root = tiny_site.root / "tinypkg"
     tiny_site.write(
         "docs/conf.py",
@@ -94,13 +95,17 @@ def test_an_annotated_page_shows_the_shapes_and_where_they_come_from(tiny_site):
         extensions = ["sphinx.ext.autodoc", "sidebyside", "runtime_trace"]
         sidebyside_modules = ["tinypkg", "tinypkg.alpha"]
         sidebyside_root = {str(tiny_site.root)!r}
-        runtime_trace_provider = "traceprovider:trace"
+        runtime_trace_provider = "{provider_name}:trace"
         runtime_trace_root = {str(root)!r}
         runtime_trace_sources = [{str(root)!r}]
         runtime_trace_cache = {str(tiny_site.root / "cache" / "trace.json")!r}
         """,
     )
     tiny_site.write("docs/index.rst", "Index\n=====\n\n.. toctree::\n\n   source/index\n")
+
+
+def test_an_annotated_page_shows_the_shapes_and_where_they_come_from(tiny_site):
+    _annotated_site(tiny_site, "traceprovider", PROVIDER)
     tiny_site.build()
     html = tiny_site.html("source/tinypkg.alpha")
     line = re.search(r'<span class="lt-line" data-line="5".*?</span>\n', html, re.S).group(0)
@@ -169,3 +174,31 @@ def test_a_line_that_called_a_module_shows_the_lens_cache_name_of_its_result():
     html = runtime_trace.hook_html({"name": "model.layers.{i}", "example": "llama <tiny>"})
     assert html.startswith('<span class="lt-hook" ') and html.endswith('>cache["model.layers.{i}"]</span>')
     assert "llama &lt;tiny&gt;" in html and "<tiny>" not in html
+
+
+# A provider whose trace is a file's: the test changes what the examples reached between builds.
+FILE_PROVIDER = """
+import json
+from pathlib import Path
+
+
+def trace(root, cache=None):
+    lines = json.loads(Path(__file__).with_name("lines.json").read_text())
+    return {"examples": {"tiny": {"description": "two rows of three", "dims": {"B": 2}}}, "lines": lines}
+"""
+
+
+def test_a_page_no_example_reached_is_annotated_once_one_does(tiny_site):
+    lines = tiny_site.root / "lines.json"
+    lines.write_text("{}")
+    _annotated_site(tiny_site, "fileprovider", FILE_PROVIDER)
+    tiny_site.build()
+    assert "lt-rt-shape" not in tiny_site.html("source/tinypkg.alpha")
+    record = {
+        "names": ["doubled"], "line": 5, "end_line": 5, "calls": 1, "example": "tiny",
+        "values": [{"shape": [2, 3], "dtype": "float32", "values": [1.0], "stats": {"mean": 1.0},
+                    "heatmap": None, "heatmap_of": None}],
+    }  # fmt: skip
+    lines.write_text(json.dumps({"alpha.py": {"5": record}}))
+    tiny_site.build()
+    assert '<span class="lt-rt-shape">(2, 3)</span>' in tiny_site.html("source/tinypkg.alpha")

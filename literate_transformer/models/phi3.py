@@ -121,7 +121,7 @@ class Phi3Attention(LlamaAttention):
         layer_idx: The layer's index.
     """
 
-    #: No separate query, key and value layers: one fused ``qkv_proj`` (:meth:`project`).
+    #: ``None``, for one fused ``qkv_proj`` in place of separate query, key and value layers (see ``project``).
     projections = None
 
     def add_projections(self, width: int, bias: bool = False, output_bias: bool | None = None) -> None:

@@ -367,7 +367,7 @@ class RescoredHead(nn.Module):
         candidates: How many of the best tokens are rescored.
     """
 
-    def __init__(self, packed: PackedLinear, weight: nn.Parameter, candidates: int) -> None:
+    def __init__(self, packed: PackedLinear, weight: Tensor, candidates: int) -> None:
         super().__init__()
         self.packed = packed
         self.weight = weight

@@ -13,12 +13,12 @@ at a time:
 * ``ours eager``: the package's ``generate(cache_implementation="dynamic")``,
   the loops over the model itself, its cache growing by one position a step;
 * ``ours static``: the package's ``generate()`` as it runs by default, over a
-  static cache with fused projections (:mod:`literate_transformer.parts.static_cache`);
+  static cache that the model's own forward writes (:mod:`literate_transformer.parts.static_cache`);
 * ``ours compiled`` (unless ``--no-compile``): the same after
   ``model.compile()``, its one-token step compiled by Inductor (compiled
   during the warm-up call of each shape, which is reported apart);
 * ``ours int4`` and ``ours int4 compiled``: ``load_decoder(weights="int4")``,
-  the same static-cache steps multiplying by the file's own 4-bit blocks,
+  the same static-cache steps, their linear layers swapped for ones that multiply by the file's own 4-bit blocks,
   packed for PyTorch's CPU kernel, bfloat16 activations around each multiply
   (:mod:`literate_transformer.parts.int4`), eager and compiled.  They compute
   other numbers than the float32 paths, so their ids are also compared with

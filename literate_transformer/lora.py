@@ -98,6 +98,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from .core.validation import check_positive_int
+from .parts.int4 import PackedLinear
 
 __all__ = [
     "LoraLinear",
@@ -169,7 +170,7 @@ class LoraLinear(nn.Module):
     @property
     def weight(self) -> Tensor:
         r"""The matrix the layer computes with, :math:`W_0 + \frac{\alpha}{r} B A`, for code that reads a linear
-        layer's weight (the static cache's fused projections; peft's ``weight`` is :math:`W_0` alone)."""
+        layer's weight (peft's ``weight`` is :math:`W_0` alone)."""
         return self.base_layer.weight + self.delta_weight().to(self.base_layer.weight.dtype)
 
     @property
@@ -301,9 +302,9 @@ def add(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if getattr(model, "step_weights", None) is not None:
+    if any(isinstance(module, PackedLinear) for module in model.modules()):
         raise ValueError(
-            "model decodes with step weights of its own (load_decoder(weights='int4')), which adapters cannot change; "
+            "model multiplies by 4-bit layers (load_decoder(weights='int4')), which adapters cannot change; "
             "load it with weights='float32'"
         )
     rank = check_positive_int(rank, "rank")

@@ -37,10 +37,10 @@ steps, a function each:
 :func:`load_decoder` does all of it for the default file, verified by its
 SHA-256 first, and returns the tokenizer (built from the same metadata,
 :func:`~literate_transformer.core.gguf.gguf_tokenizer`) with the model.
-``load_decoder(weights="int4")`` returns the same model whose ``generate()``
-multiplies by the file's own blocks instead, read undequantized by
-:func:`blocks_from_gguf` and packed for PyTorch's 4-bit CPU kernel
-(:mod:`~literate_transformer.parts.int4`).
+``load_decoder(weights="int4")`` returns the same model whose linear
+layers multiply by the file's own blocks instead, read undequantized by
+:func:`blocks_from_gguf`, packed for PyTorch's 4-bit CPU kernel and swapped
+in place (:mod:`~literate_transformer.parts.int4`).
 ``load_decoder(engine="onnxruntime")`` returns, with the tokenizer, an
 :class:`~literate_transformer.onnx_export.OnnxDecoder`: the same file's
 blocks in one ONNX graph of a generation step, run by ``onnxruntime``'s
@@ -69,7 +69,7 @@ from .core.gguf import GGUFFile, gguf_tokenizer, read_gguf
 from .core.validation import Arguments, validate_with
 from .models.llama import LlamaForCausalLM
 from .models.registry import from_hf
-from .parts.int4 import BlockRows, int4_step_weights
+from .parts.int4 import BlockRows, swap_to_int4
 
 __all__ = [
     "LAYER_NAMES",
@@ -435,9 +435,9 @@ def load_decoder(
         path: A GGUF file of a Llama, or a ``transformers`` checkpoint folder of a family the package builds;
             ``None``: the environment variable ``LITERATE_TRANSFORMER_DECODER``, else the offline default
             (:func:`~literate_transformer.core.checkpoints.resolve_decoder`).
-        weights: ``"float32"``: every weight dequantized; ``"int4"``: the same model, whose ``generate()`` (over
-            the static cache) multiplies by the file's own 4-bit blocks, packed for PyTorch's CPU kernel
-            (:mod:`~literate_transformer.parts.int4`), a GGUF file only.
+        weights: ``"float32"``: every weight dequantized; ``"int4"``: the same model, whose linear layers multiply
+            by the file's own 4-bit blocks, packed for PyTorch's CPU kernel and swapped in place
+            (:func:`~literate_transformer.parts.int4.swap_to_int4`), a GGUF file only.
         engine: ``"torch"``: the package's own modules; ``"onnxruntime"``: an
             :class:`~literate_transformer.onnx_export.OnnxDecoder`, the file's blocks in ``onnxruntime``
             (:mod:`~literate_transformer.onnx_export`), a GGUF file only, on as many threads as
@@ -484,5 +484,5 @@ def load_decoder(
         return gguf_tokenizer(gguf), OnnxDecoder.from_blocks(config, blocks_from_gguf(gguf, config), vectors)
     model = llama_from_gguf(gguf)
     if weights == "int4":
-        model.step_weights = int4_step_weights(model, blocks_from_gguf(gguf, model.config))
+        swap_to_int4(model, blocks_from_gguf(gguf, model.config))
     return gguf_tokenizer(gguf), model

@@ -66,15 +66,12 @@ def test_the_table_shows_each_path_its_ratio_and_its_agreement():
 
 
 def test_the_4_bit_bytes_count_every_packed_multiply_and_the_head_at_5_bits_a_weight():
-    from types import SimpleNamespace
-
     from literate_transformer.core.gguf import quantize
     from literate_transformer.parts.int4 import BlockRows, PackedLinear, levels_of
 
     raw = quantize(torch.randn(32, 64), "Q4_1")
-    packed = PackedLinear.from_levels(levels_of(BlockRows("w", "Q4_1", raw.view(32, -1), 64)))
-    layer = SimpleNamespace(query_key_value=packed, output=packed, gate_up=packed, down=packed)
-    model = SimpleNamespace(step_weights=SimpleNamespace(layers=[layer, layer], head=SimpleNamespace(packed=packed)))
+    matrix = BlockRows("w", "Q4_1", raw.view(32, -1), 64)
+    model = torch.nn.ModuleList([PackedLinear.from_levels(levels_of(matrix)) for _ in range(9)])
     # Nine matrices of 32 x 64 weights, each 4 bits and its group's bfloat16 scale and zero: 5 bits a weight.
     assert bench.int4_weight_bytes(model) == 9 * 32 * 64 * 5 // 8
 

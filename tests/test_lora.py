@@ -315,10 +315,17 @@ def test_a_model_that_is_not_a_module_is_refused_naming_model():
         lora.add({"q_proj": nn.Linear(4, 4)})
 
 
-def test_a_model_that_decodes_with_its_own_step_weights_is_refused(llamas):
+def test_a_model_with_4_bit_layers_is_refused(llamas):
+    from literate_transformer.core.gguf import quantize
+    from literate_transformer.parts.int4 import BlockRows, PackedLinear, levels_of
+
     model = copy.deepcopy(llamas[1])
-    model.step_weights = object()  # what load_decoder(weights="int4") attaches
-    with pytest.raises(ValueError, match="weights='float32'"):
+    attention = model.model.layers[0].self_attn
+    rows, columns = attention.q_proj.weight.shape
+    blocks = quantize(attention.q_proj.weight.detach(), "Q4_1").view(rows, -1)
+    # What load_decoder(weights="int4") swaps in, for every linear layer: one is enough to refuse.
+    attention.q_proj = PackedLinear.from_levels(levels_of(BlockRows("q", "Q4_1", blocks, columns)))
+    with pytest.raises(ValueError, match="4-bit layers .*weights='float32'"):
         lora.add(model)
 
 

@@ -66,6 +66,7 @@ tensor([[2., -inf, -inf, -inf]])
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -530,9 +531,12 @@ def generate(
     (:class:`~literate_transformer.parts.static_cache.StaticCacheGeneration`:
     Llama's and its descendants') runs the same loops over its
     :class:`~literate_transformer.parts.static_cache.StaticCacheDecoder`,
-    which computes the same tokens with less work per step; every other
-    model, or ``cache_implementation="dynamic"``, runs them over the model
-    itself, its cache growing by one position a step.
+    its own forward over a cache written in place, which computes the same
+    tokens with less work per step; every other model, or
+    ``cache_implementation="dynamic"``, runs them over the model itself, its
+    cache growing by one position a step.  A model of such a family that the
+    static cache cannot serve (:func:`~literate_transformer.parts.static_cache.static_cache_applies`
+    says why) runs the growing cache with a warning that names the reason.
 
     Args:
         model: An encoder-decoder or a decoder-only model.
@@ -566,9 +570,17 @@ def generate(
             growing, and scores that would take more memory than the device has, naming how much).
     """
     max_new_tokens = new_tokens_for(model, input_ids, max_new_tokens, max_length)
-    if use_cache and cache_implementation != "dynamic" and _why_no_static_cache(model) is None:
-        # The same loops, over the model's steps on a static cache of the prompt's and the new tokens' positions.
-        model = model.static_cache_decoder(input_ids.shape[1] + max_new_tokens)
+    if use_cache and cache_implementation != "dynamic" and isinstance(model, StaticCacheGeneration):
+        reason = static_cache_applies(model)
+        if reason is None:
+            # The same loops, over the model's forward on a static cache of the prompt's and the new tokens' positions.
+            model = model.static_cache_decoder(input_ids.shape[1] + max_new_tokens)
+        else:
+            # Its family decodes over a static cache, and this model cannot: said, not silently slower.
+            warnings.warn(
+                f"{type(model).__name__} decodes over the growing cache, not its family's static one: {reason}",
+                stacklevel=3,
+            )
     special = dict(bos_token_id=bos_token_id, eos_token_id=eos_token_id, attention_mask=attention_mask)
     if num_beams > 1:
         sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)

@@ -91,10 +91,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .masks import masked_fill_scores, to_fused_kernel_mask
+from .masks import grouped_mask, masked_fill_scores, to_fused_kernel_mask
 from .validation import Arguments, check_mask, check_tensor, validate_with
 
-__all__ = ["scaled_dot_product_attention", "implementation_of", "use_fused_attention", "fused_attention", "attend"]
+__all__ = [
+    "scaled_dot_product_attention",
+    "implementation_of",
+    "use_fused_attention",
+    "fused_attention",
+    "attend",
+    "grouped_attention",
+]
 
 #: The attention implementations, the manual, commented ``"eager"`` path and
 #: the fused :func:`torch.nn.functional.scaled_dot_product_attention` (``"sdpa"``).
@@ -313,3 +320,50 @@ def attend(
         return fused_attention(query, key, value, attention_mask, dropout_p, scale), None
     context, attention_probs = scaled_dot_product_attention(query, key, value, attention_mask, dropout, scale, softcap)
     return context, attention_probs if output_attentions else None
+
+
+def grouped_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scale: float | None = None,
+    softcap: float | None = None,
+) -> Tensor:
+    """The attention of ``H`` query heads over ``K`` key/value heads, each key/value head read once by its group.
+
+    Query head ``h`` reads key/value head ``h // (H / K)`` (HuggingFace's
+    order), so the ``H / K`` heads of a group are neighbours: viewed as
+    ``(B, K, H T / K, D)``, the queries of a group are rows of one head, and
+    one attention call over the ``(B, K, S, D)`` keys gives every head's
+    scores, the same as the keys repeated for each head of its group
+    (:func:`~literate_transformer.parts.heads.repeat_kv`) would give, without
+    the copies.  The fused kernel computes it; a bound on the scores
+    (``softcap``, which the fused kernel has not) runs the eager code.
+
+    Args:
+        query: ``(B, H, T, D)``.
+        key: ``(B, K, S, D)``.
+        value: ``(B, K, S, D)``.
+        attention_mask: A ready mask ``(B, 1, T, S)`` (or one that broadcasts to it), or ``None``.
+        scale: The factor on the scores; ``None`` for :math:`1/\\sqrt{D}`.
+        softcap: Bound the scores with :math:`c \\tanh(s / c)`, or ``None``.
+
+    Returns:
+        The context ``(B, H, T, D)``.
+
+    >>> query, key, value = torch.randn(1, 4, 3, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)
+    >>> repeated = fused_attention(query, key.repeat_interleave(2, 1), value.repeat_interleave(2, 1))
+    >>> torch.allclose(grouped_attention(query, key, value, None), repeated, atol=1e-6)
+    True
+    """
+    size, heads, length, head_size = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    grouped = query.reshape(size, kv_heads, groups * length, head_size)  # (B, K, H T / K, D)
+    mask = grouped_mask(attention_mask, groups)
+    if softcap is None:
+        context = fused_attention(grouped, key, value, mask, 0.0, scale)
+    else:
+        context, _ = scaled_dot_product_attention(grouped, key, value, mask, None, scale, softcap)
+    return context.reshape(size, heads, length, head_size)

@@ -91,6 +91,7 @@ __all__ = [
     "to_boolean",
     "masked_fill_scores",
     "to_fused_kernel_mask",
+    "grouped_mask",
 ]
 
 
@@ -344,3 +345,23 @@ def to_fused_kernel_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
         raise TypeError(f"mask must be boolean or floating point, got dtype {mask.dtype}")
     mask = mask.to(dtype)
     return mask.clamp(min=torch.finfo(dtype).min / 2) if dtype == torch.float16 else mask
+
+
+def grouped_mask(mask: Tensor | None, groups: int) -> Tensor | None:
+    """A ``(B, 1, T, S)`` mask for the scores of grouped queries, ``(B, K, G T, S)`` with ``G = groups``: row
+    ``g T + t`` is query ``t``'s row, for each of the ``G`` query heads of a group
+    (:func:`~literate_transformer.core.kernels.grouped_attention`).
+
+    >>> mask = causal_mask(2)[None, None]                      # (1, 1, 2, 2)
+    >>> grouped_mask(mask, 3).int()[0, 0]                      # 3 heads of a group, 2 queries each
+    tensor([[1, 0],
+            [1, 1],
+            [1, 0],
+            [1, 1],
+            [1, 0],
+            [1, 1]], dtype=torch.int32)
+    """
+    if mask is None or mask.shape[-2] == 1 or groups == 1:
+        return mask  # one query per head (or one head per group): its row broadcasts over the group
+    size, _, length, keys = mask.shape
+    return mask[:, :, None].expand(size, 1, groups, length, keys).reshape(size, 1, groups * length, keys)

@@ -15,6 +15,7 @@ type                              returned by
 :class:`ModelOutput`              a stack of layers or a whole model (encoder, decoder, BERT, GPT-2)
 :class:`Seq2SeqOutput`            an encoder-decoder model (the 2017 transformer, BART)
 :class:`LayerCache`               one decoder layer's key/value cache (inside ``past_key_values``)
+:class:`Cache`                    a key/value cache every layer writes into in place (a static one)
 ================================  =============================================================
 
 The singular ``attention_probs`` is one layer's ``(B, H, T, S)`` tensor
@@ -26,11 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from torch import Tensor
 
-__all__ = ["AttentionOutput", "LayerCache", "LayerOutput", "ModelOutput", "Seq2SeqOutput"]
+__all__ = ["AttentionOutput", "LayerCache", "Cache", "LayerOutput", "ModelOutput", "Seq2SeqOutput"]
 
 
 class AttentionOutput(NamedTuple):
@@ -53,6 +54,39 @@ class LayerCache(NamedTuple):
     #: ``(keys, values)`` projected from the encoder's output, each ``(B, H, S, D)`` with ``S`` the source length:
     #: computed at the first step and reused unchanged; ``None`` in a decoder without cross-attention.
     cross_attention: tuple[Tensor, Tensor] | None = None
+
+
+class Cache:
+    """A key/value cache that every layer of a stack writes into in place: what a static cache is to the forward.
+
+    The growing cache is data: each layer returns its keys and values one
+    position longer (a :class:`LayerCache`), and the caller hands them back.
+    A cache *object* is passed, the same one, to every layer instead, as
+    ``transformers``' ``Cache`` and gpt-fast's ``KVCache`` are: each layer's
+    attention writes its new keys and values into it and reads back every
+    position written so far,
+
+    .. code-block:: python
+
+        key, value = cache.update(self.layer_idx, key, value)
+
+    and the stack reads the call's positions, masks and what its layers read
+    besides from it (:meth:`step`), made once for every position the cache
+    holds.  :class:`~literate_transformer.parts.static_cache.StaticCache` is
+    the package's.
+    """
+
+    #: How many positions hold keys and values (the next call writes the positions after them).
+    length: int
+
+    def update(self, layer_idx: int, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Write layer ``layer_idx``'s new keys and values ``(B, K, T, D)``; return every position written so far."""
+        raise NotImplementedError
+
+    def step(self) -> tuple[dict[str, Tensor], Tensor, dict[str, Any]]:
+        """What the call's new positions read: the masks by kind (their rows, over the positions read), the
+        positions ``(B, T)``, and what every layer reads besides (the rotary angles of those positions)."""
+        raise NotImplementedError
 
 
 class LayerOutput(NamedTuple):
@@ -90,7 +124,8 @@ class ModelOutput:
             layers read an encoder: every layer's cross-attention
             probabilities, ``(B, H, T, S)`` each.
         past_key_values: With ``use_cache=True``: one :class:`LayerCache`
-            per layer, to pass back with the next tokens.
+            per layer, to pass back with the next tokens; or the
+            :class:`Cache` the call was given, written in place.
         router_logits: With ``output_router_logits=True`` in a mixture of
             experts: every layer's router scores, ``(B T, n)`` each (a row
             per token, a score per expert).
@@ -105,7 +140,7 @@ class ModelOutput:
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None
     cross_attentions: tuple[Tensor, ...] | None = None
-    past_key_values: tuple[LayerCache, ...] | None = None
+    past_key_values: tuple[LayerCache, ...] | Cache | None = None
     router_logits: tuple[Tensor, ...] | None = None
     aux_loss: Tensor | None = None
 

@@ -66,7 +66,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .outputs import LayerCache
+from .outputs import Cache, LayerCache
 
 # How many validated calls are running in this thread: only the outermost one checks.
 _calls = threading.local()
@@ -499,7 +499,8 @@ def check_past_key_values(
     """A cache returned by an earlier call: one :class:`~literate_transformer.core.outputs.LayerCache` per layer.
 
     Args:
-        past_key_values: What the caller passed (``None`` for no cache).
+        past_key_values: What the caller passed (``None`` for no cache; a
+            :class:`~literate_transformer.core.outputs.Cache` is accepted as it is).
         num_layers: The model's number of layers.
         batch_size: The batch size of the new tokens (``None``: not checked).
         num_heads: The heads the cached keys and values have (key/value heads, with grouped-query attention).
@@ -516,6 +517,9 @@ def check_past_key_values(
     """
     if past_key_values is None:
         return 0
+    if isinstance(past_key_values, Cache):
+        # A cache object (a static one) was made for this model and checks what it is given itself.
+        return past_key_values.length
     if not isinstance(past_key_values, (list, tuple)) or len(past_key_values) != num_layers:
         raise ValueError(
             f"past_key_values must hold one LayerCache per decoder layer ({num_layers}), "

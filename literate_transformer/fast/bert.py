@@ -107,6 +107,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..core.masks import build_attention_mask
 from ..core.validation import (
     Arguments,
     check_attention_mask,
@@ -142,7 +143,8 @@ class PackedBatch:
         index: ``(U,)`` the flat position (``b * T + t``) of each real token in
             the padded layout; ``None`` when every sequence has ``T`` tokens
             (the packed and the padded layouts are then the same).
-        key_mask: ``(B, 1, 1, T)`` additive mask hiding the padding keys, or ``None``.
+        key_mask: ``(B, 1, 1, T)`` additive mask hiding the padding keys
+            (:func:`~literate_transformer.core.masks.build_attention_mask`), or ``None``.
         position_ids: ``(U,)`` each token's position in its own sequence, ``0 .. length - 1``.
         shape: An empty ``(B, T, 0)`` tensor: the padded layout's sizes, as a shape (see
             :meth:`FastBertModel.encode_packed`).
@@ -175,9 +177,9 @@ class PackedBatch:
         if any(length != max_length for length in self.lengths):
             # b * T + t for each real token: where the padded layout keeps it.
             self.index = (torch.repeat_interleave(starts, counts) + within).to(device)
-            hidden = torch.arange(max_length)[None, :] >= counts[:, None]
-            mask = torch.zeros(self.batch_size, 1, 1, max_length, dtype=dtype)
-            self.key_mask = mask.masked_fill(hidden[:, None, None, :], torch.finfo(dtype).min).to(device)
+            # BERT's own additive padding mask (the package's one builder), from the lengths, on the host.
+            real = (torch.arange(max_length)[None, :] < counts[:, None]).long()  # (B, T)
+            self.key_mask = build_attention_mask(real, query_length=max_length, dtype=dtype).to(device)
 
     @property
     def num_tokens(self) -> int:

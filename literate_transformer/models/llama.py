@@ -89,6 +89,8 @@ __all__ = [
     "rope_parameters",
     "head_dim_of",
     "key_value_heads_of",
+    "partial_rotary_factor_of",
+    "rotary_dim_of",
     "rotary_inverse_frequencies",
     "kv_cache_bytes_per_token",
     "LlamaAttention",
@@ -128,10 +130,24 @@ def key_value_heads_of(config: Any) -> int:
     return getattr(config, "num_key_value_heads", None) or config.num_attention_heads
 
 
+def partial_rotary_factor_of(config: Any) -> float:
+    """The fraction of a head's features that turn: ``partial_rotary_factor`` (in ``rope_parameters`` in
+    ``transformers`` 5, a field of the config in 4.x), or 1 (all of them) where the config does not say."""
+    factor = rope_parameters(config).get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    return 1.0 if factor is None else factor
+
+
+def rotary_dim_of(config: Any) -> int:
+    """``R``: the features of a head that turn, ``int(D * partial_rotary_factor)`` as ``transformers`` counts them
+    (``D`` in Llama, which turns them all)."""
+    return int(head_dim_of(config) * partial_rotary_factor_of(config))
+
+
 def rotary_inverse_frequencies(config: Any) -> Tensor:
-    """The frequencies of a head's pairs: ``rope_theta``'s, scaled as ``rope_scaling`` says (Llama 3.1's)."""
+    """The frequencies of a head's pairs: ``rope_theta``'s over the ``R`` turned features, scaled as ``rope_scaling``
+    says (Llama 3.1's)."""
     parameters = rope_parameters(config)
-    inv_freq = inverse_frequencies(head_dim_of(config), parameters["rope_theta"])
+    inv_freq = inverse_frequencies(rotary_dim_of(config), parameters["rope_theta"])
     if parameters["rope_type"] == "llama3":
         inv_freq = llama3_inverse_frequencies(
             inv_freq,
@@ -172,7 +188,9 @@ class LlamaAttention(Attention):
 
     def __init__(self, config: Any, layer_idx: int = 0) -> None:
         heads, kv_heads, head_dim = config.num_attention_heads, key_value_heads_of(config), head_dim_of(config)
-        super().__init__(config, heads, head_dim, num_key_value_heads=kv_heads, dropout=config.attention_dropout)
+        super().__init__(
+            config, heads, head_dim, num_key_value_heads=kv_heads, dropout=config.attention_dropout, layer_idx=layer_idx
+        )
         # Biases as ``attention_bias`` says (none in Llama's own models); a config without the field (Mistral's) has none.
         self.add_projections(config.hidden_size, bias=getattr(config, "attention_bias", False))
 
@@ -273,10 +291,14 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
     # when converting (models.registry.ConvertsFromHF).
     hf_name = "Llama"
     hf_dropped = (".rotary_emb.inv_freq",)
+    #: Whether the family may turn only part of each head (``partial_rotary_factor`` below 1, as Phi-3's configs
+    #: may); Llama turns every feature and refuses a factor.
+    partial_rotary = False
 
     @classmethod
     def check_own_config(cls, config: Any) -> None:
-        """Query heads in groups of key/value heads, an even head size, and a ``rope_scaling`` this file builds."""
+        """Query heads in groups of key/value heads, an even head size, a ``rope_scaling`` this file builds, and
+        every feature of a head turned (or, in a family that sets :attr:`partial_rotary`, an even number of them)."""
         name = cls.config_name
         heads, kv_heads = config.num_attention_heads, key_value_heads_of(config)
         if heads < 1 or kv_heads < 1 or heads % kv_heads:
@@ -294,10 +316,22 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
                 f"{name}.rope_scaling={parameters!r} is not supported: rope_type {parameters['rope_type']!r} "
                 f"(only None, 'default' and 'llama3')"
             )
-        if parameters.get("partial_rotary_factor", 1.0) != 1.0:
+        factor = partial_rotary_factor_of(config)
+        if factor != 1.0 and not cls.partial_rotary:
             raise ValueError(
-                f"{name}.rope_scaling partial_rotary_factor={parameters['partial_rotary_factor']!r} is not "
-                "supported (Llama turns every feature of a head)"
+                f"{name}.rope_scaling partial_rotary_factor={factor!r} is not supported (Llama turns every feature "
+                "of a head)"
+            )
+        if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and 0 < factor <= 1):
+            raise ValueError(
+                f"{name}.partial_rotary_factor must be a number in (0, 1], the share of a head that turns, "
+                f"got {factor!r}"
+            )
+        rotary_dim = rotary_dim_of(config)
+        if rotary_dim < 2 or rotary_dim % 2:
+            raise ValueError(
+                f"{name}.partial_rotary_factor={factor!r} turns {rotary_dim} of a head's {head_dim_of(config)} "
+                "features: rotary positions turn pairs, so that must be an even number, at least 2"
             )
 
     def __init__(self, config: Any) -> None:
@@ -312,7 +346,7 @@ class LlamaModel(ConvertsFromHF, DecoderStack, nn.Module):
         # The final norm, of the layers' kind.
         self.norm = self.layer_class.norm_class(config.hidden_size, config.rms_norm_eps)
         #: The frequencies of the rotations (a buffer, not saved), as ``rope_scaling`` says.
-        self.rotary_emb = RotaryEmbedding(head_dim_of(config), inv_freq=rotary_inverse_frequencies(config))
+        self.rotary_emb = RotaryEmbedding(rotary_dim_of(config), inv_freq=rotary_inverse_frequencies(config))
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The token table, ``embed_tokens``."""

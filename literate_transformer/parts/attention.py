@@ -11,8 +11,13 @@ Everything between is the same in all of them:
    (:func:`~literate_transformer.parts.heads.split_heads`);
 2. with a cache, append the new keys and values to the cached ones
    (self-attention), or reuse the encoder's, projected once (cross-attention);
+   with a cache *object* (:class:`~literate_transformer.core.outputs.Cache`:
+   the static one of :mod:`~literate_transformer.parts.static_cache`), write
+   them into it in place, ``key, value = cache.update(layer_idx, key, value)``;
 3. with grouped-query attention, repeat each key/value head for its group of
-   query heads (:func:`~literate_transformer.parts.heads.repeat_kv`);
+   query heads (:func:`~literate_transformer.parts.heads.repeat_kv`), or, over
+   a cache object, read each once for its whole group
+   (:func:`~literate_transformer.core.kernels.grouped_attention`);
 4. attend, by the eager code or the fused kernel
    (:func:`~literate_transformer.core.kernels.attend`);
 5. put the heads side by side again
@@ -45,8 +50,8 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from ..core.kernels import attend
-from ..core.outputs import AttentionOutput
+from ..core.kernels import attend, grouped_attention
+from ..core.outputs import AttentionOutput, Cache
 from .heads import extend_cache, merge_heads, repeat_kv, split_heads
 
 __all__ = ["Attention"]
@@ -63,6 +68,8 @@ class Attention(nn.Module):
             one with multi-query attention).
         dropout: Dropout on the probabilities.
         scale: The factor on the scores (``None`` for :math:`1/\\sqrt{D}`; T5 and GPT-Neo use 1).
+        layer_idx: The layer's index in its stack: the entry of a cache object it writes (``None`` in a family that
+            keeps no cache object).
     """
 
     def __init__(
@@ -73,9 +80,11 @@ class Attention(nn.Module):
         num_key_value_heads: int | None = None,
         dropout: float = 0.0,
         scale: float | None = None,
+        layer_idx: int | None = None,
     ) -> None:
         super().__init__()
         self.config = config
+        self.layer_idx = layer_idx
         self.num_heads = num_heads
         self.head_size = head_size
         self.num_key_value_heads = num_key_value_heads or num_heads
@@ -153,7 +162,8 @@ class Attention(nn.Module):
             key_value_states: The encoder's output ``(B, S, E)`` for cross-attention; ``None`` for self-attention.
             attention_mask: A ready mask (boolean or additive) broadcastable to ``(B, H, T, S)``.
             past_key_value: Cached ``(keys, values)``, each ``(B, K, S_past, D)``: the earlier positions'
-                (self-attention, appended to) or the encoder's (cross-attention, used as they are).
+                (self-attention, appended to) or the encoder's (cross-attention, used as they are); or a
+                :class:`~literate_transformer.core.outputs.Cache` (self-attention), written in place.
             use_cache: Return the keys and values attended to, to pass back on the next call.
             output_attentions: Return the probabilities.
             **position: What :meth:`position` reads (a family's rotary angles).
@@ -174,23 +184,34 @@ class Attention(nn.Module):
             key = split_heads(key, self.num_key_value_heads)  # (B, K, S, D)
             value = split_heads(value, self.num_key_value_heads)
         query, key = self.position(query, key, **position)
-        if key_value_states is None:
+        cached_in_place = isinstance(past_key_value, Cache)
+        if cached_in_place:
+            # A cache written in place (the static one): the new keys and values go into it, and every position
+            # written so far comes back (a view, no copy).
+            key, value = past_key_value.update(self.layer_idx, key, value)
+        elif key_value_states is None:
             # Self-attention with a cache: the earlier positions' keys and values, then the new ones.
             key, value = extend_cache(key, value, past_key_value)
-        cache = (key, value) if use_cache else None
-        # Grouped-query attention: each key/value head serves H / K query heads.
-        groups = self.num_heads // self.num_key_value_heads
-        context, attention_probs = attend(
-            query,
-            repeat_kv(key, groups),
-            repeat_kv(value, groups),
-            attention_mask,
-            self.config,
-            self.attention_dropout,
-            output_attentions,
-            self.scale,
-            self.softcap,
-        )
+        cache = (past_key_value if cached_in_place else (key, value)) if use_cache else None
+        if cached_in_place and not output_attentions:
+            # Grouped-query attention over the cache: each key/value head read once by its group of H / K query
+            # heads, without repeating it.
+            context = grouped_attention(query, key, value, attention_mask, self.scale, self.softcap)
+            attention_probs = None
+        else:
+            # Grouped-query attention: each key/value head serves H / K query heads.
+            groups = self.num_heads // self.num_key_value_heads
+            context, attention_probs = attend(
+                query,
+                repeat_kv(key, groups),
+                repeat_kv(value, groups),
+                attention_mask,
+                self.config,
+                self.attention_dropout,
+                output_attentions,
+                self.scale,
+                self.softcap,
+            )
         # The heads side by side again, then W^O.
         output = self.output(merge_heads(context))  # (B, T, E)
         return AttentionOutput(output, attention_probs, cache)

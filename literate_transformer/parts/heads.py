@@ -50,6 +50,7 @@ torch.Size([2, 3, 5, 4])
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -186,6 +187,11 @@ def _check_language_model_inputs(model: LanguageModelHead, args: Arguments) -> N
     forward.check_call(stack, args.input_ids, *args.args, **args.kwargs)
     if args.labels is not None:
         check_labels(args.labels, args.input_ids.shape, model.config.vocab_size)
+    keep = args.logits_to_keep
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+        raise ValueError(f"logits_to_keep must be a non-negative int (0: every position), got {keep!r}")
+    if keep and args.labels is not None:
+        raise ValueError("labels score every position: pass logits_to_keep=0 with them")
 
 
 class LanguageModelHead:
@@ -225,8 +231,10 @@ class LanguageModelHead:
             tie_weights(self.lm_head, stack.get_input_embeddings())
 
     @validate_with(_check_language_model_inputs)
-    def forward(self, input_ids: Tensor, *args: Any, labels: Tensor | None = None, **kwargs: Any) -> ModelOutput:
-        """Next-token scores for every position: the stack's forward, then the head.
+    def forward(
+        self, input_ids: Tensor, *args: Any, labels: Tensor | None = None, logits_to_keep: int = 0, **kwargs: Any
+    ) -> ModelOutput:
+        """Next-token scores for every position (or the last ``logits_to_keep``): the stack's forward, then the head.
 
         Args:
             input_ids: ``(B, T)`` token ids (with a cache, only the new ones).
@@ -235,6 +243,9 @@ class LanguageModelHead:
                 ``attention_mask, position_ids, past_key_values``).
             labels: ``(B, T)`` token ids to score the next-token predictions against (usually ``input_ids``,
                 ``-100`` where the loss ignores them), as ``transformers``' ``labels=``.
+            logits_to_keep: Score only the last this many positions (``transformers``' name; ``0``: every
+                position).  Decoding wants the last position's scores alone: the head, a ``V x E`` multiply per
+                position, then runs on one.
             **kwargs: The stack's arguments by name (``use_cache``, ``output_attentions``, ...).
 
         Returns:
@@ -242,11 +253,17 @@ class LanguageModelHead:
             ``loss`` with ``labels`` (:meth:`score_next_tokens`).
 
         Raises:
-            ValueError, TypeError: what the stack's forward refuses, and labels not of the ids' shape or outside
-                the vocabulary; checked before anything runs.
+            ValueError, TypeError: what the stack's forward refuses, labels not of the ids' shape or outside
+                the vocabulary, and a ``logits_to_keep`` that is not a non-negative int or comes with labels;
+                checked before anything runs.
         """
         output = getattr(self, self.stack_name)(input_ids, *args, **kwargs)
-        return self.score_next_tokens(output, labels)
+        if not logits_to_keep:
+            return self.score_next_tokens(output, labels)
+        # The head on the last positions only (the stack's output keeps every position).
+        last = replace(output, last_hidden_state=output.last_hidden_state[:, -logits_to_keep:])
+        output.logits = self.score_next_tokens(last, None).logits
+        return output
 
     def score_next_tokens(self, output: ModelOutput, labels: Tensor | None) -> ModelOutput:
         """The stack's ``output`` with ``logits`` ``(B, T, V)``, and ``loss`` against ``labels`` (:func:`causal_lm_loss`)."""

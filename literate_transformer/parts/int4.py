@@ -53,22 +53,25 @@ SmolLM2's file it moves the weights by 0.17% of their size on average (the
 sum of the changes over the sum of the weights, every matrix), 0.02 at most.
 :meth:`Levels.weights` gives the weights the kernel multiplies by.
 
-Fused, as the static cache fuses them
--------------------------------------
-The static-cache step multiplies by ``[W^Q; W^K; W^V]`` and
-``[W_gate; W_up]`` at once (:class:`~literate_transformer.parts.static_cache.FusedLayer`).
-A row of blocks is a row of weights, so the fused matrices are the blocks'
-rows stacked before packing (:func:`stack_levels`), and the query and key
-rows that llama.cpp's converter interleaved are put back by the same
+Swapped in place, as gpt-fast swaps them
+----------------------------------------
+A 4-bit matrix is a module of the model's tree, as gpt-fast's
+``WeightOnlyInt4Linear`` is: :func:`swap_to_int4` replaces every linear
+layer of the model's layers (``q_proj``, ``k_proj``, ``v_proj``,
+``o_proj``, ``gate_proj``, ``up_proj``, ``down_proj``) by a
+:class:`PackedLinear` of the same name holding that matrix's blocks, and
+the head by a :class:`RescoredHead`, where they were: the model's own
+forward then multiplies by them, on every path (the static cache's steps,
+compiled or not, the growing cache, a plain call).  The query and key rows
+that llama.cpp's converter interleaved are put back by the same
 :func:`~literate_transformer.trained.halves_from_pairs`, applied to the rows
-of blocks (:func:`~literate_transformer.trained.blocks_from_gguf`).
-:class:`Int4Layer` is the static cache's layer with its four multiplies
-(:meth:`~Int4Layer.project_query_key_value`, ``project_output``,
-``project_gate_up``, ``project_down``) reading :class:`PackedLinear` instead
-of float32 matrices; the norms, the rotations, the attention over the cache
-and the residual sums are the model's own, in float32, and the loops
-(greedy, sampled, beam search: :mod:`~literate_transformer.book.decoding`)
-run over it unchanged.
+of blocks (:func:`~literate_transformer.trained.blocks_from_gguf`).  The
+norms, the rotations, the attention over the cache and the residual sums
+are the model's own, in float32, and the loops (greedy, sampled, beam
+search: :mod:`~literate_transformer.book.decoding`) run over it unchanged.
+Matrices that read the same input may also be stacked into one multiply
+(:func:`stack_levels`: a row of blocks is a row of weights), as a family
+whose projections are fused (Phi-3's ``qkv_proj``) would need.
 
 What bfloat16 activations cost
 ------------------------------
@@ -129,20 +132,19 @@ Using it
 --------
 ``tokenizer, model = load_decoder(weights="int4")``
 (:func:`~literate_transformer.trained.load_decoder`) reads the file once
-and gives the model its 4-bit step weights (``model.step_weights``, a
-:class:`~literate_transformer.parts.static_cache.StepWeights`):
-``model.generate(...)`` then decodes over the static cache in 4 bits, and
-``model.compile()`` compiles that step (Inductor calls the same kernel).
-The model keeps its float32 weights for everything else: its forward,
-``generate(cache_implementation="dynamic")``, the lens.
-``model.step_weights = None`` returns it to the float32 steps.  The kernels
-are PyTorch's CPU ones: the 4-bit path runs on the CPU.
+and swaps the model's linear layers for its 4-bit blocks
+(:func:`swap_to_int4`): ``model.generate(...)`` then decodes over the
+static cache in 4 bits, and ``model.compile()`` compiles that step
+(Inductor calls the same kernel); its forward, the growing cache and the
+lens multiply by the same blocks.  :func:`packed_bytes` counts the bytes
+they hold.  The kernels are PyTorch's CPU ones: the 4-bit path runs on the
+CPU.
 
 >>> from literate_transformer.core.gguf import dequantize, quantize
 >>> _ = torch.manual_seed(0)
 >>> weights = torch.randn(48, 64)
 >>> blocks = quantize(weights, "Q4_1")                         # the file's format: 20 bytes a block of 32
->>> packed = PackedLinear.from_levels(levels_of(BlockRows("w", "Q4_1", blocks.view(48, -1), 64)))
+>>> packed = PackedLinear.from_levels(levels_of(BlockRows("w", "Q4_1", blocks.view(48, -1), 64)))   # a module
 >>> x = torch.randn(3, 64)
 >>> exact = x.to(torch.bfloat16).float() @ dequantize(blocks, "Q4_1", (48, 64)).T
 >>> bool(((packed(x) - exact).abs() <= 2**-7 * exact.abs().max()).all())
@@ -159,7 +161,7 @@ from torch import Tensor, nn
 
 from ..core.gguf import BLOCK_SIZE, FORMATS, GGUFFile
 from ..core.validation import check_positive_int
-from .static_cache import FusedLayer, StepWeights, _is_plain_gated, _layers, static_cache_applies
+from .static_cache import static_cache_applies
 
 __all__ = [
     "PACKABLE",
@@ -170,8 +172,7 @@ __all__ = [
     "stack_levels",
     "PackedLinear",
     "RescoredHead",
-    "Int4Layer",
-    "int4_step_weights",
+    "swap_to_int4",
     "packed_bytes",
 ]
 
@@ -299,11 +300,13 @@ def stack_levels(parts: Sequence[Levels]) -> Levels:
     )
 
 
-@dataclass(frozen=True)
-class PackedLinear:
+class PackedLinear(nn.Module):
     """A linear layer over packed 4-bit levels: bfloat16 in, PyTorch's CPU 4-bit multiply, the input's dtype out.
 
-    Attributes:
+    A module, so that it takes a linear layer's place in the model's tree (:func:`swap_to_int4`); its numbers are
+    buffers (nothing to train).
+
+    Args:
         weight: ``(N', C / 2)`` ``torch.uint8``, as ``torch.ops.aten._convert_weight_to_int4pack_for_cpu`` packs
             the levels (``N'``: ``N`` rounded up to :data:`ROW_MULTIPLE`).
         scales_and_zeros: ``(C / 32, N', 2)`` bfloat16: each group's :math:`s` and :math:`z`.
@@ -312,11 +315,15 @@ class PackedLinear:
         bias: ``(N,)`` float32, added after the multiply, or ``None``.
     """
 
-    weight: Tensor
-    scales_and_zeros: Tensor
-    out_features: int
-    copies: int
-    bias: Tensor | None = None
+    def __init__(
+        self, weight: Tensor, scales_and_zeros: Tensor, out_features: int, copies: int, bias: Tensor | None = None
+    ) -> None:
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.register_buffer("scales_and_zeros", scales_and_zeros)
+        self.register_buffer("bias", bias)
+        self.out_features = out_features
+        self.copies = copies
 
     @classmethod
     def from_levels(cls, levels: Levels, bias: Tensor | None = None) -> PackedLinear:
@@ -334,7 +341,7 @@ class PackedLinear:
             scales_and_zeros = torch.stack([scales.t(), zeros.t()], dim=-1).to(torch.bfloat16).contiguous()
         return cls(weight, scales_and_zeros, count, levels.copies, None if bias is None else bias.detach().float())
 
-    def __call__(self, inputs: Tensor) -> Tensor:
+    def forward(self, inputs: Tensor) -> Tensor:
         """``(..., K) -> (..., N)``: the inputs rounded to bfloat16, multiplied, returned in their own dtype."""
         leading = inputs.shape[:-1]
         flat = inputs.reshape(-1, inputs.shape[-1]).to(torch.bfloat16)
@@ -346,25 +353,30 @@ class PackedLinear:
         output = output.to(inputs.dtype).reshape(*leading, self.out_features)
         return output if self.bias is None else output + self.bias
 
+    def extra_repr(self) -> str:
+        return f"out_features={self.out_features}, copies={self.copies}, bias={self.bias is not None}"
 
-@dataclass(frozen=True)
-class RescoredHead:
+
+class RescoredHead(nn.Module):
     """The head: every token scored by the 4-bit multiply, the ``candidates`` best of them scored again in float32.
 
-    Attributes:
+    Args:
         packed: The head's blocks, packed.
-        weight: ``(V, E)`` float32: the model's own head (the table, dequantized), whose rows rescore.
+        weight: ``(V, E)`` float32: the model's own head (the table, dequantized), whose rows rescore; kept as the
+            parameter it is, so that a head tied to the token table stays tied.
         candidates: How many of the best tokens are rescored.
     """
 
-    packed: PackedLinear
-    weight: Tensor
-    candidates: int
+    def __init__(self, packed: PackedLinear, weight: Tensor, candidates: int) -> None:
+        super().__init__()
+        self.packed = packed
+        self.weight = weight
+        self.candidates = candidates
 
-    def __call__(self, last: Tensor) -> Tensor:
-        """``(B, 1, E) -> (B, 1, V)``: the scores of the next token."""
+    def forward(self, last: Tensor) -> Tensor:
+        """``(B, T, E) -> (B, T, V)``: the scores of the next token."""
         scores = self.packed(last)
-        best = scores.topk(self.candidates, dim=-1).indices  # shape (B, 1, candidates)
+        best = scores.topk(self.candidates, dim=-1).indices  # shape (B, T, candidates)
         # The candidates' rows of the float32 head, against the float32 hidden state.
         exact = torch.einsum("btce,bte->btc", self.weight[best], last)
         if self.packed.bias is not None:
@@ -372,78 +384,42 @@ class RescoredHead:
         return scores.scatter(-1, best, exact)
 
 
-@dataclass
-class Int4Layer(FusedLayer):
-    """A :class:`~literate_transformer.parts.static_cache.FusedLayer` whose four multiplies read packed levels.
-
-    Its ``query_key_value`` and ``gate_up`` are :class:`PackedLinear` (their biases inside them; the
-    ``*_bias`` fields are ``None``); the norms, the rotations and the attention are the model's own.
-    """
-
-    #: :math:`W^O`, packed.
-    output: PackedLinear
-    #: ``down_proj``, packed.
-    down: PackedLinear
-
-    def project_query_key_value(self, normed: Tensor) -> Tensor:
-        """``(B, T, E) -> (B, T, H D + 2 K D)``, from the stacked blocks of ``q_proj``, ``k_proj`` and ``v_proj``."""
-        return self.query_key_value(normed)
-
-    def project_output(self, context: Tensor) -> Tensor:
-        """``(B, T, H D) -> (B, T, E)``, from the blocks of ``o_proj``."""
-        return self.output(context)
-
-    def project_gate_up(self, normed: Tensor) -> Tensor:
-        """``(B, T, E) -> (B, T, 2 F)``, from the stacked blocks of ``gate_proj`` and ``up_proj``."""
-        return self.gate_up(normed)
-
-    def project_down(self, hidden: Tensor) -> Tensor:
-        """``(B, T, F) -> (B, T, E)``, from the blocks of ``down_proj``."""
-        return self.down(hidden)
+def _packed(blocks: Mapping[str, BlockRows], name: str, module: nn.Linear) -> PackedLinear:
+    """The linear layer ``name``'s matrix, from the file's blocks, packed with its bias."""
+    key = f"{name}.weight"
+    if key not in blocks:
+        raise ValueError(f"no blocks for {key}: the 4-bit path needs every matrix of the layers from the file")
+    matrix = blocks[key]
+    if matrix.rows.shape[0] != module.out_features or matrix.columns != module.in_features:
+        raise ValueError(
+            f"the blocks of {key} are a ({matrix.rows.shape[0]}, {matrix.columns}) matrix; the model's is "
+            f"({module.out_features}, {module.in_features})"
+        )
+    return PackedLinear.from_levels(levels_of(matrix), module.bias)
 
 
-def _packed(blocks: Mapping[str, BlockRows], names: dict[nn.Module, str], modules: Sequence[nn.Linear]) -> PackedLinear:
-    """The modules' matrices, from the file's blocks, stacked into one :class:`PackedLinear` with their biases."""
-    parts = []
-    for module in modules:
-        key = f"{names[module]}.weight"
-        if key not in blocks:
-            raise ValueError(f"no blocks for {key}: the 4-bit path needs every matrix of the layers from the file")
-        matrix = blocks[key]
-        if matrix.rows.shape[0] != module.out_features or matrix.columns != module.in_features:
-            raise ValueError(
-                f"the blocks of {key} are a ({matrix.rows.shape[0]}, {matrix.columns}) matrix; the model's is "
-                f"({module.out_features}, {module.in_features})"
-            )
-        parts.append(levels_of(matrix))
-    if all(module.bias is None for module in modules):
-        bias = None
-    else:
-        bias = torch.cat([module.weight.new_zeros(module.out_features) if module.bias is None else module.bias
-                          for module in modules])  # fmt: skip
-    return PackedLinear.from_levels(stack_levels(parts), bias)
+def swap_to_int4(model: nn.Module, blocks: Mapping[str, BlockRows], candidates: int = 16) -> nn.Module:
+    """Swap the model's linear layers for the file's 4-bit blocks, in place: every one of its layers, and the head.
 
-
-def int4_step_weights(model: nn.Module, blocks: Mapping[str, BlockRows], candidates: int = 16) -> StepWeights:
-    """The static-cache steps' weights from a GGUF file's blocks: every layer's four multiplies and the head.
+    Each :class:`torch.nn.Linear` inside the stack's layers becomes a :class:`PackedLinear` of the same name, and
+    ``lm_head`` a :class:`RescoredHead` (where the head's blocks are of a :data:`PACKABLE` format; else the
+    model's own float32 head is kept).  The token table, the norms and the rotary frequencies stay float32.
 
     Args:
-        model: A Llama-like language model the static cache applies to, whose layers' feed-forward networks are
-            gated (every projection a :class:`torch.nn.Linear`).
+        model: A decoder-only language model a static cache serves (Llama's and its descendants').
         blocks: The file's matrices by the model's parameter names (``"model.layers.0.self_attn.q_proj.weight"``,
             ``"lm_head.weight"``), rows in the model's order
             (:func:`~literate_transformer.trained.blocks_from_gguf`).
         candidates: How many of the head's best tokens are rescored in float32 (:class:`RescoredHead`).
 
     Returns:
-        A :class:`~literate_transformer.parts.static_cache.StepWeights`; its head is a :class:`RescoredHead`, or
-        ``None`` (the model's own float32 head) where the head's blocks are not of a :data:`PACKABLE` format.
+        ``model``, its linear layers 4-bit.
 
     Raises:
         TypeError: for ``blocks`` that is not a mapping.
-        ValueError: for ``candidates`` below 1, a model the static cache does not apply to or whose networks are
-            not gated, a matrix missing from ``blocks`` or of another shape, or one of a format not in
-            :data:`PACKABLE` (naming the tensor).
+        ValueError: for ``candidates`` below 1, a model the static cache does not serve, a matrix missing from
+            ``blocks`` or of another shape, or one of a format not in :data:`PACKABLE` (naming the tensor); the
+            model is left as it was.
     """
     if not isinstance(blocks, Mapping):
         raise TypeError(f"blocks must be a mapping of parameter names to BlockRows, got {type(blocks).__name__}")
@@ -451,59 +427,37 @@ def int4_step_weights(model: nn.Module, blocks: Mapping[str, BlockRows], candida
     reason = static_cache_applies(model)
     if reason is not None:
         raise ValueError(f"{type(model).__name__} cannot decode over a static cache: {reason}")
-    names = {module: name for name, module in model.named_modules()}
-    layers = []
-    for index, layer in enumerate(_layers(model)):
-        attention_sublayer, feed_forward = layer.sublayers()
-        attention = attention_sublayer.layer
-        if not _is_plain_gated(feed_forward.layer):
-            raise ValueError(f"layer {index}'s feed-forward network is not a gated one: the 4-bit path packs those")
-        query, key, value, output = (getattr(attention, name) for name in attention.projections)
-        network = feed_forward.layer
-        layers.append(
-            Int4Layer(
-                attention_sublayer,
-                feed_forward,
-                layer.norm_first,
-                layer.attention_type,
-                query_key_value=_packed(blocks, names, [query, key, value]),
-                query_key_value_bias=None,
-                gate_up=_packed(blocks, names, [network.gate_proj, network.up_proj]),
-                gate_up_bias=None,
-                output=_packed(blocks, names, [output]),
-                down=_packed(blocks, names, [network.down_proj]),
-            )
-        )
+    stack_name = model.stack_name
+    linears = [
+        (name, module)
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and name.startswith(f"{stack_name}.layers.")
+    ]
+    # Every matrix packed first, so that a refused one leaves the model as it was.
+    swaps = {name: _packed(blocks, name, module) for name, module in linears}
     head = blocks.get("lm_head.weight")
-    packed_head = None
     if head is not None and head.kind in PACKABLE:
-        packed = _packed(blocks, names, [model.lm_head])
-        packed_head = RescoredHead(packed, model.lm_head.weight, min(candidates, packed.out_features))
-    return StepWeights(layers, packed_head)
+        packed = _packed(blocks, "lm_head", model.lm_head)
+        swaps["lm_head"] = RescoredHead(packed, model.lm_head.weight, min(candidates, packed.out_features))
+    for name, module in swaps.items():
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, module)
+    return model
 
 
 def packed_bytes(model: nn.Module) -> int:
-    """The bytes a 4-bit step reads from its packed weights: every layer's and the head's levels, scales and zeros.
+    """The bytes a 4-bit model's packed weights hold: every :class:`PackedLinear`'s levels, scales and zeros.
 
     The norms and the float32 rows the head rescores, some tens of thousands of numbers, are left out.
 
     Raises:
-        ValueError: for a model without 4-bit step weights (``step_weights`` of :func:`int4_step_weights`).
+        ValueError: for a model without 4-bit layers (:func:`swap_to_int4`).
     """
-    weights = getattr(model, "step_weights", None)
-    if weights is None or not all(hasattr(layer, "query_key_value") for layer in weights.layers):
+    packed = [module for module in model.modules() if isinstance(module, PackedLinear)]
+    if not packed:
         raise ValueError(
             f"model must decode over 4-bit weights (load_decoder(weights='int4')), got {type(model).__name__}"
         )
-    packed = [
-        linear
-        for layer in weights.layers
-        for linear in (layer.query_key_value, layer.output, layer.gate_up, layer.down)
-    ]
-    if getattr(weights.head, "packed", None) is not None:
-        packed.append(weights.head.packed)
     return sum(
-        tensor.numel() * tensor.element_size()
-        for linear in packed
-        for tensor in (linear.weight, linear.scales_and_zeros)
+        tensor.numel() * tensor.element_size() for linear in packed for tensor in (linear.weight, linear.scales_and_zeros)
     )

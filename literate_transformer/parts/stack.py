@@ -14,6 +14,12 @@ forward is the same in every family: :class:`DecoderStack` writes it once
 which are not each other's parents, all call it, and each writes only the
 decisions it changes: how positions are counted, what the first layer
 reads, what every layer reads besides, and what follows the last layer.
+The same forward decodes over a static cache
+(:mod:`~literate_transformer.parts.static_cache`): given a cache object
+(:class:`~literate_transformer.core.outputs.Cache`) in place of the
+per-layer caches, the stack hands that one object to every layer, whose
+attention writes into it, and reads the call's positions, masks and
+rotary angles from it, made once for every position the cache holds.
 The decoder of an encoder-decoder model is the same stack with one more
 input, the encoder's output, which every layer's cross-attention reads.
 
@@ -53,7 +59,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.masks import build_attention_mask
-from ..core.outputs import LayerCache, LayerOutput, ModelOutput
+from ..core.outputs import Cache, LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import Arguments, check_token_inputs, validate_with
 from .positions import position_ids as positions_of
@@ -151,7 +157,10 @@ class DecoderStack:
         Args:
             layers: The stack's layers (GPT's ``h``, Llama's ``layers``).
             input_ids: ``(B, T)`` token ids (with a cache, only the new ones); the other arguments as the
-                stack's ``forward`` received them (``position_ids=None``: :meth:`position_ids`).
+                stack's ``forward`` received them (``position_ids=None``: :meth:`position_ids`);
+                ``past_key_values`` may be a cache object (:class:`~literate_transformer.core.outputs.Cache`), whose
+                positions, masks and layer inputs the call reads (its ``attention_mask`` and ``position_ids`` are
+                then not read).
             encoder_hidden_states: The encoder's output ``(B, S, E)``, which every layer's cross-attention
                 reads (the decoder of an encoder-decoder model); ``None`` in a decoder-only stack.
             encoder_attention_mask: The source's ``(B, S)`` padding mask.
@@ -159,38 +168,50 @@ class DecoderStack:
         Returns:
             A :class:`~literate_transformer.core.outputs.ModelOutput`.
         """
-        past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
         length = input_ids.shape[1]
-        if position_ids is None:
-            position_ids = self.position_ids(input_ids, attention_mask, past_length)
-        # 1) What the first layer reads (the family's embed: positions added to it, or none).
-        embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
-        # 2) Which keys each query may see, built once for every kind of layer; each layer reads its kind's.
-        dtype, device = embedding_output.dtype, input_ids.device
-        masks = self.attention_masks(attention_mask, length, past_length, dtype, device)
+        in_place = isinstance(past_key_values, Cache)
+        if in_place:
+            # A cache written in place: this call's positions, masks and layer inputs were made once, for every
+            # position the cache holds (with the family's own hooks, below); the call reads their rows.
+            masks, position_ids, inputs = past_key_values.step()
+            # 1) What the first layer reads.
+            embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
+        else:
+            past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
+            if position_ids is None:
+                position_ids = self.position_ids(input_ids, attention_mask, past_length)
+            # 1) What the first layer reads (the family's embed: positions added to it, or none).
+            embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
+            # 2) Which keys each query may see, built once for every kind of layer; each layer reads its kind's.
+            dtype, device = embedding_output.dtype, input_ids.device
+            masks = self.attention_masks(attention_mask, length, past_length, dtype, device)
+            inputs = dict(self.layer_inputs(position_ids))
         layer_masks = [masks[getattr(layer, "attention_type", "full")] for layer in layers]
         # 3) What every layer reads besides: the family's inputs (rotary angles, computed once for all the
         #    layers), and in the decoder of an encoder-decoder model the source, whose real tokens every target
         #    position may see (no causality: (B, 1, 1, S)).
-        inputs = dict(self.layer_inputs(position_ids))
         if encoder_hidden_states is not None:
             inputs["encoder_hidden_states"] = encoder_hidden_states
             inputs["encoder_attention_mask"] = build_attention_mask(
-                encoder_attention_mask, query_length=length, device=device, dtype=dtype
+                encoder_attention_mask, query_length=length, device=input_ids.device, dtype=embedding_output.dtype
             )
-        # 4) The layers, each reading the previous one's output and its own cache entry.
+        # 4) The layers, each reading the previous one's output and its own cache entry (or the one cache object).
         hidden_states, layer_outputs = run_layers(
             layers,
             embedding_output,
             attention_masks=layer_masks,
-            past_key_values=past_key_values,
+            past_key_values=[past_key_values] * len(layers) if in_place else past_key_values,
             use_cache=use_cache,
             output_attentions=output_attentions,
             **inputs,
         )
         # 5) After the last layer.
         hidden_states = self.final_norm(hidden_states)
-        return ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
+        output = ModelOutput.from_layers(embedding_output, layer_outputs, hidden_states, output_hidden_states)
+        if in_place:
+            # The cache object itself, written in place, is what the next call reads.
+            output.past_key_values = past_key_values if use_cache else None
+        return output
 
 
 @dataclass(frozen=True)
@@ -267,7 +288,8 @@ class DecoderLayer(nn.Module):
             encoder_attention_mask: The source's additive mask, ``(B, 1, 1, S)``.
             position_embeddings: The tokens' rotary angles ``(cos, sin)``, for a family whose attention turns
                 queries and keys (Llama's); ``None`` where positions were added to the embeddings.
-            past_key_value: The layer's :class:`~literate_transformer.core.outputs.LayerCache`, or ``None``.
+            past_key_value: The layer's :class:`~literate_transformer.core.outputs.LayerCache`, the stack's cache
+                object (:class:`~literate_transformer.core.outputs.Cache`), or ``None``.
             use_cache: Return the keys and values attended to.
             output_attentions: Return the attention probabilities.
 
@@ -276,7 +298,11 @@ class DecoderLayer(nn.Module):
         """
         attention, feed_forward = self.sublayers()
         cross_attention = self.cross_attention_sublayer()
-        past_self, past_cross = (None, None) if past_key_value is None else past_key_value
+        if isinstance(past_key_value, Cache):
+            # A cache object: the self-attention writes into it in place (a decoder-only stack has no cross-attention).
+            past_self, past_cross = past_key_value, None
+        else:
+            past_self, past_cross = (None, None) if past_key_value is None else past_key_value
         # 1) Causal self-attention reads x (post-norm) or Norm_1(x) (pre-norm); its output joins the residual
         #    stream, normalised after the sum in post-norm.
         attended = attention.layer(

@@ -10,13 +10,15 @@ table Q8_0; no download):
   largest magnitude: the first term is the scales and zeros rounded to
   bfloat16 (a relative ``2^-9`` each), the second the output rounded to
   bfloat16.  For Q4_1, Q4_0 and Q8_0 (two 4-bit halves), with rows padded.
-* **The plumbing.**  Every fused multiply of every layer, read back through
-  an identity, is the float path's fused weight within the first term: the
-  query and key rows permuted on the blocks as on the weights.
-* **The loops.**  Greedy, sampled and beam decoding over the 4-bit steps
-  write the ids of an eager model built to compute what they compute: the
-  blocks' weights with bfloat16 scales, each multiply's input and output
-  rounded to bfloat16, the head in float32.
+* **The plumbing.**  Every linear layer of every layer is swapped in place
+  for its blocks, and each, read back through an identity, is the float
+  path's weight within the first term: the query and key rows permuted on
+  the blocks as on the weights.
+* **The loops.**  Greedy, sampled and beam decoding over the 4-bit model
+  (its own forward, over the static cache) write the ids of an eager model
+  built to compute what it computes: the blocks' weights with bfloat16
+  scales, each multiply's input and output rounded to bfloat16, the head in
+  float32.
 
 Nothing here compiles and nothing is timed (the benchmark does both).
 """
@@ -35,14 +37,12 @@ from literate_transformer.core.gguf import BLOCK_SIZE, dequantize, quantize, rea
 from literate_transformer.models.gpt2 import GPT2LMHeadModel
 from literate_transformer.parts.int4 import (
     BlockRows,
-    Int4Layer,
     PackedLinear,
     RescoredHead,
-    int4_step_weights,
     levels_of,
     stack_levels,
+    swap_to_int4,
 )
-from literate_transformer.parts.static_cache import fused_layers
 from literate_transformer.trained import blocks_from_gguf, load_decoder
 
 NEW_TOKENS = 8
@@ -119,25 +119,25 @@ def tiny(tmp_path_factory, randomize):
     return {"path": path, "float32": float32, "int4": int4}
 
 
-def test_every_fused_multiply_is_the_float_paths_fused_weight(tiny):
+def test_every_linear_layer_is_swapped_for_its_blocks_and_reads_as_the_float_paths_weight(tiny):
     float32, int4 = tiny["float32"], tiny["int4"]
-    assert float32.step_weights is None and isinstance(int4.step_weights.head, RescoredHead)
     width = float32.config.hidden_size
-    for packed, fused in zip(int4.step_weights.layers, fused_layers(float32), strict=True):
-        assert isinstance(packed, Int4Layer)
-        network = fused.feed_forward.layer
-        pairs = [
-            (packed.query_key_value, fused.query_key_value),
-            (packed.gate_up, fused.gate_up),
-            (packed.output, fused.attention.layer.o_proj.weight),
-            (packed.down, network.down_proj.weight),
-        ]
-        for multiply, weight in pairs:
-            # An identity's rows through the multiply: the weights, transposed, rounded to bfloat16 on the way out.
-            read = multiply(torch.eye(weight.shape[1])).T
-            torch.testing.assert_close(read, weight, atol=2**-7 * weight.abs().max().item(), rtol=2**-8)
-    # The head (Q8_0, tied to the token table): the same, and its best tokens rescored by the float32 table.
-    head = int4.step_weights.head
+    linears = [name for name, module in float32.named_modules() if isinstance(module, torch.nn.Linear)]
+    packed = {name: module for name, module in int4.named_modules() if isinstance(module, PackedLinear)}
+    # Every linear layer of the layers, in place, under its own name; the head's blocks inside the head.
+    assert set(packed) == {name for name in linears if name != "lm_head"} | {"lm_head.packed"}
+    assert len(packed) == 7 * float32.config.num_hidden_layers + 1
+    for name, multiply in packed.items():
+        if name == "lm_head.packed":
+            continue
+        weight = float32.get_submodule(name).weight
+        # An identity's rows through the multiply: the weights, transposed, rounded to bfloat16 on the way out.
+        read = multiply(torch.eye(weight.shape[1])).T
+        torch.testing.assert_close(read, weight, atol=2**-7 * weight.abs().max().item(), rtol=2**-8)
+    # The head (Q8_0, tied to the token table): the same, and its best tokens rescored by the float32 table,
+    # which stays tied to the embeddings.
+    head = int4.lm_head
+    assert isinstance(head, RescoredHead) and head.weight is int4.model.embed_tokens.weight
     read = head.packed(torch.eye(width)).T
     table = float32.model.embed_tokens.weight
     torch.testing.assert_close(read, table, atol=2**-7 * table.abs().max().item(), rtol=2**-8)
@@ -213,26 +213,30 @@ def test_a_matrix_stored_in_floats_is_refused_naming_it(tiny, tmp_path):
         load_decoder(path, weights="int4")
 
 
-def test_the_step_weights_refuse_what_they_cannot_pack_and_keep_a_float_head(tiny):
-    model = tiny["float32"]
+def test_the_swap_refuses_what_it_cannot_pack_leaving_the_model_as_it_was_and_keeps_a_float_head(tiny):
+    model = copy.deepcopy(tiny["float32"])
     blocks = blocks_from_gguf(read_gguf(tiny["path"]), model.config)
     with pytest.raises(TypeError, match="blocks must be a mapping of parameter names to BlockRows, got list"):
-        int4_step_weights(model, list(blocks))
+        swap_to_int4(model, list(blocks))
     with pytest.raises(ValueError, match="candidates must be a positive int, got 0"):
-        int4_step_weights(model, blocks, candidates=0)
+        swap_to_int4(model, blocks, candidates=0)
     gpt2 = GPT2LMHeadModel(transformers.GPT2Config(vocab_size=20, n_embd=32, n_layer=1, n_head=2))
     with pytest.raises(ValueError, match="GPT2LMHeadModel cannot decode over a static cache"):
-        int4_step_weights(gpt2, blocks)
+        swap_to_int4(gpt2, blocks)
     up = "model.layers.1.mlp.up_proj.weight"
     with pytest.raises(ValueError, match=f"no blocks for {up}: the 4-bit path needs every matrix"):
-        int4_step_weights(model, {name: rows for name, rows in blocks.items() if name != up})
+        swap_to_int4(model, {name: rows for name, rows in blocks.items() if name != up})
     key, query = "model.layers.0.self_attn.k_proj.weight", blocks["model.layers.0.self_attn.q_proj.weight"]
     with pytest.raises(ValueError, match=rf"the blocks of {key} are a \(64, 64\) matrix; the model's is \(32, 64\)"):
-        int4_step_weights(model, {**blocks, key: query})
+        swap_to_int4(model, {**blocks, key: query})
+    # Refused before anything was swapped: the model is still the float32 one.
+    assert not any(isinstance(module, PackedLinear) for module in model.modules())
     # A table stored in floats is not re-quantized: the head stays the model's own, in float32.
     table = model.lm_head.weight.detach()
     floats = BlockRows("token_embd.weight", "F32", table.contiguous().view(torch.uint8), table.shape[1])
-    assert int4_step_weights(model, {**blocks, "lm_head.weight": floats}).head is None
+    head = model.lm_head
+    assert swap_to_int4(model, {**blocks, "lm_head.weight": floats}).lm_head is head
+    assert isinstance(model.model.layers[0].mlp.down_proj, PackedLinear)
 
 
 def test_packed_bytes_needs_a_model_with_4_bit_weights():

@@ -28,11 +28,7 @@ from literate_transformer.book.generation import greedy_generate
 from literate_transformer.core.records import records
 from literate_transformer.models.gpt2 import GPT2LMHeadModel
 from literate_transformer.models.llama import LlamaForCausalLM
-from literate_transformer.parts.static_cache import (
-    StaticCache,
-    fused_layers,
-    static_cache_applies,
-)
+from literate_transformer.parts.static_cache import StaticCache, static_cache_applies
 
 NEW_TOKENS = 6
 #: Every decoding of ``generate()``, by transformers' names; beam search under each stopping rule.
@@ -131,24 +127,27 @@ def test_the_compiled_step_writes_the_eager_loops_ids(randomize):
 
 
 def test_a_weight_changed_after_a_call_is_read_by_the_next(model):
+    # The steps are the model's own forward: no copy of a weight to go stale.  The weights: every one of the first
+    # layer's attention (its projections, fused or not, whatever the family names them), given noise as large as
+    # their own values.
     input_ids, attention_mask = _prompts(model.config.vocab_size)
-    model.generate(input_ids, attention_mask, 2)
-    before = fused_layers(model)
-    projection = model.model.layers[0].self_attn.k_proj.weight
+    before = model.generate(input_ids, attention_mask, NEW_TOKENS)
+    weights = list(getattr(model, model.stack_name).layers[0].sublayers()[0].layer.parameters())
+    saved = [weight.detach().clone() for weight in weights]
+    generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        projection.mul_(-1.0)
+        for weight, values in zip(weights, saved, strict=True):
+            weight.add_(torch.randn(values.shape, generator=generator) * values.std())
     try:
-        after = fused_layers(model)
-        assert after is not before
-        width = model.model.layers[0].self_attn.q_proj.out_features
-        assert torch.equal(after[0].query_key_value[width : width + projection.shape[0]], projection)
         eager = model.generate(input_ids, attention_mask, NEW_TOKENS, cache_implementation="dynamic")
-        assert torch.equal(model.generate(input_ids, attention_mask, NEW_TOKENS), eager)
-        # Unchanged weights: the fused ones are kept.
-        assert fused_layers(model) is after
+        after = model.generate(input_ids, attention_mask, NEW_TOKENS)
+        assert torch.equal(after, eager)
+        # Not vacuous: the change changes what is written.
+        assert not torch.equal(after, before)
     finally:
         with torch.no_grad():
-            projection.mul_(-1.0)
+            for weight, values in zip(weights, saved, strict=True):
+                weight.copy_(values)
 
 
 def test_beams_take_over_their_parents_cached_positions():
@@ -213,7 +212,7 @@ def test_compile_refuses_an_unknown_backend():
     assert model._compiled_step is None  # nothing compiled by a refused call
 
 
-def test_a_replayed_step_reads_the_weights_the_cache_and_the_tables_in_place(randomize, monkeypatch):
+def test_a_replayed_step_reads_the_cache_and_the_tables_in_place(randomize, monkeypatch):
     # CUDA graphs need a GPU: torch.compile is replaced by the step itself, which records what it was given.
     config = transformers.LlamaConfig(**dict(LLAMA_GROUPED, num_hidden_layers=1), eos_token_id=None)
     torch.manual_seed(0)
@@ -225,9 +224,9 @@ def test_a_replayed_step_reads_the_weights_the_cache_and_the_tables_in_place(ran
     def compile_as_given(step, backend, dynamic, mode):
         assert (backend, mode) == ("inductor", "reduce-overhead")
 
-        def recorded(input_ids, layers, cache, tables, position, head):
-            given.append((input_ids, layers[0].query_key_value, cache[0][0], cache[1][0], tables.position_ids))
-            return step(input_ids, layers, cache, tables, position, head)
+        def recorded(input_ids, cache):
+            given.append((input_ids, cache.keys[0], cache.values[0], cache.tables.position_ids))
+            return step(input_ids, cache)
 
         return recorded
 
@@ -235,16 +234,53 @@ def test_a_replayed_step_reads_the_weights_the_cache_and_the_tables_in_place(ran
     assert torch.equal(ours.compile(mode="reduce-overhead").generate(input_ids, attention_mask, 4), eager)
     assert len(given) == 3  # every step after the prompt's
     (*in_place,) = (getattr(tensor, "_dynamo_static_input_type", None) for tensor in given[0][1:])
-    assert in_place == ["unguarded"] * 4
+    assert in_place == ["unguarded"] * 3
     # The new token's ids are copied into the graph's input: they are not marked.
     assert not hasattr(given[0][0], "_dynamo_static_input_type")
+
+
+def _llama(randomize) -> LlamaForCausalLM:
+    config = transformers.LlamaConfig(**LLAMA_GROUPED, eos_token_id=None)
+    torch.manual_seed(0)
+    return randomize(LlamaForCausalLM(config), scale=0.5)
+
+
+def test_a_model_the_cache_cannot_serve_is_told_why_and_decodes_over_the_growing_cache(randomize):
+    model = _llama(randomize)
+    input_ids, attention_mask = _prompts(model.config.vocab_size)
+    expected = model.generate(input_ids, attention_mask, 3, cache_implementation="dynamic")
+    model.model.layers[1].self_attn.layer_idx = None  # its attention no longer knows the cache entry it writes
+    assert static_cache_applies(model) == "layer 1's attention has layer_idx=None: the cache entry it writes"
+    with pytest.warns(UserWarning, match="LlamaForCausalLM decodes over the growing cache.*layer 1's attention"):
+        written = model.generate(input_ids, attention_mask, 3)
+    assert torch.equal(written, expected)
+    with pytest.raises(ValueError, match="cache_implementation='static' cannot run this model: layer 1's attention"):
+        model.generate(input_ids, attention_mask, 3, cache_implementation="static")
+
+
+def test_an_attention_that_does_not_write_the_cache_is_refused_by_name_not_decoded_wrong(randomize, monkeypatch):
+    model = _llama(randomize)
+    input_ids, attention_mask = _prompts(model.config.vocab_size)
+    attention = model.model.layers[1].self_attn
+    forward = type(attention).forward
+
+    def without_the_cache(self, hidden_states, *args, past_key_value=None, **kwargs):
+        # A forward of its own that drops the cache object: the static cache's entry for it would stay empty.
+        return forward(self, hidden_states, *args, past_key_value=None, **kwargs)
+
+    monkeypatch.setattr(attention, "forward", without_the_cache.__get__(attention))
+    with pytest.raises(RuntimeError, match=r"the attention of layers \[1\] did not write the static cache"):
+        model.generate(input_ids, attention_mask, 3)
 
 
 @torch.no_grad()
 def test_the_decoder_refuses_a_cache_it_did_not_make_and_positions_past_its_capacity():
     model = LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_GROUPED)).eval()
     decoder = model.static_cache_decoder(4)
-    with pytest.raises(TypeError, match="past_key_values must be None at the first call.*before a first call"):
+    with pytest.raises(
+        TypeError,
+        match="past_key_values must be None at the first call, then the StaticCache this decoder returned, got StaticCache",
+    ):
         decoder(torch.tensor([[3]]), past_key_values=StaticCache(2, 1, 2, 4, 8))
     cache = decoder(torch.tensor([[3, 4, 5]])).past_key_values
     assert cache.length == 3

@@ -196,6 +196,8 @@ page_cache_sources = [*_CODE, str(DOCS / "benchmarks")]
 # and is executed again when they change.
 executed_pages_environment = "lt_site.environment:describe"
 page_cache_salt = executed_pages_environment
+# Kernels forked from one warm process (docs/_ext/forked_kernels.py); LT_FRESH_KERNELS=1 starts each afresh.
+page_cache_fork_kernels = os.environ.get("LT_FRESH_KERNELS") != "1"
 # Each chapter is read (and executed) by a process on its own, those that take longest first (as the
 # build's table of execution times measures them), spreading them between the build's processes (without
 # it, one process gets most of the chapters in one chunk).  The order only changes how long a build takes.

@@ -35,10 +35,12 @@ and how many are left::
     executing chapters/14_decoder_branch (2 of 3 to execute; literate_transformer/models/gemma2.py changed)
 
 myst-nb's client for its ``cache`` mode is replaced by this one for the
-build (``page_cache_root`` empty leaves myst-nb alone).  Kernels are shut
-down at once rather than asked to exit (a kernel that imported PyTorch
-takes about two seconds to exit gracefully, and the pages leave nothing for
-an exit to save).
+build (``page_cache_root`` empty leaves myst-nb alone).  Kernels are forked
+from one process that imported PyTorch and ``transformers`` once
+(:mod:`forked_kernels`; ``page_cache_fork_kernels = False`` starts each
+afresh), and shut down at once rather than asked to exit (a kernel that
+imported PyTorch takes about two seconds to exit gracefully, and the pages
+leave nothing for an exit to save).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from forked_kernels import PRELOAD, Zygote, kernel_manager_class
 from lt_site.deps import Record, kernel_epilogue, kernel_prologue, read_cpu_seconds, read_epilogue
 from runtime_trace import load_provider
 from sphinx.application import Sphinx
@@ -138,8 +141,12 @@ def _client_class():
                 nbformat.v4.new_code_cell(kernel_epilogue()),
             ]
             cwd = str(self.path.parent.resolve())
+            forked = {}
+            if SETTINGS.get("zygote"):
+                forked["kernel_manager_class"] = kernel_manager_class(SETTINGS["zygote"], _log_to_terminal)
             client = NotebookClient(
                 copy,
+                **forked,
                 timeout=self.nb_config.execution_timeout,
                 allow_errors=self.nb_config.execution_allow_errors,
                 resources={"metadata": {"path": cwd}},
@@ -240,6 +247,10 @@ def joined_streams(outputs: list[Any]) -> list[Any]:
     return joined
 
 
+def _log_to_terminal(message: str) -> None:
+    print(message, file=sys.__stderr__, flush=True)
+
+
 def _progress(page: str) -> str:
     """``3 of 5 to execute``: how many of the pages the read found stale have executed, this one included."""
     planned = SETTINGS.get("planned", [])
@@ -317,6 +328,12 @@ def plan(app: Sphinx, env: Any, docnames: list[str]) -> None:
         else:
             planned.append(docname)
     SETTINGS["planned"] = planned
+    if planned and app.config.page_cache_fork_kernels and not SETTINGS.get("zygote"):
+        # One warm process the pages' kernels fork from (forked_kernels), stopped when the build finishes.
+        try:
+            SETTINGS["zygote"] = Zygote(tuple(app.config.page_cache_kernel_preload))
+        except (OSError, RuntimeError) as error:
+            logger.info(f"executed pages: each kernel starts afresh ({error})")
     if planned or reused:
         logger.info(f"executed pages: {len(planned)} to execute, {reused} from their stored outputs")
 
@@ -336,13 +353,25 @@ def note_dependencies(app: Sphinx, doctree: Any) -> None:
             app.env.note_dependency(str(Path(SETTINGS["root"], name)))
 
 
+def stop_zygote(app: Sphinx, *args: Any) -> None:
+    """``env-updated`` (every page read) and ``build-finished``: stop the zygote, if this build started one."""
+    zygote = SETTINGS.pop("zygote", None)
+    if zygote is not None:
+        zygote.stop()
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("page_cache_root", "", "env", types=frozenset({str}))
     app.add_config_value("page_cache_checkout", "..", "env", types=frozenset({str}))
     app.add_config_value("page_cache_sources", [], "env", types=frozenset({list, tuple}))
     app.add_config_value("page_cache_salt", "", "env", types=frozenset({str}))
+    # Kernels forked from one process that imported PyTorch and transformers once (forked_kernels).
+    app.add_config_value("page_cache_fork_kernels", True, "", types=frozenset({bool}))
+    app.add_config_value("page_cache_kernel_preload", list(PRELOAD), "", types=frozenset({list, tuple}))
     app.connect("builder-inited", configure)
     app.connect("env-get-outdated", outdated_pages)
     app.connect("env-before-read-docs", plan)
     app.connect("doctree-read", note_dependencies)
+    app.connect("env-updated", stop_zygote)
+    app.connect("build-finished", stop_zygote)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

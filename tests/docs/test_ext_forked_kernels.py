@@ -1,0 +1,76 @@
+"""Kernels forked from a warm zygote: warm, yet started as ``python -m ipykernel_launcher`` starts one."""
+
+import json
+import os
+import time
+
+import nbformat
+import pytest
+from forked_kernels import Zygote, can_fork, kernel_manager_class
+from nbclient import NotebookClient
+
+# What the kernel reports of itself: whether the preloaded module was there before the cell, and how it was started.
+PROBE = """\
+import json, os, resource, sys
+warm = "wave" in sys.modules
+import wave
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"warm": warm, "pid": os.getpid(), "own_group": os.getpgid(0) == os.getpid(), "cwd": os.getcwd(),
+                  "argv0": os.path.basename(sys.argv[0]), "path": sys.path, "parent": os.environ.get("JPY_PARENT_PID"),
+                  "marker": os.environ.get("LT_FORK_TEST")}))
+"""
+
+
+def _run(tmp_path, **client_options):
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)])
+    notebook.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    client = NotebookClient(
+        notebook, timeout=60, shutdown_kernel="immediate", resources={"metadata": {"path": str(tmp_path)}},
+        **client_options,
+    )  # fmt: skip
+    client.execute()
+    return json.loads(notebook.cells[0].outputs[0]["text"])
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    # wave: a module no kernel imports on its own (the fresh control below checks it), cheap to preload.
+    started = Zygote(("wave",))
+    yield started
+    started.stop()
+    assert not os.path.exists(started.path)
+
+
+def test_a_forked_kernel_starts_warm_and_as_a_fresh_one_starts(zygote, tmp_path, monkeypatch):
+    monkeypatch.setenv("LT_FORK_TEST", "seen")
+    logged = []
+    forked = _run(tmp_path, kernel_manager_class=kernel_manager_class(zygote, logged.append))
+    fresh = _run(tmp_path)
+    assert logged == []
+    assert forked["warm"] and not fresh["warm"]
+    # Started alike: its own session, the page's folder and the caller's environment, the launcher's argv and path.
+    for key in ("own_group", "cwd", "argv0", "path", "parent", "marker"):
+        assert forked[key] == fresh[key], key
+    assert forked["own_group"] and forked["cwd"] == str(tmp_path) and forked["marker"] == "seen"
+    assert forked["argv0"] == "ipykernel_launcher.py" and forked["parent"] == str(os.getpid())
+    # Shut down at once: the kernel is gone.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(forked["pid"], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the forked kernel {forked['pid']} outlived its shutdown")
+
+
+def test_only_ipythons_own_kernel_is_forked_and_a_zygote_that_cannot_fork_falls_back(tmp_path):
+    assert can_fork(["python", "-m", "ipykernel_launcher", "-f", "c.json", "--HistoryManager.hist_file=:memory:"])
+    assert not can_fork(["python", "-m", "other_kernel", "-f", "c.json"])
+    assert not can_fork(["python", "-m", "ipykernel_launcher"])
+    gone = Zygote.__new__(Zygote)  # a zygote whose socket is not there
+    gone.path = str(tmp_path / "gone.sock")
+    logged = []
+    assert not _run(tmp_path, kernel_manager_class=kernel_manager_class(gone, logged.append))["warm"]
+    assert len(logged) == 1 and logged[0].startswith("a fresh kernel: the zygote could not fork one")

@@ -134,13 +134,16 @@ def _read_line(connection: socket.socket) -> str:
 # The build's side
 # ---------------------------------------------------------------------------
 class Zygote:
-    """The build's handle on a zygote: start it, ask it for kernels, stop it."""
+    """The build's handle on a zygote: start it (importing ``preload``, in the environment ``env``, by default
+    this process's), ask it for kernels, stop it."""
 
-    def __init__(self, preload: tuple[str, ...] = PRELOAD) -> None:
+    def __init__(self, preload: tuple[str, ...] = PRELOAD, env: dict[str, str] | None = None) -> None:
         # A short path: a Unix socket's name holds about 100 bytes.
         self.folder = tempfile.mkdtemp(prefix="lt-kernels-")
         self.path = os.path.join(self.folder, "zygote.sock")
-        self.process = subprocess.Popen([sys.executable, __file__, self.path, *preload], stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, self.path, *preload], stdin=subprocess.DEVNULL, env=env
+        )
         deadline = time.monotonic() + 30
         while not os.path.exists(self.path):
             if self.process.poll() is not None or time.monotonic() > deadline:

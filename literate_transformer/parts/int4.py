@@ -459,5 +459,7 @@ def packed_bytes(model: nn.Module) -> int:
             f"model must decode over 4-bit weights (load_decoder(weights='int4')), got {type(model).__name__}"
         )
     return sum(
-        tensor.numel() * tensor.element_size() for linear in packed for tensor in (linear.weight, linear.scales_and_zeros)
+        tensor.numel() * tensor.element_size()
+        for linear in packed
+        for tensor in (linear.weight, linear.scales_and_zeros)
     )

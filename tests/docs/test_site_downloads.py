@@ -2,10 +2,12 @@
 
 Each chapter's ``.ipynb`` download (``_sources/chapters/<page>.ipynb`` of the
 built site, which leaves out the site's own cells) is executed from top to
-bottom in a fresh kernel: in an empty folder, with no ``PYTHONPATH``, so that
-nothing of ``docs/`` (the site's machinery in ``docs/_tools``) can be
+bottom in a kernel of its own: in an empty folder, with no ``PYTHONPATH``, so
+that nothing of ``docs/`` (the site's machinery in ``docs/_tools``) can be
 imported, as on a reader's machine that installed the package.  Two kernels
-run at a time, each on one CPU thread, as the build runs them.  One chapter,
+run at a time, each on one CPU thread, forked, as the build's are, from one
+process that imported PyTorch and ``transformers`` in that same environment
+(``docs/_ext/forked_kernels.py``).  One chapter,
 the quickest that prints numbers, is run once more, and every number it prints
 is compared with the number its page shows.
 
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import notebook_download
 import pytest
+from forked_kernels import Zygote, kernel_manager_class
 
 from literate_transformer import manifest
 
@@ -41,33 +44,51 @@ SITE = Path(os.environ.get("LT_SITE_HTML", ROOT / "docs" / "_build" / "html"))
 CELL_TIMEOUT_S = 300
 
 
-def _execute(notebook_path: Path, folder: Path):
-    """Execute one downloaded notebook in ``folder``, in a fresh kernel that cannot import ``docs/``; the notebook."""
+def _reader_environment() -> dict[str, str]:
+    """A reader's: this one without ``PYTHONPATH``, one thread, figures drawn off screen."""
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    environment.update(OMP_NUM_THREADS="1", MPLBACKEND="agg")
+    return environment
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """The kernels' zygote, started in a reader's environment."""
+    zygote = Zygote(env=_reader_environment())
+    yield kernel_manager_class(zygote, print)
+    zygote.stop()
+
+
+def _execute(notebook_path: Path, folder: Path, kernels: type):
+    """Execute one downloaded notebook in ``folder``, in a kernel that cannot import ``docs/``; the notebook."""
     import nbformat
     from nbclient import NotebookClient
 
     notebook = nbformat.read(notebook_path, as_version=4)
     client = NotebookClient(
-        notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+        notebook,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(folder)}},
+        kernel_manager_class=kernels,
+        shutdown_kernel="immediate",
     )
-    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-    environment.update(OMP_NUM_THREADS="1", MPLBACKEND="agg")
-    client.execute(env=environment)
+    client.execute(env=_reader_environment())
     return notebook
 
 
-def _run(notebook_path: Path, folder: Path) -> str | None:
+def _run(notebook_path: Path, folder: Path, kernels: type) -> str | None:
     """Execute one downloaded notebook in ``folder``; ``None`` if every cell ran, else what failed."""
     from nbclient.exceptions import CellExecutionError
 
     try:
-        _execute(notebook_path, folder)
+        _execute(notebook_path, folder, kernels)
     except CellExecutionError as error:
         return f"{notebook_path.name}: {str(error).strip().splitlines()[-1]}\n{str(error)[:1500]}"
     return None
 
 
-def test_every_downloaded_chapter_runs_with_only_the_package_installed(tmp_path):
+def test_every_downloaded_chapter_runs_with_only_the_package_installed(tmp_path, kernels):
     downloads = [SITE / "_sources" / f"{chapter.docname}.ipynb" for chapter in manifest.CHAPTERS]
     missing = [path for path in downloads if not path.is_file()]
     assert not missing, f"no built site's downloads (nox -s docs first): {missing}"
@@ -75,7 +96,7 @@ def test_every_downloaded_chapter_runs_with_only_the_package_installed(tmp_path)
     for folder in folders:
         folder.mkdir()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        failures = [failure for failure in pool.map(_run, downloads, folders) if failure]
+        failures = [failure for failure in pool.map(_run, downloads, folders, [kernels] * len(folders)) if failure]
     assert not failures, "\n\n".join(failures)
     # The site's machinery is not needed: no download imports it.
     for path in downloads:
@@ -148,11 +169,11 @@ def _page_printed(page: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", text))
 
 
-def test_a_downloaded_chapter_prints_the_numbers_its_page_shows(tmp_path):
+def test_a_downloaded_chapter_prints_the_numbers_its_page_shows(tmp_path, kernels):
     download = SITE / "_sources" / f"{NUMBERS_CHAPTER}.ipynb"
     assert download.is_file(), f"no built site's download {download} (nox -s docs first)"
     page_numbers = _NUMBER.findall(_page_printed(SITE / f"{NUMBERS_CHAPTER}.html"))
-    ran = _execute(download, tmp_path)
+    ran = _execute(download, tmp_path, kernels)
     numbers = _NUMBER.findall(_printed(ran))
     assert len(page_numbers) > 50, f"the page shows only {len(page_numbers)} numbers; is it the chapter meant?"
     assert len(numbers) == len(page_numbers), (

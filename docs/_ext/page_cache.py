@@ -301,7 +301,20 @@ def outdated_pages(app: Sphinx, env: Any, added: set, changed: set, removed: set
         stored = _stored(folder, docname)
         if stored and not Record.from_dict(stored["record"]).is_current(root, SETTINGS["salt"]):
             outdated.append(docname)
+    if added or changed or outdated:
+        # Pages will be read: the zygote imports while the other handlers of this event run (the exports).
+        start_zygote(app)
     return outdated
+
+
+def start_zygote(app: Sphinx) -> None:
+    """Start the kernels' zygote (:mod:`forked_kernels`), unless it runs or the build starts kernels afresh."""
+    if not app.config.page_cache_fork_kernels or SETTINGS.get("zygote"):
+        return
+    try:
+        SETTINGS["zygote"] = Zygote(tuple(app.config.page_cache_kernel_preload))
+    except (OSError, RuntimeError) as error:
+        logger.info(f"executed pages: each kernel starts afresh ({error})")
 
 
 def plan(app: Sphinx, env: Any, docnames: list[str]) -> None:
@@ -328,12 +341,9 @@ def plan(app: Sphinx, env: Any, docnames: list[str]) -> None:
         else:
             planned.append(docname)
     SETTINGS["planned"] = planned
-    if planned and app.config.page_cache_fork_kernels and not SETTINGS.get("zygote"):
-        # One warm process the pages' kernels fork from (forked_kernels), stopped when the build finishes.
-        try:
-            SETTINGS["zygote"] = Zygote(tuple(app.config.page_cache_kernel_preload))
-        except (OSError, RuntimeError) as error:
-            logger.info(f"executed pages: each kernel starts afresh ({error})")
+    if planned:
+        # One warm process the pages' kernels fork from, stopped once every page is read.
+        start_zygote(app)
     if planned or reused:
         logger.info(f"executed pages: {len(planned)} to execute, {reused} from their stored outputs")
 
@@ -360,6 +370,36 @@ def stop_zygote(app: Sphinx, *args: Any) -> None:
         zygote.stop()
 
 
+def costliest_cells(folder: Path, since: float, count: int = 8) -> list[tuple[float, str, str]]:
+    """The ``count`` code cells that took longest among the pages executed since ``since``: ``(seconds, page,
+    first line)``, from each page's record and stored notebook."""
+    import nbformat
+
+    cells = []
+    for record in folder.rglob("*.json"):
+        stored = _stored(folder, record.relative_to(folder).with_suffix("").as_posix())
+        if stored.get("executed_at", -1) < since or not stored.get("cell_seconds"):
+            continue
+        page = record.relative_to(folder).with_suffix("").as_posix()
+        notebook = nbformat.read(record.with_suffix(".ipynb"), as_version=4)
+        sources = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+        for seconds, source in zip(stored["cell_seconds"], sources, strict=False):
+            first = next((line for line in source.splitlines() if line and not line.startswith("%")), "")
+            cells.append((seconds or 0.0, page, first[:60]))
+    return sorted(cells, reverse=True)[:count]
+
+
+def report_cells(app: Sphinx, exception: Exception | None) -> None:
+    """``build-finished``: the costliest cells of the pages this build executed (wall seconds), in the log."""
+    if exception is not None or not SETTINGS:
+        return
+    cells = costliest_cells(Path(SETTINGS["root_cache"]), SETTINGS["started"])
+    if cells:
+        logger.info("the costliest cells this build executed (wall seconds, page, first line):")
+        for seconds, page, first in cells:
+            logger.info(f"{seconds:7.1f}  {page:40}  {first}")
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("page_cache_root", "", "env", types=frozenset({str}))
     app.add_config_value("page_cache_checkout", "..", "env", types=frozenset({str}))
@@ -369,9 +409,10 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("page_cache_fork_kernels", True, "", types=frozenset({bool}))
     app.add_config_value("page_cache_kernel_preload", list(PRELOAD), "", types=frozenset({list, tuple}))
     app.connect("builder-inited", configure)
-    app.connect("env-get-outdated", outdated_pages)
+    app.connect("env-get-outdated", outdated_pages, priority=100)
     app.connect("env-before-read-docs", plan)
     app.connect("doctree-read", note_dependencies)
     app.connect("env-updated", stop_zygote)
     app.connect("build-finished", stop_zygote)
+    app.connect("build-finished", report_cells)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -158,6 +158,13 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
     assert tiny_site.build().warnings == ""
     first = {page: _executed(tiny_site, page) for page in ("uses_a", "uses_b")}
     assert "a1" in tiny_site.html("uses_a") and "b1" in tiny_site.html("uses_b")
+    # Each cell's seconds are kept: the build's log names the costliest, by page and first line.
+    cells = page_cache.costliest_cells(tiny_site.root / "_pagecache", since=0)
+    assert sorted((page, first) for _, page, first in cells) == [
+        ("uses_a", "from tinycode.a import VALUE"),
+        ("uses_b", "from tinycode.b import VALUE"),
+    ]
+    assert all(seconds > 0 for seconds, _, _ in cells)
     record = json.loads((tiny_site.root / "_pagecache" / "uses_b.json").read_text())["record"]["files"]
     # The modules it imported, the data file it opened, and the folder the import system listed to find them.
     assert sorted(record) == ["tinycode/", "tinycode/__init__.py", "tinycode/b.py", "tinycode/table.txt"]

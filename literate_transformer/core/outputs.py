@@ -64,13 +64,8 @@ class Cache:
     A cache *object* is passed, the same one, to every layer instead, as
     ``transformers``' ``Cache`` and gpt-fast's ``KVCache`` are: each layer's
     attention writes its new keys and values into it and reads back every
-    position written so far,
-
-    .. code-block:: python
-
-        key, value = cache.update(self.layer_idx, key, value)
-
-    and the stack reads the call's positions, masks and what its layers read
+    position written so far (``key, value = cache.update(self.layer_idx,
+    key, value)``), and the stack reads the call's positions, masks and what its layers read
     besides from it (:meth:`step`), made once for every position the cache
     holds.  :class:`~literate_transformer.parts.static_cache.StaticCache` is
     the package's.

@@ -174,14 +174,13 @@ class DecoderStack:
             # A cache written in place: this call's positions, masks and layer inputs were made once, for every
             # position the cache holds (with the family's own hooks, below); the call reads their rows.
             masks, position_ids, inputs = past_key_values.step()
-            # 1) What the first layer reads.
-            embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
         else:
             past_length = 0 if past_key_values is None else past_key_values[0].self_attention[0].shape[2]
             if position_ids is None:
                 position_ids = self.position_ids(input_ids, attention_mask, past_length)
-            # 1) What the first layer reads (the family's embed: positions added to it, or none).
-            embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
+        # 1) What the first layer reads (the family's embed: positions added to it, or none).
+        embedding_output = self.embed(input_ids, position_ids)  # (B, T, E)
+        if not in_place:
             # 2) Which keys each query may see, built once for every kind of layer; each layer reads its kind's.
             dtype, device = embedding_output.dtype, input_ids.device
             masks = self.attention_masks(attention_mask, length, past_length, dtype, device)

@@ -4,10 +4,13 @@ import json
 import os
 import time
 
-import nbformat
 import pytest
-from forked_kernels import Zygote, can_fork, kernel_manager_class
-from nbclient import NotebookClient
+
+pytest.importorskip("nbclient", reason="nbclient is not installed (the docs extras); the kernels are not tested")
+
+import nbformat  # noqa: E402
+from forked_kernels import Zygote, can_fork, kernel_manager_class  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
 
 # What the kernel reports of itself: whether the preloaded module was there before the cell, and how it was started.
 PROBE = """\

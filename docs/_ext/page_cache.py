@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -252,13 +253,21 @@ def _log_to_terminal(message: str) -> None:
 
 
 def _progress(page: str) -> str:
-    """``3 of 5 to execute``: how many of the pages the read found stale have executed, this one included."""
+    """``3 of 5 to execute``: this page's place among the pages the read found stale, in the order they started
+    executing, counted across the build's reading processes (each takes the next number from a shared folder)."""
     planned = SETTINGS.get("planned", [])
     if page not in planned:
         return "1 more to execute"
-    folder, started = Path(SETTINGS["root_cache"]), SETTINGS["started"]
-    done = sum(1 for name in planned if name != page and _stored(folder, name).get("executed_at", -1) >= started)
-    return f"{done + 1} of {len(planned)} to execute"
+    tickets = Path(SETTINGS["root_cache"], ".progress", str(SETTINGS["started"]))
+    tickets.mkdir(parents=True, exist_ok=True)
+    for number in range(1, len(planned) + 1):
+        try:
+            # Created or refused atomically: two processes starting at once take two numbers.
+            os.close(os.open(tickets / str(number), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        return f"{number} of {len(planned)} to execute"
+    return f"{len(planned)} of {len(planned)} to execute"
 
 
 # ---------------------------------------------------------------------------
@@ -279,6 +288,8 @@ def configure(app: Sphinx) -> None:
 
     execute.NotebookClientCache = _client_class()
     SETTINGS.clear()
+    # The progress numbers of earlier builds (see _progress).
+    shutil.rmtree(Path(app.confdir, config.page_cache_root, ".progress"), ignore_errors=True)
     SETTINGS.update(
         root_cache=str(Path(app.confdir, config.page_cache_root)),
         root=str(Path(app.confdir, config.page_cache_checkout)),

@@ -215,8 +215,14 @@ def test_a_page_that_executes_says_why_and_how_many_are_left(tmp_path, monkeypat
     monkeypatch.setattr(
         page_cache, "SETTINGS", {"planned": ["p1", "p2", "p3"], "root_cache": str(tmp_path), "started": 0}
     )
-    (tmp_path / "p1.json").write_text(json.dumps({"executed_at": 1}))
-    assert page_cache._progress("p2") == "2 of 3 to execute"
+    # Numbered in the order the pages start, whichever reading process starts them: each number once.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        started = list(pool.map(page_cache._progress, ["p2", "p1"]))
+    assert sorted(started) == ["1 of 3 to execute", "2 of 3 to execute"]
+    assert page_cache._progress("p3") == "3 of 3 to execute"
+    assert page_cache._progress("elsewhere") == "1 more to execute"
 
 
 def test_a_cells_printing_flushed_in_pieces_is_stored_as_one_output():

@@ -202,11 +202,15 @@ page_cache_fork_kernels = os.environ.get("LT_FRESH_KERNELS") != "1"
 # build's table of execution times measures them), spreading them between the build's processes (without
 # it, one process gets most of the chapters in one chunk).  The order only changes how long a build takes.
 executed_pages_read_alone = [
-    "chapters/14_*",
+    "chapters/20_*",
+    "chapters/19_*",
+    "chapters/18_*",
     "chapters/17_*",
+    "chapters/16_*",
+    "chapters/14_*",
     "chapters/10_*",
     "chapters/08_*",
-    "chapters/16_*",
+    "at_a_glance",
     "chapters/*",
 ]
 # The build's profile (build_profile): where its time went, for contributors to compare builds.

@@ -58,9 +58,11 @@ scores are the most negative finite numbers, never :math:`-\infty`.
 Building the mask once
 ----------------------
 Every model in this package turns the tokenizer's ``attention_mask`` (and, in
-a decoder, causality) into the mask its layers apply in one place,
-:func:`build_attention_mask`, at its entry point; the layers receive it ready
-made.  The mask's values are checked once, by the model's entry, and only
+a decoder, causality) into the masks its layers apply in one place, at its
+entry point, through one hook, :meth:`MaskHook.attention_masks`, which calls
+:func:`build_attention_mask`; the layers receive them ready made.  A family
+whose layers see other keys (a band, pairs of real tokens) overrides that
+one method.  The mask's values are checked once, by the model's entry, and only
 where reading them costs nothing (on the CPU; see
 :mod:`~literate_transformer.core.validation`); building it reads no value
 back to the host, so that on a GPU the forward never waits for one.
@@ -83,6 +85,7 @@ from torch import Tensor
 from .validation import Arguments, check_attention_mask, validate_with
 
 __all__ = [
+    "MaskHook",
     "padding_mask",
     "causal_mask",
     "combine_masks",
@@ -365,3 +368,49 @@ def grouped_mask(mask: Tensor | None, groups: int) -> Tensor | None:
         return mask  # one query per head (or one head per group): its row broadcasts over the group
     size, _, length, keys = mask.shape
     return mask[:, :, None].expand(size, 1, groups, length, keys).reshape(size, 1, groups * length, keys)
+
+
+class MaskHook:
+    """The one hook through which a model builds its layers' attention masks: :meth:`attention_masks`.
+
+    Every model of the package mixes it in (an encoder, a decoder stack, BERT's
+    model) and calls :meth:`attention_masks` once at its entry; a family whose
+    layers see other keys overrides that method alone, as Mistral (a band),
+    Gemma 2 and GPT-3 (banded layers between dense ones) and DeBERTa (pairs of
+    real tokens) do.  The static cache calls it too, once for every position it
+    holds.
+    """
+
+    #: Whether a query is kept from the keys after it: ``True`` in a decoder's self-attention.
+    causal: bool = False
+
+    def attention_masks(
+        self,
+        attention_mask: Tensor | None,
+        length: int,
+        past_length: int = 0,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> dict[str, Tensor | None]:
+        """The masks, built once, each in the additive form its layers add to their scores, by the kind of layer
+        that reads it (a layer's ``attention_type``): here one, ``"full"``, the padding (and, with
+        :attr:`causal`, the future) of :func:`build_attention_mask`.
+
+        Args:
+            attention_mask: The tokenizer's ``(B, S)`` mask over every key (cached ones included); ``None``
+                for no padding.
+            length: The number of queries ``T``.
+            past_length: The cached positions before them.
+            dtype: The scores' dtype (``None``: the boolean form).
+            device: Where to build the masks.
+        """
+        return {
+            "full": build_attention_mask(
+                attention_mask,
+                query_length=length,
+                causal=self.causal,
+                past_length=past_length,
+                device=device,
+                dtype=dtype,
+            )
+        }

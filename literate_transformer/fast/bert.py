@@ -107,7 +107,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..core.masks import build_attention_mask
+from ..core.masks import MaskHook, build_attention_mask
 from ..core.validation import (
     Arguments,
     check_attention_mask,
@@ -545,6 +545,11 @@ class FastBertModel(nn.Module):
         if bert.config.is_decoder:
             raise ValueError(
                 "bert must be an encoder (config.is_decoder=False): the fast path does not mask the future"
+            )
+        if type(bert).attention_masks is not MaskHook.attention_masks:
+            raise ValueError(
+                f"bert ({type(bert).__name__}) builds masks of its own (attention_masks): the fast path hides "
+                "the padding keys alone, as BERT's mask hook does"
             )
         return cls(bert).eval()
 

@@ -78,7 +78,6 @@ from torch import Tensor, nn
 
 from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import get_activation
-from ..core.masks import build_attention_mask
 from ..core.outputs import LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import Arguments, check_token_inputs, validate_with
@@ -310,6 +309,8 @@ class BartEncoder(BartStack):
     """BART's encoder: the embeddings of :class:`BartStack`, then ``encoder_layers`` post-LN layers."""
 
     layer_class, num_layers = BartEncoderLayer, "encoder_layers"
+    #: The encoder's queries see every real token, before and after them (the mask hook's padding mask alone).
+    causal = False
 
     @validate_with(_check_encoder_inputs)
     def forward(
@@ -319,9 +320,7 @@ class BartEncoder(BartStack):
         length = input_ids.shape[1]
         # The source's positions are 0 .. S-1, padding or not (as HuggingFace's BartEncoder numbers them).
         embedding_output = self.embed(input_ids, self.position_ids(input_ids, None))
-        mask = build_attention_mask(
-            attention_mask, query_length=length, device=input_ids.device, dtype=embedding_output.dtype
-        )
+        mask = self.attention_masks(attention_mask, length, 0, embedding_output.dtype, input_ids.device)["full"]
         hidden_states, layer_outputs = run_layers(
             self.layers, embedding_output, mask, output_attentions=output_attentions
         )

@@ -52,8 +52,10 @@ nor its pooler: read it with :func:`sentence_embeddings`.
 A decoder (``config.is_decoder``) differs only in its masks: its
 self-attention may not look ahead, and with ``config.add_cross_attention``
 each layer also reads an encoder's output (see "Cross-attention" below).
-As in HuggingFace, :meth:`BertModel.get_extended_attention_mask` builds the
-mask once, padding and causality together, and every layer adds it.
+As in HuggingFace (whose name for it is ``get_extended_attention_mask``), the
+mask is built once, padding and causality together, by the package's one mask
+hook (:meth:`~literate_transformer.core.masks.MaskHook.attention_masks`), and
+every layer adds it.
 
 Self-attention, step by step
 ----------------------------
@@ -186,7 +188,7 @@ from ..core.activations import get_activation
 from ..core.checkpoints import read_state_dict, resolve_checkpoint
 from ..core.config import TransformerConfig, as_config
 from ..core.kernels import fused_attention, use_fused_attention
-from ..core.masks import build_attention_mask, masked_fill_scores
+from ..core.masks import MaskHook, build_attention_mask, masked_fill_scores
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import (
@@ -735,7 +737,7 @@ def _check_model_inputs(model: BertModel, args: Arguments) -> None:
         raise ValueError("encoder_attention_mask was given without encoder_hidden_states")
 
 
-class BertModel(ConvertsFromHF, nn.Module):
+class BertModel(ConvertsFromHF, MaskHook, nn.Module):
     """BERT: :class:`BertEmbeddings`, :class:`BertEncoder` and :class:`BertPooler`.
 
     Module and parameter names are HuggingFace's, so
@@ -837,21 +839,10 @@ class BertModel(ConvertsFromHF, nn.Module):
         """
         return self.embeddings(input_ids, token_type_ids, position_ids)
 
-    def get_extended_attention_mask(
-        self, attention_mask: Tensor | None, query_length: int, dtype: torch.dtype, causal: bool = False
-    ) -> Tensor | None:
-        """A tokenizer's ``(B, S)`` mask as BERT's additive mask (HuggingFace's name for the conversion).
-
-        ``0`` where a query may look and ``finfo(dtype).min`` where it may
-        not: padding keys, and with ``causal`` (a decoder's self-attention)
-        the future.  ``None`` when nothing is hidden, so that no pass over the
-        ``(B, H, T, S)`` scores is spent adding zeros (HuggingFace skips it
-        too).
-        """
-        device = self.embeddings.word_embeddings.weight.device
-        return build_attention_mask(
-            attention_mask, query_length=query_length, causal=causal, device=device, dtype=dtype
-        )
+    @property
+    def causal(self) -> bool:
+        """Whether the mask hook hides the future: in a decoder (``config.is_decoder``)."""
+        return bool(self.config.is_decoder)
 
     @validate_with(_check_model_inputs)
     def forward(
@@ -897,10 +888,11 @@ class BertModel(ConvertsFromHF, nn.Module):
         embedding_output = self.embed(input_ids, token_type_ids, position_ids)  # (B, T, E)
         # 2) Additive masks for self-attention (causal in a decoder) and cross-attention, built once.
         length, dtype = input_ids.shape[1], embedding_output.dtype
-        extended_attention_mask = self.get_extended_attention_mask(
-            attention_mask, length, dtype, self.config.is_decoder
+        device = input_ids.device
+        extended_attention_mask = self.attention_masks(attention_mask, length, 0, dtype, device)["full"]
+        encoder_extended_attention_mask = build_attention_mask(
+            encoder_attention_mask, query_length=length, device=device, dtype=dtype
         )
-        encoder_extended_attention_mask = self.get_extended_attention_mask(encoder_attention_mask, length, dtype)
         # 3) The layers.
         encoder_outputs = self.encoder(
             embedding_output,

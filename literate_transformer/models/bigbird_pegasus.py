@@ -438,7 +438,7 @@ class BigBirdPegasusEncoder(BigBirdPegasusStack, bart.BartEncoder):
             mask = self.block_sparse_mask(attention_mask, embedding_output.dtype)
         else:
             hidden_states = embedding_output
-            mask = build_attention_mask(attention_mask, query_length=length, dtype=embedding_output.dtype)
+            mask = self.attention_masks(attention_mask, length, 0, embedding_output.dtype)["full"]
         hidden_states, layer_outputs = run_layers(self.layers, hidden_states, mask, output_attentions=output_attentions)
         # The final norm, and the padding added for the blocks cut off again.
         hidden_states = self.final_norm(hidden_states)[:, :length]  # (B, S, E)

@@ -69,7 +69,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..core.masks import masked_fill_scores
+from ..core.masks import build_attention_mask, combine_masks, masked_fill_scores
 from ..core.outputs import LayerOutput
 from ..parts.heads import merge_heads, split_heads
 from ..parts.norms import make_norm
@@ -454,7 +454,7 @@ class DebertaV2Model(ConvertsFromHF, EncoderModel):
     (:meth:`EncoderModel.forward <literate_transformer.parts.stack.EncoderModel.forward>`), two of whose
     arguments are read only where the config has their table: ``token_type_ids`` with
     ``type_vocab_size > 0``, ``position_ids`` with ``position_biased_input``.  DeBERTa changes what the
-    layers read: a mask over pairs of tokens (:meth:`layer_mask`), and the distances and the position
+    layers read: a mask over pairs of tokens (:meth:`attention_masks`), and the distances and the position
     table every layer's disentangled attention reads (:meth:`layer_inputs`).
 
     Args:
@@ -515,13 +515,21 @@ class DebertaV2Model(ConvertsFromHF, EncoderModel):
         embedding_output = self.embeddings(input_ids, token_type_ids, position_ids, mask)  # (B, T, E)
         return embedding_output
 
-    def layer_mask(self, attention_mask: Tensor | None, hidden_states: Tensor) -> Tensor | None:
-        """DeBERTa's mask: pair (i, j) is visible when token i and token j are both real."""
+    def attention_masks(
+        self,
+        attention_mask: Tensor | None,
+        length: int,
+        past_length: int = 0,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> dict[str, Tensor | None]:
+        """DeBERTa's mask, in the boolean form its layers read: pair (i, j) is visible when token i and token j
+        are both real, ``(B, 1, T, T)``."""
         if attention_mask is None:
-            return None
-        real = attention_mask.bool()
-        mask = real[:, None, None, :] & real[:, None, :, None]  # (B, 1, T, T)
-        return mask
+            return {"full": None}
+        keys = build_attention_mask(attention_mask, query_length=length, device=device)  # (B, 1, 1, T)
+        pairs = combine_masks(keys, keys.transpose(-1, -2))  # (B, 1, T, T)
+        return {"full": pairs}
 
     def layers(self) -> Sequence[DebertaV2Layer]:
         """The encoder's layers."""

@@ -51,7 +51,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.masks import build_attention_mask
+from ..core.masks import MaskHook
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_token_inputs, validate_with
@@ -179,7 +179,7 @@ def _check_model_inputs(model: DistilBertModel, args: Arguments) -> None:
     check_token_inputs(args, model.config)
 
 
-class DistilBertModel(ConvertsFromHF, nn.Module):
+class DistilBertModel(ConvertsFromHF, MaskHook, nn.Module):
     """DistilBERT: ``embeddings`` and the ``transformer`` stack; no pooler.
 
     Args:
@@ -231,9 +231,7 @@ class DistilBertModel(ConvertsFromHF, nn.Module):
             position_ids = torch.arange(length, device=input_ids.device)[None]  # (1, T)
         embedding_output = self.embeddings(input_ids, position_ids)  # (B, T, E)
         # The padding hidden from every query, built once in the additive form.
-        mask = build_attention_mask(
-            attention_mask, query_length=length, device=input_ids.device, dtype=embedding_output.dtype
-        )
+        mask = self.attention_masks(attention_mask, length, 0, embedding_output.dtype, input_ids.device)["full"]
         hidden_states, layer_outputs = run_layers(
             self.transformer.layer, embedding_output, mask, output_attentions=output_attentions
         )

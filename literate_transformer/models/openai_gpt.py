@@ -298,7 +298,7 @@ class OpenAIGPTModel(ConvertsFromHF, DecoderStack, nn.Module):
         return self.drop(self.tokens_embed(input_ids) + self.positions_embed(position_ids))
 
     #: The causal mask with the padding, built once for every block
-    #: (:meth:`~literate_transformer.parts.stack.DecoderStack.attention_masks`), listed so that GPT's page documents it.
+    #: (:meth:`~literate_transformer.core.masks.MaskHook.attention_masks`), listed so that GPT's page documents it.
     attention_masks = DecoderStack.attention_masks
 
     def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:

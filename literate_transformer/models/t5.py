@@ -87,7 +87,7 @@ from torch import Tensor, nn
 
 from ..book.decoder import PreTrainedEncoderDecoderModel, check_family_decoder_inputs
 from ..core.activations import ACTIVATIONS, get_activation
-from ..core.masks import build_attention_mask
+from ..core.masks import MaskHook, build_attention_mask
 from ..core.outputs import LayerCache, ModelOutput
 from ..core.validation import Arguments, validate_with
 from ..parts.attention import Attention
@@ -331,7 +331,7 @@ def _check_stack_inputs(stack: T5Stack, args: Arguments) -> None:
     check_family_decoder_inputs(args, config, len(stack.block), config.num_heads, config.d_kv, None, stack.is_decoder)
 
 
-class T5Stack(nn.Module):
+class T5Stack(MaskHook, nn.Module):
     """T5's encoder or decoder: the shared token table, ``block``, ``final_layer_norm``; no position vectors.
 
     Args:
@@ -353,6 +353,11 @@ class T5Stack(nn.Module):
         )
         self.final_layer_norm = make_norm(config.d_model, config.layer_norm_epsilon, kind="rms_norm")
         self.dropout = nn.Dropout(config.dropout_rate)
+
+    @property
+    def causal(self) -> bool:
+        """Whether the mask hook hides the future: in the decoder."""
+        return self.is_decoder
 
     @validate_with(_check_stack_inputs)
     def forward(
@@ -390,9 +395,7 @@ class T5Stack(nn.Module):
         # The token vectors alone: no positions added, no scaling.
         embedding_output = self.dropout(self.embed_tokens(input_ids))  # (B, T, E)
         masks = dict(device=input_ids.device, dtype=embedding_output.dtype)
-        mask = build_attention_mask(
-            attention_mask, query_length=length, causal=self.is_decoder, past_length=past_length, **masks
-        )
+        mask = self.attention_masks(attention_mask, length, past_length, **masks)["full"]
         # Where the tokens are: the first block's relative bias, one number per head and (query, key) pair ...
         position_bias = self.block[0].layer[0].SelfAttention.compute_bias(length, past_length + length, past_length)
         # ... added to the padding (and causal) mask once; every block adds the sum to its self-attention scores.

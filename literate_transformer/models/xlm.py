@@ -45,7 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.activations import get_activation
-from ..core.masks import build_attention_mask
+from ..core.masks import MaskHook
 from ..core.outputs import LayerOutput, ModelOutput
 from ..core.residual import add_and_norm
 from ..core.validation import Arguments, check_tensor, check_token_inputs, checks_values, validate_with, value_error
@@ -113,7 +113,7 @@ def _check_model_inputs(model: XLMModel, args: Arguments) -> None:
             raise value_error(f"langs must be language ids in [0, n_langs={config.n_langs})")
 
 
-class XLMModel(ConvertsFromHF, nn.Module):
+class XLMModel(ConvertsFromHF, MaskHook, nn.Module):
     """XLM's encoder: the embeddings, then ``n_layers`` post-LN layers kept as flat lists of modules.
 
     Args:
@@ -202,7 +202,7 @@ class XLMModel(ConvertsFromHF, nn.Module):
         if token_type_ids is not None:
             tensor = tensor + self.embeddings(token_type_ids)
         embedding_output = self.dropout(self.layer_norm_emb(tensor)) * keep  # (B, T, E)
-        mask = build_attention_mask(attention_mask, query_length=length, dtype=embedding_output.dtype)
+        mask = self.attention_masks(attention_mask, length, 0, embedding_output.dtype)["full"]
         hidden_states, layer_outputs = embedding_output, []
         for index in range(self.config.n_layers):
             # Post-LN attention (dropout on its output), then post-LN feed-forward ...

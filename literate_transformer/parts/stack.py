@@ -58,7 +58,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..core.masks import build_attention_mask
+from ..core.masks import MaskHook, build_attention_mask
 from ..core.outputs import Cache, LayerCache, LayerOutput, ModelOutput
 from ..core.residual import add_and_norm, sublayer_input
 from ..core.validation import Arguments, check_token_inputs, validate_with
@@ -100,14 +100,19 @@ def run_layers(
     return hidden_states, outputs
 
 
-class DecoderStack:
+class DecoderStack(MaskHook):
     """A decoder stack over a cache: the forward every decoder stack shares, and the decisions a family changes.
 
     A stack mixes this class in and writes :meth:`embed` and :meth:`final_norm`
-    (and :meth:`position_ids`, :meth:`attention_masks` and :meth:`layer_inputs`,
-    where it changes them); its ``forward`` keeps HuggingFace's signature and
-    hands its arguments, with its layers, to :meth:`run_stack`.
+    (and :meth:`position_ids`, the mask hook
+    :meth:`~literate_transformer.core.masks.MaskHook.attention_masks` and
+    :meth:`layer_inputs`, where it changes them); its ``forward`` keeps
+    HuggingFace's signature and hands its arguments, with its layers, to
+    :meth:`run_stack`.
     """
+
+    #: A decoder stack's self-attention hides the future (the mask hook's causal mask).
+    causal = True
 
     def position_ids(self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int = 0) -> Tensor:
         """The positions of ``input_ids``, ``(B, T)``: the package's one rule
@@ -118,17 +123,6 @@ class DecoderStack:
     def embed(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
         """The first layer's input, ``(B, T, E)``: each family says how tokens and positions enter."""
         raise NotImplementedError
-
-    def attention_masks(
-        self, attention_mask: Tensor | None, length: int, past_length: int, dtype: torch.dtype, device: torch.device
-    ) -> dict[str, Tensor]:
-        """The masks, built once, each in the additive form its layers add to their scores, by the kind of layer that
-        reads it (a layer's ``attention_type``): here one, ``"full"``, the causal mask with the padding."""
-        return {
-            "full": build_attention_mask(
-                attention_mask, query_length=length, causal=True, past_length=past_length, device=device, dtype=dtype
-            )
-        }
 
     def layer_inputs(self, position_ids: Tensor) -> dict[str, Any]:
         """What every layer reads besides its input and mask, by name: nothing, unless a family says (rotary angles)."""
@@ -247,7 +241,7 @@ class DecoderLayer(nn.Module):
 
     #: The arrangement of its residual sub-layers (:mod:`~literate_transformer.core.residual`): pre-norm.
     norm_first = True
-    #: Which of its stack's masks (:meth:`DecoderStack.attention_masks`) the layer reads: ``"full"``, the causal one,
+    #: Which of its stack's masks (:meth:`~literate_transformer.core.masks.MaskHook.attention_masks`) the layer reads: ``"full"``, the causal one,
     #: unless a family's layers come in kinds (GPT-3's local and global ones).
     attention_type = "full"
     # What a family's layer builds, each a class a descendant may swap for its own (GPT-2 both of GPT's, GPT-Neo
@@ -340,7 +334,7 @@ def _check_encoder_model_inputs(model: EncoderModel, args: Arguments) -> None:
     check_token_inputs(args, model.config)
 
 
-class EncoderModel(nn.Module):
+class EncoderModel(MaskHook, nn.Module):
     """The forward of an encoder that reads token ids and nothing else: BERT's steps without BERT's extras.
 
     :meth:`~literate_transformer.models.bert.BertModel.forward` also takes a ``head_mask`` and, in a decoder,
@@ -350,7 +344,8 @@ class EncoderModel(nn.Module):
     pool.  A subclass (:class:`~literate_transformer.models.albert.AlbertModel`,
     :class:`~literate_transformer.models.deberta_v2.DebertaV2Model`) builds its
     modules under HuggingFace's names and writes the steps it changes:
-    :meth:`embed` and :meth:`layers` always, :meth:`layer_mask`,
+    :meth:`embed` and :meth:`layers` always, the mask hook
+    (:meth:`~literate_transformer.core.masks.MaskHook.attention_masks`),
     :meth:`layer_inputs` and :meth:`pool` where BERT's do not fit it.
     """
 
@@ -363,16 +358,6 @@ class EncoderModel(nn.Module):
         zero the padding's vectors); the other arguments as :meth:`forward` received them.
         """
         raise NotImplementedError
-
-    def layer_mask(self, attention_mask: Tensor | None, hidden_states: Tensor) -> Tensor | None:
-        """Step 2: which keys each query may see, built once for every layer.
-
-        BERT's additive padding mask (:func:`~literate_transformer.core.masks.build_attention_mask`):
-        ``0`` on real keys, ``finfo.min`` on padding; ``None`` without padding.
-        """
-        return build_attention_mask(
-            attention_mask, query_length=hidden_states.shape[1], device=hidden_states.device, dtype=hidden_states.dtype
-        )
 
     def layers(self) -> Sequence[nn.Module]:
         """Step 3: the layers, in the order they run."""
@@ -412,7 +397,8 @@ class EncoderModel(nn.Module):
         # 1) Token ids -> vectors of the layers' width.
         embedding_output = self.embed(input_ids, token_type_ids, position_ids, attention_mask)  # (B, T, E)
         # 2) The mask, and what else every layer reads, computed once.
-        mask = self.layer_mask(attention_mask, embedding_output)
+        length, dtype = input_ids.shape[1], embedding_output.dtype
+        mask = self.attention_masks(attention_mask, length, 0, dtype, input_ids.device)["full"]
         inputs = self.layer_inputs(input_ids.shape[1], input_ids.device)
         # 3) The layers, each reading the previous one's output.
         hidden_states, layer_outputs = run_layers(

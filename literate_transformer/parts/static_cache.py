@@ -43,7 +43,7 @@ gpt-fast's ``KVCache`` do:
 3. **Everything a step reads that does not depend on the step, made once
    per call, and kept in the cache** (:class:`CallTables`): the family's
    masks for every position the cache holds (its own
-   :meth:`~literate_transformer.parts.stack.DecoderStack.attention_masks`,
+   :meth:`~literate_transformer.core.masks.MaskHook.attention_masks`,
    causal, padded, banded), the positions, the rotary angles; a step takes
    its rows of each (:meth:`StaticCache.step`).  The inputs are checked
    once, where ``generate()`` is called, and the steps run under

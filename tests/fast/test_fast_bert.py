@@ -251,6 +251,17 @@ def test_only_a_bert_encoder_can_be_made_fast(tiny_config):
         FastBertModel.from_bert(BertModel(tiny_config(is_decoder=True)))
 
 
+def test_a_bert_whose_masks_are_its_own_is_refused_not_run_with_the_padding_mask(tiny_config):
+    class BandedBert(BertModel):
+        def attention_masks(self, attention_mask, length, past_length=0, dtype=None, device=None):
+            return {"full": None}
+
+    with pytest.raises(ValueError, match="BandedBert.*attention_masks"):
+        FastBertModel.from_bert(BandedBert(tiny_config()))
+    # The control: BERT's own hook is taken.
+    assert isinstance(FastBertModel.from_bert(BertModel(tiny_config())), FastBertModel)
+
+
 @torch.no_grad()
 def test_the_fast_model_takes_what_a_tokenizer_gives_bert_and_computes_its_numbers(tokenizer):
     bert = BertModel.from_pretrained()

@@ -131,18 +131,18 @@ def test_sdpa_falls_back_to_eager_for_output_attentions():
 def test_no_mask_is_built_without_an_attention_mask():
     # Neither path then spends a pass over the (B, H, T, S) scores adding zeros.
     model = BertModel(TransformerConfig(**BERT("3_heads_relu"), attn_implementation="sdpa"))
-    assert model.get_extended_attention_mask(None, 5, torch.float32) is None
+    assert model.attention_masks(None, 5, 0, torch.float32)["full"] is None
     # A mask of ones is kept (finding out that it hides nothing would read it back to the host): all zeros.
     ones = torch.ones(2, 5, dtype=torch.long)
-    assert model.get_extended_attention_mask(ones, 5, torch.float32).abs().max() == 0
+    assert model.attention_masks(ones, 5, 0, torch.float32)["full"].abs().max() == 0
     padded = ones.clone()
     padded[0, -1] = 0
-    mask = model.get_extended_attention_mask(padded, 5, torch.float32)
+    mask = model.attention_masks(padded, 5, 0, torch.float32)["full"]
     assert mask.shape == (2, 1, 1, 5) and mask.dtype == torch.float32
     assert mask[0, 0, 0, -1] == torch.finfo(torch.float32).min and mask[1].abs().max() == 0
     # A decoder's mask is causal even without padding.
     decoder = BertModel(TransformerConfig(**BERT("3_heads_relu"), is_decoder=True))
-    causal = decoder.get_extended_attention_mask(None, 5, torch.float32, causal=True)
+    causal = decoder.attention_masks(None, 5, 0, torch.float32)["full"]
     assert causal.shape == (5, 5) and (causal.triu(1) < 0).sum() == 10 and causal.tril().abs().max() == 0
 
 

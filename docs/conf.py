@@ -29,6 +29,10 @@ TOOLS = DOCS / "_tools"
 # ---------------------------------------------------------------------------
 # Paths and environment
 # ---------------------------------------------------------------------------
+# jsonschema (which nbformat, read by myst-nb, validates notebooks with) checks the "iri" string format with
+# rfc3987_syntax where that is installed, compiling its grammars on import: about 4 s of every build.  No notebook
+# schema uses a string format, so it is not imported (tests/conftest.py does the same).
+sys.modules.setdefault("rfc3987_syntax", None)
 # The package is installed (editable) by `nox -s docs`; putting the checkout
 # first on the path also lets a bare `sphinx-build docs docs/_build/html` work
 # and guarantees autodoc documents *this* source, not another installed copy.

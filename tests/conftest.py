@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -15,6 +16,11 @@ from literate_transformer.core.config import TransformerConfig
 
 # --doctest-modules would import every conftest.py as a module named "conftest" (and clash): they hold no doctests.
 collect_ignore_glob = ["conftest.py", "*/conftest.py"]
+
+# jsonschema (which nbformat validates notebooks with) checks the "iri" string format with rfc3987_syntax where
+# that is installed, compiling its grammars on import: about 4 s in each process.  No notebook schema uses a string
+# format, so it is not imported (the docs' conf.py does the same for the build).
+sys.modules.setdefault("rfc3987_syntax", None)
 
 # Tests never reach for the model hub and never print progress bars (the project's one definition).
 use_offline_environment()

@@ -38,6 +38,21 @@ def test_assignments_lists_names_and_tuples_inside_functions(tmp_path):
     assert all(a.function == (2, "f") for a in found)
 
 
+def test_a_file_read_again_after_an_edit_gives_its_new_statements_and_functions(tmp_path):
+    # Each file is parsed once per text, for every example that watches it; an edit is a new text.
+    source = tmp_path / "module.py"
+    source.write_text("def f(a):\n    b = a\n    return b\n")
+    assert [a.names for a in trace.assignments(source)] == [("b",)]
+    assert list(trace.functions(source)) == [(1, "f")]
+    source.write_text("def g(a):\n    c = a\n    d = c\n    return d\n")
+    assert [a.names for a in trace.assignments(source)] == [("c",), ("d",)]
+    assert list(trace.functions(source)) == [(1, "g")]
+    # The same text again: the same statements, under the path asked for.
+    other = tmp_path / "other.py"
+    other.write_text(source.read_text())
+    assert {a.path for a in trace.assignments(other)} == {str(other)}
+
+
 def test_assignments_refuses_a_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="path"):
         trace.assignments(tmp_path / "missing.py")

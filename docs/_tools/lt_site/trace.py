@@ -33,6 +33,7 @@ tuple of names.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import math
 import re
@@ -134,16 +135,23 @@ def assignments(path: str | Path) -> list[Assignment]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"path {path} is not a file")
+    return list(_assignments(str(path), path.read_text()))
+
+
+# Every running example watches every file of the package: each file's statements and functions are found once
+# per text (not once per example), by the two functions below.
+@functools.cache
+def _assignments(path: str, text: str) -> tuple[Assignment, ...]:
     found = []
-    for function in _functions(ast.parse(path.read_text())):
+    for function in _functions(ast.parse(text)):
         first_line = min([function.lineno] + [decorator.lineno for decorator in function.decorator_list])
         for statement in _own_statements(function):
             names = _target_names(statement)
             if names is not None:
                 found.append(
-                    Assignment(str(path), statement.lineno, statement.end_lineno, (first_line, function.name), names)
+                    Assignment(path, statement.lineno, statement.end_lineno, (first_line, function.name), names)
                 )
-    return sorted(found, key=lambda assignment: assignment.line)
+    return tuple(sorted(found, key=lambda assignment: assignment.line))
 
 
 @dataclass(frozen=True)
@@ -172,6 +180,11 @@ def functions(path: str | Path) -> dict[tuple[int, str], Function]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"path {path} is not a file")
+    return dict(_functions_of(path.read_text()))
+
+
+@functools.cache
+def _functions_of(text: str) -> dict[tuple[int, str], Function]:
     found: dict[tuple[int, str], Function] = {}
 
     def visit(body: Iterable[ast.stmt], prefix: str) -> None:
@@ -186,7 +199,7 @@ def functions(path: str | Path) -> dict[tuple[int, str], Function]:
                 # Definitions under an if, a try or a with (a fallback for an older release) are the module's too.
                 visit([child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)], prefix)
 
-    visit(ast.parse(path.read_text()).body, "")
+    visit(ast.parse(text).body, "")
     return found
 
 

@@ -311,6 +311,9 @@ top_to_bottom_families = [
 top_to_bottom_skip = r"core/validation\.py:|(^|[.:])_?check_\w*$"
 # The browser export the "Try your own sentence" page runs (cached in docs/_build/try_it).
 try_it_exporter = "lt_site.export:export_for_browser"
+# Both browser exports are made in processes of their own, started with the builder, beside the gallery and the
+# proofs (a clean build would otherwise make them one after the other, on one core, before any page is read).
+try_it_in_own_process = try_prompt_in_own_process = True
 
 # ---------------------------------------------------------------------------
 # sphinx-gallery: the executed example scripts in gallery/

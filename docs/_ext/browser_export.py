@@ -11,7 +11,11 @@ named after it (``<prefix>_page``, ``<prefix>_exporter`` ...).  A
    outside the source tree (``<prefix>_cache_dir``, default
    ``_build/<prefix>`` next to the output folder), logs whether the export
    was cached or made, and remembers it for the page's directive; a new
-   export makes Sphinx read the page again;
+   export makes Sphinx read the page again.  With
+   ``<prefix>_in_own_process``, the exporter runs in a process of its own,
+   started when the builder starts, beside the build's other work before the
+   pages are read (the gallery, the proofs), and the build takes its result
+   just before the pages are read;
 2. it adds the page's stylesheets and scripts (``<prefix>_css``,
    ``<prefix>_scripts``, paths under ``_static``) to that page only,
    deferred, in order;
@@ -32,8 +36,10 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import multiprocessing
 import shutil
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +133,8 @@ class ServedExport:
         self.other_files = tuple(other_files)
         # The export of each build, by source folder (set before pages are read; forked read workers inherit it).
         self._exports: dict[str, Any] = {}
+        # The export under way in a process of its own, by source folder: (executor, future).
+        self._pending: dict[str, tuple[ProcessPoolExecutor, Any]] = {}
 
     def add_config_values(
         self, app: Sphinx, *, page: str, exporter: str, output_dir: str, scripts: Sequence[str], css: Sequence[str]
@@ -138,6 +146,8 @@ class ServedExport:
         self._add(app, "exporter", exporter, "env", str)
         # Where the export is cached, relative to conf.py ("" = _build/<prefix> next to the output folder).
         self._add(app, "cache_dir", "", "env", str)
+        # Export in a process of its own, started with the builder, beside the build's other work.
+        self._add(app, "in_own_process", False, "", bool)
         # Where the model goes in the built site (the page's scripts find it there).
         self._add(app, "output_dir", output_dir, "html", str)
         # The page's scripts, in order, and its stylesheets (paths under _static).
@@ -146,6 +156,7 @@ class ServedExport:
 
     def connect(self, app: Sphinx) -> None:
         """Run this export's steps on Sphinx's events: before pages are read, for each page, after the build."""
+        app.connect("builder-inited", self.start, priority=150)
         app.connect("env-get-outdated", self.outdated)
         app.connect("html-page-context", self.page_context)
         app.connect("build-finished", self.copy_files)
@@ -171,12 +182,36 @@ class ServedExport:
         configured = self._option(app, "cache_dir")
         return Path(app.confdir, configured) if configured else Path(app.outdir).parent / self.prefix
 
+    def start(self, app: Sphinx) -> None:
+        """``builder-inited``: with ``<prefix>_in_own_process``, start the exporter in a process of its own.
+
+        The pages are not found yet: the page's source file says whether it is part of the build.
+        """
+        page = self._option(app, "page")
+        if not (self._option(app, "in_own_process") and page and self._page_source(app, page)):
+            return
+        spec = self._option(app, "exporter")
+        if not all(spec.partition(":")[::2]):
+            self._load_exporter(spec)  # a malformed name fails here, in the extension's words
+        logger.info("%s: checking the %s in %s, in a process of its own", self.prefix, self.what, self.cache_dir(app))
+        # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the exporter's business.
+        executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        self._pending[str(app.srcdir)] = (executor, executor.submit(run_exporter, spec, self.cache_dir(app)))
+
     def ensure_export(self, app: Sphinx) -> Any:
         """Export (or find the cached export) into the cache folder; remember it for this build."""
-        exporter = self._load_exporter(self._option(app, "exporter"))
-        logger.info("%s: checking the %s in %s", self.prefix, self.what, self.cache_dir(app))
+        pending = self._pending.pop(str(app.srcdir), None)
         try:
-            result = exporter(self.cache_dir(app))
+            if pending is not None:
+                executor, future = pending
+                try:
+                    result = future.result()
+                finally:
+                    executor.shutdown()
+            else:
+                exporter = self._load_exporter(self._option(app, "exporter"))
+                logger.info("%s: checking the %s in %s", self.prefix, self.what, self.cache_dir(app))
+                result = exporter(self.cache_dir(app))
         except Exception as error:
             raise ExtensionError(f"{self.prefix}: the {self.what} failed: {error}") from error
         logger.info("%s: %s (digest %s)", self.prefix, "cached" if result.cached else "exported", result.digest[:12])
@@ -235,6 +270,10 @@ class ServedExport:
     def _add(self, app: Sphinx, name: str, default: Any, rebuild: str, *types: type) -> None:
         app.add_config_value(f"{self.prefix}_{name}", default, rebuild, types=frozenset(types))
 
+    def _page_source(self, app: Sphinx, page: str) -> bool:
+        suffixes = app.config.source_suffix
+        return any(Path(app.srcdir, page + suffix).is_file() for suffix in suffixes)
+
     def _option(self, app: Sphinx, name: str) -> Any:
         return getattr(app.config, f"{self.prefix}_{name}")
 
@@ -243,3 +282,9 @@ class ServedExport:
         if not module_name or not function_name:
             raise ExtensionError(f"{self.prefix}_exporter must be 'module:function', got {spec!r}")
         return getattr(importlib.import_module(module_name), function_name)
+
+
+def run_exporter(spec: str, folder: Path) -> Any:
+    """What the process of its own runs: the exporter ``"module:function"``, on ``folder``."""
+    module_name, _, function_name = spec.partition(":")
+    return getattr(importlib.import_module(module_name), function_name)(folder)

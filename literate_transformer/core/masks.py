@@ -381,7 +381,7 @@ class MaskHook:
     holds.
     """
 
-    #: Whether a query is kept from the keys after it: ``True`` in a decoder's self-attention.
+    #: Whether a query is kept from the keys after it (``True`` in a decoder's self-attention).
     causal: bool = False
 
     def attention_masks(

@@ -841,7 +841,7 @@ class BertModel(ConvertsFromHF, MaskHook, nn.Module):
 
     @property
     def causal(self) -> bool:
-        """Whether the mask hook hides the future: in a decoder (``config.is_decoder``)."""
+        """Whether the mask hook hides the future, as in a decoder (``config.is_decoder``)."""
         return bool(self.config.is_decoder)
 
     @validate_with(_check_model_inputs)

@@ -356,7 +356,7 @@ class T5Stack(MaskHook, nn.Module):
 
     @property
     def causal(self) -> bool:
-        """Whether the mask hook hides the future: in the decoder."""
+        """Whether the mask hook hides the future (in the decoder)."""
         return self.is_decoder
 
     @validate_with(_check_stack_inputs)

@@ -52,9 +52,11 @@ def test_megabytes_has_one_decimal() -> None:
         ("try_prompt", "try_prompt", "broken_exporter:export", "try_prompt: the decoder's browser export failed"),
     ],
 )
-def test_errors_are_reported_in_each_extensions_words(tiny_site, extension, page, exporter, message) -> None:
+@pytest.mark.parametrize("own_process", [False, True], ids=["in_the_build", "in_own_process"])
+def test_errors_are_reported_in_each_extensions_words(tiny_site, extension, page, exporter, message, own_process):
     tiny_site.package("broken_exporter", {"__init__.py": "def export(folder):\n    raise OSError('no weights')\n"})
-    tiny_site.conf([extension], **{f"{extension}_exporter": exporter})
+    options = {f"{extension}_exporter": exporter, f"{extension}_in_own_process": own_process}
+    tiny_site.conf([extension], **options)
     tiny_site.write("docs/index.rst", f"Home\n====\n\n.. toctree::\n\n   {page}\n")
     tiny_site.write(f"docs/{page}.rst", "Try\n===\n")
     with pytest.raises(ExtensionError, match=re.escape(message)):

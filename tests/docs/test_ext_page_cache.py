@@ -245,3 +245,28 @@ def test_a_cells_printing_flushed_in_pieces_is_stored_as_one_output():
         figure,
         stream("stdout", "c\n"),
     ]
+
+
+def test_a_paused_hook_counts_the_modules_named_and_still_sees_the_files_opened(tmp_path, monkeypatch):
+    from lt_site.deps import paused
+
+    (tmp_path / "inner_mod.py").write_text("def run(path):\n    return open(path).read()\n")
+    (tmp_path / "named_mod.py").write_text("x = 1\n")
+    (tmp_path / "data.txt").write_text("d\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import inner_mod
+    import named_mod
+
+    with Reached([tmp_path]) as reached:
+        with paused(named_mod):
+            inner_mod.run(tmp_path / "data.txt")
+    # The code run inside is not seen; the module named stands for it; the file opened is seen.
+    assert str(tmp_path / "inner_mod.py") not in reached.files
+    assert str(tmp_path / "named_mod.py") in reached.files
+    assert str(tmp_path / "data.txt") in reached.opened
+    # The control: the same call, not paused, is seen; and the hook is back after the pause.
+    with Reached([tmp_path]) as control:
+        with paused():
+            pass
+        inner_mod.run(tmp_path / "data.txt")
+    assert str(tmp_path / "inner_mod.py") in control.files

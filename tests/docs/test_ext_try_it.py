@@ -52,7 +52,8 @@ def test_facts_say_what_was_done_and_what_it_cost() -> None:
         try_it.facts_text({key: value for key, value in METADATA.items() if key != "check"})
 
 
-def test_the_extension_serves_the_export_on_its_page_only(tmp_path) -> None:
+@pytest.mark.parametrize("own_process", [False, True], ids=["in_the_build", "in_own_process"])
+def test_the_extension_serves_the_export_on_its_page_only(tmp_path, own_process) -> None:
     # A stand-in exporter: writes the two files an export has, and says whether it was cached.
     (tmp_path / "fake_exporter.py").write_text(
         textwrap.dedent(f"""
@@ -74,12 +75,15 @@ def test_the_extension_serves_the_export_on_its_page_only(tmp_path) -> None:
     source.mkdir()
     (source / "conf.py").write_text(
         f"import sys\nsys.path[:0] = [{str(ROOT / 'docs' / '_ext')!r}, {str(tmp_path)!r}]\n"
-        "extensions = ['try_it']\ntry_it_exporter = 'fake_exporter:export'\n"
+        f"extensions = ['try_it']\ntry_it_exporter = 'fake_exporter:export'\ntry_it_in_own_process = {own_process}\n"
     )
     (source / "index.rst").write_text("Home\n====\n\n.. toctree::\n\n   try\n")
     (source / "try.rst").write_text("Try\n===\n\n.. try-it-facts::\n")
     out = tmp_path / "html"
-    subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(source), str(out)], check=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-b", "html", str(source), str(out)], check=True, capture_output=True
+    )
+    assert ("in a process of its own" in run.stdout.decode()) == own_process
     page = (out / "try.html").read_text(encoding="utf-8")
     assert "13 bits per weight" in page and "3.7e-03" in page
     assert 'src="_static/try/try.js' in page and "defer" in page

@@ -31,6 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import gguf
 import safetensors.torch
 import torch
 import transformers
@@ -39,6 +40,7 @@ from literate_transformer.core.checkpoints import resolve_decoder, sha256_of
 from literate_transformer.trained import load_decoder
 
 from ..base import Proof, RunningExample, max_diff
+from ..deps import paused
 
 __all__ = ["PROMPTS", "EXAMPLES", "PROOFS"]
 
@@ -92,7 +94,8 @@ def _generated_ids() -> float:
     largest = 0
     for options in DECODINGS.values():
         torch.manual_seed(SEED)
-        theirs = models["hf"].generate(**batch, max_new_tokens=NEW_TOKENS, **{"do_sample": False, **options})
+        with paused(transformers):  # the reference, without the build's call hook
+            theirs = models["hf"].generate(**batch, max_new_tokens=NEW_TOKENS, **{"do_sample": False, **options})
         torch.manual_seed(SEED)
         ours = models["ours"].generate(batch["input_ids"], batch["attention_mask"], NEW_TOKENS, **options)
         if ours.shape != theirs.shape:
@@ -121,8 +124,10 @@ def _transformers_reading() -> tuple[dict[str, torch.Tensor], list[list[int]]]:
     if stored is not None and stored.with_suffix(".json").is_file():
         ids = json.loads(stored.with_suffix(".json").read_text())
         return safetensors.torch.load_file(stored.with_suffix(".safetensors")), ids
-    model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    # transformers' own reading, its cost without the build's call hook (what it reached: transformers and gguf).
+    with paused(transformers, gguf):
+        model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     # Each tensor on its own (the tied head shares the token table's storage, which safetensors refuses).
     state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     ids = [tokenizer(text)["input_ids"] for text in TEXTS]

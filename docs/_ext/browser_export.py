@@ -12,10 +12,12 @@ named after it (``<prefix>_page``, ``<prefix>_exporter`` ...).  A
    ``_build/<prefix>`` next to the output folder), logs whether the export
    was cached or made, and remembers it for the page's directive; a new
    export makes Sphinx read the page again.  With
-   ``<prefix>_in_own_process``, the exporter runs in a process of its own,
-   started when the builder starts, beside the build's other work before the
-   pages are read (the gallery, the proofs), and the build takes its result
-   just before the pages are read;
+   ``<prefix>_in_own_process``, a build whose cache folder holds no export yet
+   (a clean build) runs the exporter in a process of its own, started when
+   the builder starts, beside the build's other work before the pages are
+   read (the gallery, the proofs), and takes its result just before the pages
+   are read; a later build, whose export is most likely cached, checks it in
+   the build's own process, without starting an interpreter for it;
 2. it adds the page's stylesheets and scripts (``<prefix>_css``,
    ``<prefix>_scripts``, paths under ``_static``) to that page only,
    deferred, in order;
@@ -183,13 +185,16 @@ class ServedExport:
         return Path(app.confdir, configured) if configured else Path(app.outdir).parent / self.prefix
 
     def start(self, app: Sphinx) -> None:
-        """``builder-inited``: with ``<prefix>_in_own_process``, start the exporter in a process of its own.
+        """``builder-inited``: with ``<prefix>_in_own_process`` and no export made yet, start the exporter in a
+        process of its own.
 
         The pages are not found yet: the page's source file says whether it is part of the build.
         """
         page = self._option(app, "page")
         if not (self._option(app, "in_own_process") and page and self._page_source(app, page)):
             return
+        if (self.cache_dir(app) / Path(self.metadata_file).name).is_file():
+            return  # an export was made before: checked (most likely found cached) in this process
         spec = self._option(app, "exporter")
         if not all(spec.partition(":")[::2]):
             self._load_exporter(spec)  # a malformed name fails here, in the extension's words

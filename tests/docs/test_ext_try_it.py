@@ -92,3 +92,8 @@ def test_the_extension_serves_the_export_on_its_page_only(tmp_path, own_process)
     assert json.loads(gzip.decompress((out / "_static" / "try" / "model" / "model.json.gz").read_bytes()))
     # The page draws its own head view: no bertviz, d3 or jQuery is loaded on it.
     assert not any(name in page for name in ("head_view.js", "d3.min.js", "jquery.min.js"))
+    # A rebuild finds the export made: it checks it in the build's own process, and finds it cached.
+    again = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-b", "html", str(source), str(out)], check=True, capture_output=True
+    )
+    assert "in a process of its own" not in again.stdout.decode() and "try_it: cached" in again.stdout.decode()

@@ -216,7 +216,7 @@ def run_proofs(app: Sphinx) -> None:
         # The build profile times this handler's wait; the process itself ran beside the other handlers.
         costliest = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in ItemCache(*_cache(app)).costliest(4))
         logger.info(
-            "proof badges: %d proofs, their process took %.1f s (CPU, the costliest: %s)",
+            "proof badges: %d proofs, their process ran for %.1f s (the costliest, in CPU seconds: %s)",
             len(measurements),
             time.perf_counter() - started,
             costliest,

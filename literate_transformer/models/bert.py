@@ -52,10 +52,12 @@ nor its pooler: read it with :func:`sentence_embeddings`.
 A decoder (``config.is_decoder``) differs only in its masks: its
 self-attention may not look ahead, and with ``config.add_cross_attention``
 each layer also reads an encoder's output (see "Cross-attention" below).
-As in HuggingFace (whose name for it is ``get_extended_attention_mask``), the
-mask is built once, padding and causality together, by the package's one mask
-hook (:meth:`~literate_transformer.core.masks.MaskHook.attention_masks`), and
-every layer adds it.
+As in HuggingFace (``get_extended_attention_mask`` in ``transformers`` 4,
+``create_bidirectional_mask`` and ``create_causal_mask`` of ``masking_utils.py``
+in ``transformers`` 5), the mask is built once, padding and causality together,
+here by the package's one mask hook
+(:meth:`~literate_transformer.core.masks.MaskHook.attention_masks`), and every
+layer adds it.
 
 Self-attention, step by step
 ----------------------------

@@ -195,9 +195,7 @@ class ServedExport:
             return
         if (self.cache_dir(app) / Path(self.metadata_file).name).is_file():
             return  # an export was made before: checked (most likely found cached) in this process
-        spec = self._option(app, "exporter")
-        if not all(spec.partition(":")[::2]):
-            self._load_exporter(spec)  # a malformed name fails here, in the extension's words
+        spec = self._checked_spec(self._option(app, "exporter"))  # a malformed name fails here, in this process
         logger.info("%s: checking the %s in %s, in a process of its own", self.prefix, self.what, self.cache_dir(app))
         # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the exporter's business.
         executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
@@ -282,14 +280,22 @@ class ServedExport:
     def _option(self, app: Sphinx, name: str) -> Any:
         return getattr(app.config, f"{self.prefix}_{name}")
 
-    def _load_exporter(self, spec: str) -> Any:
+    def _checked_spec(self, spec: str) -> str:
         module_name, _, function_name = spec.partition(":")
         if not module_name or not function_name:
             raise ExtensionError(f"{self.prefix}_exporter must be 'module:function', got {spec!r}")
-        return getattr(importlib.import_module(module_name), function_name)
+        return spec
+
+    def _load_exporter(self, spec: str) -> Any:
+        return import_function(self._checked_spec(spec))
+
+
+def import_function(spec: str) -> Any:
+    """The function a ``"module:function"`` name names."""
+    module_name, _, function_name = spec.partition(":")
+    return getattr(importlib.import_module(module_name), function_name)
 
 
 def run_exporter(spec: str, folder: Path) -> Any:
     """What the process of its own runs: the exporter ``"module:function"``, on ``folder``."""
-    module_name, _, function_name = spec.partition(":")
-    return getattr(importlib.import_module(module_name), function_name)(folder)
+    return import_function(spec)(folder)

@@ -270,3 +270,11 @@ def test_a_paused_hook_counts_the_modules_named_and_still_sees_the_files_opened(
             pass
         inner_mod.run(tmp_path / "data.txt")
     assert str(tmp_path / "inner_mod.py") in control.files
+
+
+def test_paused_refuses_what_is_not_a_module_from_a_file():
+    from lt_site.deps import paused
+
+    with pytest.raises(TypeError, match="modules must be modules loaded from a file"):
+        with paused("transformers"):
+            pass

@@ -333,7 +333,13 @@ def paused(*modules: Any) -> Iterator[None]:
     version is all a record keeps of it: the files of ``modules`` count as
     reached by every open recorder, and the files opened inside are still
     seen (the audit hook is not paused).
+
+    Raises:
+        TypeError: when one of ``modules`` is not a module loaded from a file.
     """
+    for module in modules:
+        if not isinstance(getattr(module, "__file__", None), str):
+            raise TypeError(f"modules must be modules loaded from a file, got {module!r}")
     for recorder in _OPEN:
         recorder.files.update(module.__file__ for module in modules)
     previous = sys.gettrace()

@@ -19,6 +19,7 @@ and changes nothing.
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
 import os
 from pathlib import Path
@@ -62,9 +63,13 @@ def _link(doc: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _codeautolink(app: Sphinx) -> Any:
-    """The sphinx-codeautolink instance whose ``apply_links`` handles ``build-finished``, or ``None``."""
+    """The sphinx-codeautolink instance whose ``apply_links`` handles ``build-finished``, or ``None``.
+
+    A handler another extension wrapped with :func:`functools.wraps` (the
+    build's profile times every handler so) is unwrapped first.
+    """
     for listener in app.events.listeners.get("build-finished", []):
-        handler = listener.handler
+        handler = inspect.unwrap(listener.handler)
         if getattr(handler, "__name__", "") == "apply_links" and hasattr(handler, "__self__"):
             return handler.__self__
     return None

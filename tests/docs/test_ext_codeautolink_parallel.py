@@ -12,7 +12,9 @@ package = pytest.importorskip(
     "sphinx_codeautolink.extension",
     reason="sphinx-codeautolink is not installed (the docs extras); the extension is not tested",
 )
+import build_profile  # noqa: E402
 import codeautolink_parallel  # noqa: E402
+from sphinx.events import EventListener  # noqa: E402
 from sphinx_codeautolink.extension import block  # noqa: E402
 
 
@@ -34,16 +36,20 @@ class _Extension:
             package.link_html(doc, app.outdir)
 
 
-def _app(extension: _Extension, outdir: Path) -> SimpleNamespace:
-    listeners = {"build-finished": [SimpleNamespace(handler=extension.apply_links)]}
+def _app(extension: _Extension, outdir: Path, profiled: bool = False) -> SimpleNamespace:
+    listeners = {"build-finished": [EventListener(id=0, handler=extension.apply_links, priority=500)]}
     connected = []
-    return SimpleNamespace(
+    app = SimpleNamespace(
         events=SimpleNamespace(listeners=listeners),
         outdir=str(outdir),
         builder=SimpleNamespace(name="html"),
         connect=lambda event, handler, priority=500: connected.append((event, handler)),
         connected=connected,
     )
+    if profiled:  # as in the site's build: the profile wraps every handler to time it
+        build_profile.wrap_listeners(app)
+        assert listeners["build-finished"][0].handler != extension.apply_links
+    return app
 
 
 def test_only_resolved_pages_read_in_this_build_are_linked():
@@ -51,7 +57,8 @@ def test_only_resolved_pages_read_in_this_build_are_linked():
     assert codeautolink_parallel.pages_to_link(extension) == ["a"]
 
 
-def test_pages_are_linked_in_workers_once_and_their_warnings_reach_the_build(tmp_path, monkeypatch):
+@pytest.mark.parametrize("profiled", [False, True], ids=["bare handler", "handler timed by the profile"])
+def test_pages_are_linked_in_workers_once_and_their_warnings_reach_the_build(tmp_path, monkeypatch, profiled):
     def fake_link_html(doc, outdir, *args, **kwargs):
         # Runs in a worker: a file per call, and a warning for one page.
         with open(Path(outdir) / f"{doc}.{__import__('os').getpid()}", "w"):
@@ -64,7 +71,7 @@ def test_pages_are_linked_in_workers_once_and_their_warnings_reach_the_build(tmp
     warned = []
     monkeypatch.setattr(block, "logger", SimpleNamespace(warning=lambda message, **options: warned.append(options)))
     extension = _Extension({name: ["t"] for name in "abcd"}, set("abcd"))
-    app = _app(extension, tmp_path)
+    app = _app(extension, tmp_path, profiled)
 
     codeautolink_parallel.link_in_parallel(app, None)
     made = sorted(path.name.split(".")[0] for path in tmp_path.iterdir())

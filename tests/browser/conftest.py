@@ -84,6 +84,9 @@ def browser() -> Iterator[object]:
                 "--disable-component-update",
                 "--disable-sync",
                 "--no-first-run",
+                # Every host but this machine's is unknown to the browser: nothing leaves it, even from a page
+                # whose requests are recorded without being routed (the recorder's intercept=False).
+                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
             ],
         )
         try:
@@ -96,10 +99,14 @@ class Recorder:
     """Everything a page asks the network for, and everything it complains about.
 
     Requests to any host but the local server are recorded, then refused, as
-    on a machine with no network.
+    on a machine with no network.  With ``intercept=False`` they are recorded
+    alone (the browser resolves no other host, so they fail on their own):
+    routing every request through Playwright turns the browser's HTTP cache
+    off, and a test that opens every page of the site would then fetch every
+    script and stylesheet again for each.
     """
 
-    def __init__(self, page: object, site_url: str) -> None:
+    def __init__(self, page: object, site_url: str, intercept: bool = True) -> None:
         self.local = urlsplit(site_url).netloc
         self.requests: list[str] = []
         self.foreign: list[str] = []
@@ -109,7 +116,8 @@ class Recorder:
         page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
         page.on("requestfailed", self._failed)
         page.on("response", lambda response: response.status >= 400 and self._bad(response))
-        page.route("**/*", self._route)
+        if intercept:
+            page.route("**/*", self._route)
 
     def _is_local(self, url: str) -> bool:
         parts = urlsplit(url)
@@ -141,5 +149,5 @@ class Recorder:
 
 @pytest.fixture(scope="session")
 def recorder(site_url: str) -> Callable[[object], Recorder]:
-    """``recorder(page)`` starts recording a Playwright page's requests and errors."""
-    return lambda page: Recorder(page, site_url)
+    """``recorder(page)`` starts recording a Playwright page's requests and errors (``intercept=False``: see Recorder)."""
+    return lambda page, intercept=True: Recorder(page, site_url, intercept)

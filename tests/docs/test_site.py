@@ -27,6 +27,7 @@ skip: a check that silently did not run must not look like a pass.
 from __future__ import annotations
 
 import ast
+import functools
 import html as html_module
 import io
 import json
@@ -597,14 +598,15 @@ def test_the_statistics_of_masked_scores_are_finite(site, module):
 _BADGE = re.compile(r"^= (?P<reference>.+) · max \|Δ\| (?P<diff>\S+) \((?P<dtype>\w+)\)$")
 
 
-def badges(page_path: Path) -> list[tuple[str, float]]:
-    """``(reference, max |Δ|)`` of every proof badge on a page."""
+@functools.cache
+def badges(page_path: Path) -> tuple[tuple[str, float], ...]:
+    """``(reference, max |Δ|)`` of every proof badge on a page (each page parsed once: the site does not change)."""
     found = []
     for badge in article(parse_html(page_path)).find_all("span", "lt-proof"):
         match = _BADGE.match(" ".join(badge.text().split()))
         assert match, f"{page_path.name}: a badge reads {badge.text()!r}"
         found.append((match["reference"], float(match["diff"])))
-    return found
+    return tuple(found)
 
 
 def test_every_proof_has_its_badge_on_its_module_page_and_in_its_chapter(site):

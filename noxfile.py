@@ -145,8 +145,11 @@ def docs(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def site_tests(session: nox.Session) -> None:
     """Check the built site: every chapter executed, every source line shown, the exported model sound."""
-    # Reads docs/_build/html (or LT_SITE_HTML); fails, not skips, when no site was built.
-    _run(session, "pytest", "-m", "site", "tests/docs", *session.posargs, env=OFFLINE_ENV)
+    # Reads docs/_build/html (or LT_SITE_HTML); fails, not skips, when no site was built.  One test worker per
+    # core, each chapter's download a test of its own; the tests of one export stay on one worker (loadgroup).
+    # `nox -s site_tests -- -n 0` runs them in one process.
+    _run(session, "pytest", "-m", "site", "-n", "auto", "--dist", "loadgroup", "tests/docs", *session.posargs,
+         env=OFFLINE_ENV)  # fmt: skip
 
 
 @nox.session(venv_backend="none")

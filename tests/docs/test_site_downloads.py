@@ -4,10 +4,10 @@ Each chapter's ``.ipynb`` download (``_sources/chapters/<page>.ipynb`` of the
 built site, which leaves out the site's own cells) is executed from top to
 bottom in a kernel of its own: in an empty folder, with no ``PYTHONPATH``, so
 that nothing of ``docs/`` (the site's machinery in ``docs/_tools``) can be
-imported, as on a reader's machine that installed the package.  Two kernels
-run at a time, each on one CPU thread, forked, as the build's are, from one
-process that imported PyTorch and ``transformers`` in that same environment
-(``docs/_ext/forked_kernels.py``).  One chapter,
+imported, as on a reader's machine that installed the package.  Each kernel
+runs on one CPU thread, forked, as the build's are, from one process (one per
+test worker) that imported PyTorch and ``transformers`` in that same
+environment (``docs/_ext/forked_kernels.py``).  One chapter,
 the quickest that prints numbers, is run once more, and every number it prints
 is compared with the number its page shows.
 
@@ -27,7 +27,6 @@ import html
 import math
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import notebook_download
@@ -88,19 +87,17 @@ def _run(notebook_path: Path, folder: Path, kernels: type) -> str | None:
     return None
 
 
-def test_every_downloaded_chapter_runs_with_only_the_package_installed(tmp_path, kernels):
-    downloads = [SITE / "_sources" / f"{chapter.docname}.ipynb" for chapter in manifest.CHAPTERS]
-    missing = [path for path in downloads if not path.is_file()]
-    assert not missing, f"no built site's downloads (nox -s docs first): {missing}"
-    folders = [tmp_path / path.stem for path in downloads]
-    for folder in folders:
-        folder.mkdir()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        failures = [failure for failure in pool.map(_run, downloads, folders, [kernels] * len(folders)) if failure]
-    assert not failures, "\n\n".join(failures)
-    # The site's machinery is not needed: no download imports it.
-    for path in downloads:
-        assert "lt_site" not in path.read_text(encoding="utf-8"), f"{path.name} still imports the site's machinery"
+# The last chapters first: they run longest, and the test runner hands out the rest around them.
+@pytest.mark.parametrize(
+    "chapter", reversed(manifest.CHAPTERS), ids=[chapter.docname for chapter in reversed(manifest.CHAPTERS)]
+)
+def test_a_downloaded_chapter_runs_with_only_the_package_installed(chapter, tmp_path, kernels):
+    download = SITE / "_sources" / f"{chapter.docname}.ipynb"
+    assert download.is_file(), f"no built site's download {download} (nox -s docs first)"
+    # The site's machinery is not needed: the download does not import it.
+    assert "lt_site" not in download.read_text(encoding="utf-8"), f"{download.name} still imports the site's machinery"
+    failure = _run(download, tmp_path, kernels)
+    assert failure is None, failure
 
 
 def test_the_at_a_glance_page_runs_the_calls_a_reader_makes():

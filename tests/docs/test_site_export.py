@@ -39,7 +39,8 @@ from lt_site.export import (
 
 from literate_transformer import BertModel, TransformerConfig, load_tokenizer, resolve_checkpoint
 
-pytestmark = pytest.mark.site
+# One worker builds the module's exports and runs every test that reads them.
+pytestmark = [pytest.mark.site, pytest.mark.xdist_group("export")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("LT_SITE_HTML", ROOT / "docs" / "_build" / "html"))

@@ -239,4 +239,6 @@ def compat(session: nox.Session, leg: str) -> None:
         "-c",
         "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)",
     )
-    session.run("pytest", "-p", "no:cacheprovider", *session.posargs, env=OFFLINE_ENV)
+    # One process a core, each test module whole in one of them, as `nox -s tests` runs them.
+    session.run("pytest", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadscope", *session.posargs,
+                env=OFFLINE_ENV)  # fmt: skip

@@ -19,7 +19,6 @@ and changes nothing.
 
 from __future__ import annotations
 
-import inspect
 import multiprocessing
 import os
 from pathlib import Path
@@ -66,12 +65,17 @@ def _codeautolink(app: Sphinx) -> Any:
     """The sphinx-codeautolink instance whose ``apply_links`` handles ``build-finished``, or ``None``.
 
     A handler another extension wrapped with :func:`functools.wraps` (the
-    build's profile times every handler so) is unwrapped first.
+    build's profile times every handler so) is unwrapped down to the bound
+    method, and no further: the method's own ``__wrapped__`` (its
+    ``print_exceptions`` decorator's) leads to the plain function, which knows
+    no instance.
     """
     for listener in app.events.listeners.get("build-finished", []):
-        handler = inspect.unwrap(listener.handler)
-        if getattr(handler, "__name__", "") == "apply_links" and hasattr(handler, "__self__"):
-            return handler.__self__
+        handler = listener.handler
+        while handler is not None:
+            if getattr(handler, "__name__", "") == "apply_links" and hasattr(handler, "__self__"):
+                return handler.__self__
+            handler = getattr(handler, "__wrapped__", None)
     return None
 
 

@@ -15,7 +15,7 @@ package = pytest.importorskip(
 import build_profile  # noqa: E402
 import codeautolink_parallel  # noqa: E402
 from sphinx.events import EventListener  # noqa: E402
-from sphinx_codeautolink.extension import block  # noqa: E402
+from sphinx_codeautolink.extension import block, print_exceptions  # noqa: E402
 
 
 class _Extension:
@@ -31,6 +31,7 @@ class _Extension:
         self.cache = SimpleNamespace(transforms=transforms)
         self.outdated_docs = outdated
 
+    @print_exceptions()  # as sphinx-codeautolink's own handler is decorated
     def apply_links(self, app, exception) -> None:
         for doc in codeautolink_parallel.pages_to_link(self):
             package.link_html(doc, app.outdir)

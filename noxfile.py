@@ -77,7 +77,7 @@ def _install(session: nox.Session, extras: str, constraints: str | None = None, 
 
     def install(*args: str) -> None:
         if own:
-            session.run(str(_bin(location, "python")), "-m", "pip", "install", *args, external=True)
+            session.run_install(str(_bin(location, "python")), "-m", "pip", "install", *args, external=True)
         else:
             session.install(*args)
 
@@ -96,8 +96,10 @@ def _install(session: nox.Session, extras: str, constraints: str | None = None, 
     # skips too): that file is compiled when imported, if it ever is.
     python = str(_bin(location, "python"))
     where = "import sysconfig; print(*sorted({sysconfig.get_path(p) for p in ('purelib', 'platlib')}), sep='\\n')"
-    folders = session.run(python, "-c", where, external=True, silent=True).splitlines()
-    session.run(python, "-m", "compileall", "-qq", "-j", "0", *folders, external=True, success_codes=[0, 1])
+    folders = session.run_install(python, "-c", where, external=True, silent=True)
+    if folders:  # None where nox skips installing (--no-install)
+        compileall = [python, "-m", "compileall", "-qq", "-j", "0", *folders.splitlines()]
+        session.run_install(*compileall, external=True, success_codes=[0, 1])
     stamp.write_text(digest.hexdigest())
 
 

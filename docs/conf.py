@@ -118,6 +118,8 @@ extensions = [
     "proof_badges",
     # The theme's layout (docs/_templates/layout.html) without Font Awesome's 1.6 MB script (docs/_ext).
     "lean_theme",
+    # The gallery's idle process pool stopped once it is done, and nothing freed one by one at exit (docs/_ext).
+    "build_exit",
 ]
 
 # Sources: Markdown chapters (myst-nb), reStructuredText (sphinx-gallery output, API pages).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import atexit
 import gc
+import multiprocessing.connection
+import time
 
 import pytest
 
@@ -28,9 +30,14 @@ def test_the_gallerys_loky_pool_is_shut_down_before_the_pages_are_read():
     build_exit.stop_gallery_pool(app=None, env=None, docnames=[])
 
     assert pool._flags.shutdown
-    for worker in workers:
-        worker.join(timeout=30)
-    assert not any(worker.is_alive() for worker in workers)
+    # A worker has exited once its sentinel is ready.  Not is_alive(): loky's own thread joins its workers too,
+    # and a process the other thread reaped first keeps no exit status, so is_alive() can still say True.
+    deadline = time.monotonic() + 30
+    running = [worker.sentinel for worker in workers]
+    while running and time.monotonic() < deadline:
+        ended = multiprocessing.connection.wait(running, timeout=deadline - time.monotonic())
+        running = [sentinel for sentinel in running if sentinel not in ended]
+    assert not running, f"{len(running)} of the pool's {len(workers)} workers still run"
     # With no pool up (a build whose gallery did not run), the handler does nothing.
     build_exit.stop_gallery_pool(app=None, env=None, docnames=[])
 

@@ -20,6 +20,7 @@ another digest is redone, byte for byte the same.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ from lt_site.export import (
     load_browser_export,
 )
 
+import literate_transformer
 from literate_transformer import BertModel, TransformerConfig, load_tokenizer, resolve_checkpoint
 
 # One worker builds the module's exports and runs every test that reads them.
@@ -104,6 +106,22 @@ def small_export(tmp_path_factory):
     result = export_for_browser(folder / "export", checkpoint=folder, keep_fp32=True, check_texts=["time flies"])
     print(f"\nsmall export took {time.perf_counter() - started:.1f} s")
     return folder, small, result
+
+
+def test_the_exports_record_names_the_file_of_every_module_of_the_model(small_export) -> None:
+    # An export is made again when the code it exported changes.  The exporter's trace runs with the call hook
+    # paused (PyTorch and the exporter count by their versions); what the model's forward reaches is recorded.
+    _, model, result = small_export
+    reached = result.metadata["reached"]
+    package = Path(literate_transformer.__file__).parent
+    module_files = {
+        Path(inspect.getfile(type(module))).resolve().relative_to(package.parent).as_posix()
+        for module in model.modules()
+        if Path(inspect.getfile(type(module))).resolve().is_relative_to(package)
+    }
+    assert "literate_transformer/models/bert.py" in module_files
+    assert module_files <= set(reached["files"]), sorted(module_files - set(reached["files"]))
+    assert {"torch", "onnx", "onnxscript", "onnx-ir"} <= set(reached["distributions"])
 
 
 def test_float32_graph_computes_bert_model_forward(small_export) -> None:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import ast
 import base64
 import copy
+import hashlib
 import json
 import posixpath
 import re
@@ -828,7 +829,8 @@ def convert_notebook(
     The site's own cells (tagged :data:`SITE_CELL_TAG`) are left out, every
     Markdown cell is converted (:func:`convert_markdown`), and ``install``,
     when given, becomes the first cell (tagged :data:`INSTALL_CELL_TAG`).
-    The executed notebook is not changed.
+    Each cell's id is its number and a digest of its source, the same in
+    every build.  The executed notebook is not changed.
 
     Args:
         notebook: The executed notebook (an ``nbformat`` v4 node).
@@ -860,6 +862,10 @@ def convert_notebook(
         elif cell.cell_type == "code" and context.streams_merged:
             cell.outputs = merge_streams(cell.get("outputs", []))
         cells.append(cell)
+    # Cell ids the same in every build: the executed notebook's are drawn at random each time its page is read.
+    for number, cell in enumerate(cells):
+        if "id" in cell and cell["id"] != INSTALL_CELL_TAG:
+            cell["id"] = f"cell-{number}-" + hashlib.sha256(cell.source.encode("utf-8")).hexdigest()[:8]
     converted.cells = cells
     return converted
 

@@ -317,6 +317,22 @@ def test_the_download_leaves_out_the_sites_cells_and_starts_with_the_install_cel
     assert nbformat.writes(executed) == before, "the executed notebook was changed"
 
 
+def test_the_downloads_cell_ids_are_the_same_in_every_build():
+    # nbformat draws each new cell's id at random: every read of a page gives the executed notebook new ones.
+    first, second = _executed_notebook(), _executed_notebook()
+    second.cells.insert(2, nbformat.v4.new_code_cell("print(1)"))  # the same source again, in another cell
+    first.cells.insert(2, nbformat.v4.new_code_cell("print(1)"))
+    assert [cell.id for cell in first.cells] != [cell.id for cell in second.cells]
+    downloads = [
+        notebook_download.convert_notebook(executed, Context(glue=GLUE), install="print('install')")
+        for executed in (first, second)
+    ]
+    ids = [[cell.id for cell in download.cells] for download in downloads]
+    assert ids[0] == ids[1]
+    assert ids[0][0] == notebook_download.INSTALL_CELL_TAG and len(set(ids[0])) == len(ids[0]) == 4
+    nbformat.validate(downloads[0])
+
+
 def _stream(text):
     return nbformat.v4.new_output("stream", name="stdout", text=text)
 

@@ -118,6 +118,8 @@ extensions = [
     "proof_badges",
     # The theme's layout (docs/_templates/layout.html) without Font Awesome's 1.6 MB script (docs/_ext).
     "lean_theme",
+    # The pages written by as many processes as -j asks for, not one fewer (docs/_ext).
+    "write_parallel",
     # The gallery's idle process pool stopped once it is done, and nothing freed one by one at exit (docs/_ext).
     "build_exit",
 ]

@@ -51,15 +51,18 @@ class TinySite:
         for relative, text in files.items():
             self.write(f"{name}/{relative}", text)
 
-    def build(self, buildername: str = "html", **overrides):
-        """Build (HTML by default); returns the (cleaned-up) app, with ``app.warnings`` holding the warning log."""
+    def build(self, buildername: str = "html", *, parallel: int = 0, **overrides):
+        """Build (HTML by default; ``parallel`` processes as ``-j``); returns the (cleaned-up) app, with
+        ``app.warnings`` holding the warning log."""
         from sphinx.testing.util import SphinxTestApp
 
         for name in list(sys.modules):
             if name.split(".")[0] in self._package_names:
                 del sys.modules[name]
         sys.path.insert(0, str(self.root))
-        app = SphinxTestApp(buildername, srcdir=self.src, builddir=self.build_dir, confoverrides=overrides)
+        app = SphinxTestApp(
+            buildername, srcdir=self.src, builddir=self.build_dir, confoverrides=overrides, parallel=parallel
+        )
         try:
             app.build()
         finally:

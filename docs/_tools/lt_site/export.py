@@ -271,14 +271,12 @@ def export_onnx(model: torch.nn.Module, path: str | os.PathLike[str], *, opset_v
         raise FileNotFoundError(f"cannot write {path}: the folder {path.parent} does not exist")
     onnx = _onnx()
     config = model.config
-    # An example input; its length is marked dynamic below, so any T in range works.
-    example = EXAMPLE
     # T may be anything from [CLS] [SEP] to the longest sequence the position table covers.
     length = torch.export.Dim("T", min=2, max=config.max_position_embeddings)
     with _quiet_exporter():
         program = torch.onnx.export(
             browser_model,
-            example,
+            EXAMPLE,  # its length is marked dynamic below: any T in range works
             dynamo=True,
             opset_version=opset_version,
             input_names=["input_ids", "token_type_ids"],

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
-from shapes import TINY_SIZES
-from torch import nn
 
 from literate_transformer.core.checkpoints import use_offline_environment
-from literate_transformer.core.config import TransformerConfig
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from literate_transformer.core.config import TransformerConfig
+
+# PyTorch is imported where a fixture needs it, not here: under pytest-xdist this file is also imported by the
+# process that starts the workers, and the workers start once it is read (importing PyTorch first held them back
+# about 1.2 s).
 
 # --doctest-modules would import every conftest.py as a module named "conftest" (and clash): they hold no doctests.
 collect_ignore_glob = ["conftest.py", "*/conftest.py"]
@@ -28,25 +35,52 @@ use_offline_environment()
 # Under pytest-xdist (`nox -s tests` runs one worker a core) each worker computes on one thread: two workers of two
 # threads each on two cores spin-wait on each other's threads at every small operation (OpenMP), many times slower.
 if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
     torch.set_num_threads(1)
 
-#: The sizes of :func:`tiny_config`: the book's running example (small, and all distinct, so that a swapped
-#: dimension cannot hide), without dropout.
-TINY = dict(TINY_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """Collect with Python's cycle collector off, then freeze what collecting made.
+
+    Collecting imports PyTorch, ``transformers`` and every test module: millions of objects that live until the
+    process ends.  Each full pass of the cycle collector walks all of them (about 0.3 s each, five seconds a
+    worker over a run), and finds nothing to free there.  :func:`gc.freeze` moves them out of its reach; the
+    objects the tests make are collected as before, and an object that dies is freed by its reference count,
+    frozen or not.
+    """
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 @pytest.fixture(autouse=True)
 def _seed():
     """Every test starts from the same random state."""
+    import torch
+
     torch.manual_seed(0)
 
 
 @pytest.fixture
 def tiny_config() -> Callable[..., TransformerConfig]:
-    """A factory of small configs without dropout: ``tiny_config(hidden_size=32, ...)`` overrides fields."""
+    """A factory of small configs without dropout: ``tiny_config(hidden_size=32, ...)`` overrides fields.
+
+    The sizes are the book's running example (small, and all distinct, so that a swapped dimension cannot
+    hide), without dropout.
+    """
+    from shapes import TINY_SIZES
+
+    from literate_transformer.core.config import TransformerConfig
+
+    tiny = dict(TINY_SIZES, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
     def make(**changes) -> TransformerConfig:
-        return TransformerConfig(**{**TINY, **changes})
+        return TransformerConfig(**{**tiny, **changes})
 
     return make
 
@@ -60,6 +94,8 @@ def randomize() -> Callable[[nn.Module], nn.Module]:
     Fresh layer norms are the identity (weight 1, bias 0) and fresh biases are
     small, which could hide a swapped or missing layer norm in a comparison.
     """
+    import torch
+    from torch import nn
 
     @torch.no_grad()
     def apply(module: nn.Module, scale: float = 0.3) -> nn.Module:

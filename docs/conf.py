@@ -122,6 +122,8 @@ extensions = [
     "write_parallel",
     # The gallery's idle process pool stopped once it is done, and nothing freed one by one at exit (docs/_ext).
     "build_exit",
+    # What lives as long as a build's process kept out of the cycle collector's walks (docs/_ext).
+    "long_lived",
 ]
 
 # Sources: Markdown chapters (myst-nb), reStructuredText (sphinx-gallery output, API pages).
@@ -336,8 +338,9 @@ sphinx_gallery_conf = {
     "only_warn_on_example_error": False,
     # The per-example times go to the build log; their HTML table would need a CDN.
     "write_computation_times": False,
-    # Each script seeds itself (so it also runs standalone); matplotlib is reset between them.
-    "reset_modules": ("matplotlib",),
+    # Each script seeds itself (so it also runs standalone); matplotlib is reset between them, and what the
+    # last example left alive is frozen out of the cycle collector's walks (docs/_ext/long_lived.py).
+    "reset_modules": ("matplotlib", "long_lived.collect_then_freeze"),
     # As many examples at once as sphinx-build runs processes (-j; joblib runs them).
     "parallel": True,
     "download_all_examples": False,

@@ -45,6 +45,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from long_lived import freeze
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
@@ -298,4 +299,6 @@ def import_function(spec: str) -> Any:
 
 def run_exporter(spec: str, folder: Path) -> Any:
     """What the process of its own runs: the exporter ``"module:function"``, on ``folder``."""
-    return import_function(spec)(folder)
+    exporter = import_function(spec)
+    freeze()  # what the exporter imports lives as long as this process (long_lived.py)
+    return exporter(folder)

@@ -33,6 +33,7 @@ The zygote is this file run as a script: ``python forked_kernels.py SOCKET MODUL
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -64,6 +65,7 @@ IPYKERNEL = ("-m", "ipykernel_launcher")
 def _become_kernel(request: dict[str, Any]) -> None:
     """In the forked child: turn into the kernel ``request`` describes (never returns)."""
     try:
+        gc.enable()
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -94,8 +96,13 @@ def serve(path: str, preload: tuple[str, ...] = PRELOAD) -> None:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(16)
+    # As Python's documentation of gc.freeze advises for a process that forks: no collection while the modules
+    # load, what they made frozen before the first fork, the collector on again in each kernel.  A kernel's
+    # collections then walk what its page made, not PyTorch's objects (long_lived.py).
+    gc.disable()
     for name in preload:
         __import__(name)
+    gc.freeze()
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
     # Children are reaped by the system: the build kills them, the zygote never waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)

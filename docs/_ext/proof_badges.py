@@ -43,6 +43,7 @@ from typing import Any
 
 from docutils import nodes
 from extension_metadata import extension_metadata
+from long_lived import freeze
 from lt_site.deps import ItemCache, Reached
 from runtime_trace import load_provider
 from sphinx import addnodes
@@ -158,6 +159,7 @@ def measure(provider: str, cache: tuple[str, str, list[str], str]) -> list[dict[
     # What defines the list of proofs (the provider's module and what it imports) is part of the whole's record.
     with Reached(store.roots) as listing:
         items = load_provider(provider)()
+    freeze()  # what the proofs import lives as long as this process (long_lived.py)
     results = store.compute(
         {name: (lambda run=run: dataclasses.asdict(run())) for name, run in items.items()}, listing=listing.paths
     )

@@ -14,13 +14,13 @@ from nbclient import NotebookClient  # noqa: E402
 
 # What the kernel reports of itself: whether the preloaded module was there before the cell, and how it was started.
 PROBE = """\
-import json, os, resource, sys
+import gc, json, os, resource, sys
 warm = "wave" in sys.modules
 import wave
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"warm": warm, "pid": os.getpid(), "own_group": os.getpgid(0) == os.getpid(), "cwd": os.getcwd(),
                   "argv0": os.path.basename(sys.argv[0]), "path": sys.path, "parent": os.environ.get("JPY_PARENT_PID"),
-                  "marker": os.environ.get("LT_FORK_TEST")}))
+                  "marker": os.environ.get("LT_FORK_TEST"), "collector": gc.isenabled(), "frozen": gc.get_freeze_count()}))
 """
 
 
@@ -56,6 +56,9 @@ def test_a_forked_kernel_starts_warm_and_as_a_fresh_one_starts(zygote, tmp_path,
         assert forked[key] == fresh[key], key
     assert forked["own_group"] and forked["cwd"] == str(tmp_path) and forked["marker"] == "seen"
     assert forked["argv0"] == "ipykernel_launcher.py" and forked["parent"] == str(os.getpid())
+    # What the zygote imported is frozen out of the cycle collector's walks; the collector runs, as in a fresh one.
+    assert forked["collector"] and fresh["collector"]
+    assert forked["frozen"] > 0 and fresh["frozen"] == 0
     # Shut down at once: the kernel is gone.
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

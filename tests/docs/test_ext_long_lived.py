@@ -1,0 +1,54 @@
+"""What lives as long as a build's process is frozen out of the cycle collector's walks; rings are still freed."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras); the extension is not tested")
+import long_lived  # noqa: E402
+
+
+class Node:
+    """An object that can refer to itself: a ring only the cycle collector frees."""
+
+
+def test_a_build_freezes_what_it_holds_only_with_the_extension(tiny_site):
+    tiny_site.write("docs/index.rst", "Title\n=====\n\nText.\n")
+    # A frozen object that dies is still freed, so the count can fall; only a freeze makes it rise.  Each app is
+    # kept while counting: what the build froze (its environment among it) is still alive.
+    tiny_site.conf([])
+    before = gc.get_freeze_count()
+    control = tiny_site.build()
+    assert gc.get_freeze_count() <= before  # the control: a build without the extension freezes nothing
+    tiny_site.conf(["long_lived"])
+    before = gc.get_freeze_count()
+    app = tiny_site.build()
+    assert gc.get_freeze_count() > before
+    assert control.env is not None and app.env is not None
+
+
+def test_a_build_freezes_once_loaded_at_its_start_before_the_pages_are_read_and_after(tiny_site, monkeypatch):
+    tiny_site.write("docs/index.rst", "Title\n=====\n\nText.\n")
+    tiny_site.conf(["long_lived"])
+    frozen = []
+    monkeypatch.setattr(long_lived.gc, "freeze", lambda: frozen.append(True))
+    tiny_site.build()
+    # config-inited, builder-inited, env-before-read-docs and env-updated.
+    assert len(frozen) == 4
+
+
+def test_the_gallerys_reset_frees_the_last_examples_rings_then_freezes_what_lives():
+    garbage = Node()
+    garbage.self = garbage
+    gone = weakref.ref(garbage)
+    del garbage
+    alive = Node()
+    alive.self = alive
+    before = gc.get_freeze_count()
+    long_lived.collect_then_freeze({}, "plot_example.py", "before")
+    assert gone() is None  # the ring nothing refers to was collected, not frozen
+    assert gc.get_freeze_count() > before  # what is alive (the second ring among it) is frozen
+    assert alive.self is alive

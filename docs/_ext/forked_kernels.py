@@ -45,6 +45,8 @@ import tempfile
 import time
 from typing import Any
 
+from long_lived import freeze_survivors
+
 #: Imported once by the zygote: what every page's kernel imports before its first result.  Not IPython's
 #: kernel: its settings read the environment when it is imported (``JPY_PARENT_PID``), and each kernel's differs.
 PRELOAD = (
@@ -66,6 +68,7 @@ def _become_kernel(request: dict[str, Any]) -> None:
     """In the forked child: turn into the kernel ``request`` describes (never returns)."""
     try:
         gc.enable()
+        freeze_survivors()  # a kernel lives for one page (long_lived.py)
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDONLY)

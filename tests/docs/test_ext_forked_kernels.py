@@ -20,7 +20,8 @@ import wave
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"warm": warm, "pid": os.getpid(), "own_group": os.getpgid(0) == os.getpid(), "cwd": os.getcwd(),
                   "argv0": os.path.basename(sys.argv[0]), "path": sys.path, "parent": os.environ.get("JPY_PARENT_PID"),
-                  "marker": os.environ.get("LT_FORK_TEST"), "collector": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+                  "marker": os.environ.get("LT_FORK_TEST"), "collector": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                  "callbacks": [callback.__name__ for callback in gc.callbacks]}))
 """
 
 
@@ -59,6 +60,8 @@ def test_a_forked_kernel_starts_warm_and_as_a_fresh_one_starts(zygote, tmp_path,
     # What the zygote imported is frozen out of the cycle collector's walks; the collector runs, as in a fresh one.
     assert forked["collector"] and fresh["collector"]
     assert forked["frozen"] > 0 and fresh["frozen"] == 0
+    # A kernel lives for one page: what survives each full pass is frozen too.
+    assert forked["callbacks"] == ["_freeze_after_a_full_pass"] and fresh["callbacks"] == []
     # Shut down at once: the kernel is gone.
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

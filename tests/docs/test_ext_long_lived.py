@@ -52,3 +52,37 @@ def test_the_gallerys_reset_frees_the_last_examples_rings_then_freezes_what_live
     assert gone() is None  # the ring nothing refers to was collected, not frozen
     assert gc.get_freeze_count() > before  # what is alive (the second ring among it) is frozen
     assert alive.self is alive
+
+
+def test_after_a_full_pass_what_survived_it_is_frozen():
+    long_lived.freeze_survivors()
+    long_lived.freeze_survivors()  # installed once, however often it is asked for
+    try:
+        assert gc.callbacks.count(long_lived._freeze_after_a_full_pass) == 1
+        garbage = Node()
+        garbage.self = garbage
+        gone = weakref.ref(garbage)
+        del garbage
+        alive = Node()
+        alive.self = alive
+        before = gc.get_freeze_count()
+        gc.collect()
+        assert gone() is None  # the pass still frees the rings nothing refers to
+        assert gc.get_freeze_count() > before  # and what survived it (this ring among it) is frozen
+    finally:
+        gc.callbacks.remove(long_lived._freeze_after_a_full_pass)
+
+
+def _survivors_frozen_here() -> bool:
+    return long_lived._freeze_after_a_full_pass in gc.callbacks
+
+
+def test_sphinxs_forked_processes_freeze_what_survives_each_full_pass(tiny_site):
+    import multiprocessing
+
+    tiny_site.write("docs/index.rst", "Title\n=====\n\nText.\n")
+    tiny_site.conf(["long_lived"])
+    tiny_site.build()  # registers the fork handler in this process, once
+    assert not _survivors_frozen_here()  # not in the build's own process
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_survivors_frozen_here)

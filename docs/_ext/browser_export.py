@@ -45,7 +45,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from long_lived import freeze
+from long_lived import freeze, freeze_survivors
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
@@ -300,5 +300,8 @@ def import_function(spec: str) -> Any:
 def run_exporter(spec: str, folder: Path) -> Any:
     """What the process of its own runs: the exporter ``"module:function"``, on ``folder``."""
     exporter = import_function(spec)
-    freeze()  # what the exporter imports lives as long as this process (long_lived.py)
+    # What the exporter imports lives as long as this process, and the process as long as the export
+    # (long_lived.py).
+    freeze()
+    freeze_survivors()
     return exporter(folder)

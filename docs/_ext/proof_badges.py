@@ -43,7 +43,7 @@ from typing import Any
 
 from docutils import nodes
 from extension_metadata import extension_metadata
-from long_lived import freeze
+from long_lived import freeze, freeze_survivors
 from lt_site.deps import ItemCache, Reached
 from runtime_trace import load_provider
 from sphinx import addnodes
@@ -166,6 +166,13 @@ def measure(provider: str, cache: tuple[str, str, list[str], str]) -> list[dict[
     return list(results.values())
 
 
+def measure_in_own_process(provider: str, cache: tuple[str, str, list[str], str]) -> list[dict[str, Any]]:
+    """:func:`measure`, in a process that lives as long as the proofs: what survives a full pass of the cycle
+    collector is frozen (long_lived.py)."""
+    freeze_survivors()
+    return measure(provider, cache)
+
+
 # ---------------------------------------------------------------------------
 # The Sphinx glue
 # ---------------------------------------------------------------------------
@@ -197,7 +204,7 @@ def start_proofs(app: Sphinx) -> None:
     )
     # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the provider's business.
     executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    future = executor.submit(measure, config.proof_badges_provider, _cache(app))
+    future = executor.submit(measure_in_own_process, config.proof_badges_provider, _cache(app))
     app.proof_badges_pending = (executor, future, time.perf_counter())  # type: ignore[attr-defined]
 
 

@@ -48,14 +48,23 @@ def pytest_collection(session):
     process ends.  Each full pass of the cycle collector walks all of them (about 0.3 s each, five seconds a
     worker over a run), and finds nothing to free there.  :func:`gc.freeze` moves them out of its reach; the
     objects the tests make are collected as before, and an object that dies is freed by its reference count,
-    frozen or not.
+    frozen or not.  From then on, what survives a full pass is frozen too (the modules the tests import, the
+    session's models), so that the next pass walks only what was made since; a ring that dies after surviving
+    one stays until the worker ends (the workers' peak memory was the same, 2.4 GB, measured with and without).
     """
     gc.disable()
     try:
         return (yield)
     finally:
         gc.freeze()
+        if _freeze_after_a_full_pass not in gc.callbacks:
+            gc.callbacks.append(_freeze_after_a_full_pass)
         gc.enable()
+
+
+def _freeze_after_a_full_pass(phase: str, info: dict[str, int]) -> None:
+    if phase == "stop" and info["generation"] == 2:
+        gc.freeze()
 
 
 @pytest.fixture(autouse=True)

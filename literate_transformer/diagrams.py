@@ -437,7 +437,7 @@ def head_split_diagram(self_attention: nn.Module, length: int = 5) -> Diagram:
     # Feature e of every token carries the value e: after the reshape, each head's block says which features it got.
     features = torch.arange(hidden, dtype=torch.float32).expand(1, length, hidden)  # (1, T, E)
     split = self_attention.transpose_for_scores(features)  # (1, H, T, D)
-    owner = torch.empty(hidden, dtype=torch.long)
+    owner = torch.zeros(hidden, dtype=torch.long)
     for head in range(heads):
         owner[split[0, head, 0].long()] = head
     cell_w = max(1.0, min(4.0, 420 / hidden))

@@ -355,7 +355,7 @@ def predict(model: nn.Module, inputs: Mapping[str, Tensor], batch_size: int = 64
     for rows in order.split(batch_size):
         scores = model(**_batch(inputs, rows, lengths, device)).float().cpu()  # (B, C)
         if not logits.numel():
-            logits = scores.new_empty(count, scores.shape[-1])
+            logits = scores.new_zeros(count, scores.shape[-1])
         logits[rows] = scores
     model.train(was_training)
     return logits

@@ -799,7 +799,7 @@ class PreTrainedEncoderDecoderModel(EncoderDecoderModel):
         start = self.decoder_start_token_id
         if start is None:
             raise ValueError("labels need config.decoder_start_token_id to start the decoder's input, which is not set")
-        shifted = labels.new_empty(labels.shape)  # (B, T)
+        shifted = labels.new_zeros(labels.shape)  # (B, T)
         shifted[:, 0] = start
         shifted[:, 1:] = labels[:, :-1]
         return shifted.masked_fill(shifted == IGNORE_INDEX, self.config.pad_token_id)

@@ -225,12 +225,12 @@ class Workspace:
             "summed": (num_tokens, hidden_size),
         }
         for name, shape in wanted.items():
-            buffer = getattr(self, name)
-            if tuple(buffer.shape) != shape or buffer.dtype != hidden_states.dtype:
+            # Only the buffer's shape and dtype: its values are whatever the last layer left (or never written).
+            found, dtype = tuple(getattr(self, name).shape), getattr(self, name).dtype
+            if found != shape or dtype != hidden_states.dtype:
                 raise ValueError(
                     f"workspace.{name} must be a {hidden_states.dtype} tensor of shape {shape} for hidden_states "
-                    f"of shape {tuple(hidden_states.shape)}, got {buffer.dtype} {tuple(buffer.shape)} "
-                    "(build it with Workspace.for_layer)"
+                    f"of shape {tuple(hidden_states.shape)}, got {dtype} {found} (build it with Workspace.for_layer)"
                 )
 
 

@@ -296,3 +296,21 @@ def test_each_line_that_calls_a_module_gets_the_lens_cache_name_of_its_result(tm
     model = Model()
     output, cache = lens.run_with_cache(model, x=torch.ones(1, 3))
     assert torch.equal(cache["norm"], output) and set(cache.keys()) == {"layers.0", "layers.1", "norm"}
+
+
+def test_a_module_that_ran_is_kept_while_named_so_that_no_later_module_takes_its_id_and_name(tmp_path):
+    import gc
+    import weakref
+
+    calls = trace.ModuleCalls([tmp_path / "model.py"])
+    with calls:
+        first = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        first(torch.ones(1, 2))
+        ran = weakref.ref(first[0])
+        del first
+        gc.collect()
+        # Kept: while it lives, no module made later can have its id, and so be named as it was ("0").
+        assert ran() is not None
+        second = torch.nn.Sequential(torch.nn.Identity(), torch.nn.Linear(2, 2))
+        second(torch.ones(1, 2))
+    assert calls._named[id(second[1])][1] == "1"

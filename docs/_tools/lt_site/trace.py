@@ -543,7 +543,11 @@ class LineRecord:
     example: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """:func:`dataclasses.asdict`'s dict, one level deep: the summaries' lists are shared, not copied value by
+        value (``asdict`` copied each number of each heatmap, two of the trace's ten seconds)."""
+        fields = dict(self.__dict__)
+        fields["values"] = [None if value is None else dict(value.__dict__) for value in self.values]
+        return fields
 
 
 class ModuleCalls:
@@ -564,8 +568,9 @@ class ModuleCalls:
         self.paths = {str(path) for path in paths}
         #: (path, line) -> the modules called there, in order, each once.
         self.modules: dict[tuple[str, int], list[nn.Module]] = {}
-        #: id(module) -> its name in the first model that ran it.
-        self._named: dict[int, str] = {}
+        #: id(module) -> the module and its name in the first model that ran it.  The module is kept: while it
+        #: lives no other object takes its id, so no module is named by another that died before it ran.
+        self._named: dict[int, tuple[nn.Module, str]] = {}
         self._depth = 0
 
     def _before(self, module: nn.Module, args: Any) -> None:
@@ -573,7 +578,7 @@ class ModuleCalls:
             root = module.model if type(module).__name__ == "StaticCacheDecoder" else module
             for name, child in root.named_modules(remove_duplicate=False):
                 # The first model that ran a module names it; a module shared within it keeps its first name.
-                self._named.setdefault(id(child), name)
+                self._named.setdefault(id(child), (child, name))
         self._depth += 1
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -604,7 +609,7 @@ class ModuleCalls:
         """``{(path, line): name}``: each line's modules by name (the model itself has none), folded (:func:`fold_names`)."""
         found = {}
         for key, modules in self.modules.items():
-            names = [self._named[id(module)] for module in modules if id(module) in self._named]
+            names = [self._named[id(module)][1] for module in modules if id(module) in self._named]
             names = [name for name in names if name]
             if names:
                 found[key] = fold_names(names)

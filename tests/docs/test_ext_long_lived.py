@@ -15,6 +15,18 @@ class Node:
     """An object that can refer to itself: a ring only the cycle collector frees."""
 
 
+def _survivors_frozen_here() -> bool:
+    return long_lived._freeze_after_a_full_pass in gc.callbacks
+
+
+@pytest.fixture(autouse=True)
+def _leave_the_collector_as_it_was():
+    """A build with the extension (or the gallery's reset) freezes survivors in this process: not after the test."""
+    yield
+    while _survivors_frozen_here():
+        gc.callbacks.remove(long_lived._freeze_after_a_full_pass)
+
+
 def test_a_build_freezes_what_it_holds_only_with_the_extension(tiny_site):
     tiny_site.write("docs/index.rst", "Title\n=====\n\nText.\n")
     # A frozen object that dies is still freed, so the count can fall; only a freeze makes it rise.  Each app is
@@ -40,9 +52,11 @@ def test_a_build_freezes_once_loaded_at_its_start_before_the_pages_are_read_and_
     tiny_site.conf(["long_lived"])
     frozen = []
     monkeypatch.setattr(long_lived.gc, "freeze", lambda: frozen.append(True))
+    assert not _survivors_frozen_here()
     tiny_site.build()
     # config-inited, builder-inited, env-before-read-docs and env-updated.
     assert len(frozen) == 4
+    assert _survivors_frozen_here()  # and, from config-inited on, after every full pass
 
 
 def test_the_gallerys_reset_frees_the_last_examples_rings_then_freezes_what_lives():
@@ -53,10 +67,12 @@ def test_the_gallerys_reset_frees_the_last_examples_rings_then_freezes_what_live
     alive = Node()
     alive.self = alive
     before = gc.get_freeze_count()
+    assert not _survivors_frozen_here()
     long_lived.collect_then_freeze({}, "plot_example.py", "before")
     assert gone() is None  # the ring nothing refers to was collected, not frozen
     assert gc.get_freeze_count() > before  # what is alive (the second ring among it) is frozen
     assert alive.self is alive
+    assert _survivors_frozen_here()  # and, in the worker, what survives each full pass until the next example
 
 
 def test_after_a_full_pass_what_survived_it_is_frozen():
@@ -78,16 +94,12 @@ def test_after_a_full_pass_what_survived_it_is_frozen():
         gc.callbacks.remove(long_lived._freeze_after_a_full_pass)
 
 
-def _survivors_frozen_here() -> bool:
-    return long_lived._freeze_after_a_full_pass in gc.callbacks
-
-
 def test_sphinxs_forked_processes_freeze_what_survives_each_full_pass(tiny_site):
     import multiprocessing
 
     tiny_site.write("docs/index.rst", "Title\n=====\n\nText.\n")
     tiny_site.conf(["long_lived"])
     tiny_site.build()  # registers the fork handler in this process, once
-    assert not _survivors_frozen_here()  # not in the build's own process
+    gc.callbacks.remove(long_lived._freeze_after_a_full_pass)  # what the build's own process was given
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.apply(_survivors_frozen_here)

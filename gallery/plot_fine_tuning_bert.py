@@ -13,10 +13,10 @@ It draws each run's held-out accuracy against its steps, beside the
 baseline the chapter measured first: a bag of words and scikit-learn's
 logistic regression, on the same split.
 
-The default settings are the ones the site's build runs, on one CPU thread
-in under fifteen seconds: four steps of the whole model, on about a tenth
-of the training sentences and a fifth of the held-out ones (the baseline is
-fitted on the same tenth), and no control run.  Their numbers say that the code runs,
+The default settings are the ones the site's build runs, on one CPU
+thread: four steps of the whole model, on about a tenth of the training
+sentences and a fifth of the held-out ones (the baseline is fitted on the
+same tenth), and no control run.  Their numbers say that the code runs,
 not what fine-tuning gives.  ``LT_GALLERY_SCALE=gpu`` (or
 ``large``) runs the real experiment: every sentence, 300 steps of each run
 (minutes on a GPU; more on a CPU).

@@ -15,6 +15,17 @@ class Node:
     """An object that can refer to itself: a ring only the cycle collector frees."""
 
 
+def _rings() -> tuple[weakref.ref, Node]:
+    """A ring nothing refers to (a weak reference to it), and a ring that is still referred to."""
+    garbage = Node()
+    garbage.self = garbage
+    gone = weakref.ref(garbage)
+    del garbage
+    alive = Node()
+    alive.self = alive
+    return gone, alive
+
+
 def _survivors_frozen_here() -> bool:
     return long_lived._freeze_after_a_full_pass in gc.callbacks
 
@@ -59,13 +70,17 @@ def test_a_build_freezes_once_loaded_at_its_start_before_the_pages_are_read_and_
     assert _survivors_frozen_here()  # and, from config-inited on, after every full pass
 
 
-def test_the_gallerys_reset_frees_the_last_examples_rings_then_freezes_what_lives():
-    garbage = Node()
-    garbage.self = garbage
-    gone = weakref.ref(garbage)
-    del garbage
-    alive = Node()
-    alive.self = alive
+@pytest.fixture
+def alone():
+    """No other gc callback meanwhile: the test process's own (tests/conftest.py) freezes survivors too."""
+    others = list(gc.callbacks)
+    gc.callbacks.clear()
+    yield
+    gc.callbacks[:] = others
+
+
+def test_the_gallerys_reset_frees_the_last_examples_rings_then_freezes_what_lives(alone):
+    gone, alive = _rings()
     before = gc.get_freeze_count()
     assert not _survivors_frozen_here()
     long_lived.collect_then_freeze({}, "plot_example.py", "before")
@@ -75,23 +90,16 @@ def test_the_gallerys_reset_frees_the_last_examples_rings_then_freezes_what_live
     assert _survivors_frozen_here()  # and, in the worker, what survives each full pass until the next example
 
 
-def test_after_a_full_pass_what_survived_it_is_frozen():
+def test_after_a_full_pass_what_survived_it_is_frozen(alone):
     long_lived.freeze_survivors()
     long_lived.freeze_survivors()  # installed once, however often it is asked for
-    try:
-        assert gc.callbacks.count(long_lived._freeze_after_a_full_pass) == 1
-        garbage = Node()
-        garbage.self = garbage
-        gone = weakref.ref(garbage)
-        del garbage
-        alive = Node()
-        alive.self = alive
-        before = gc.get_freeze_count()
-        gc.collect()
-        assert gone() is None  # the pass still frees the rings nothing refers to
-        assert gc.get_freeze_count() > before  # and what survived it (this ring among it) is frozen
-    finally:
-        gc.callbacks.remove(long_lived._freeze_after_a_full_pass)
+    assert gc.callbacks == [long_lived._freeze_after_a_full_pass]
+    gone, alive = _rings()
+    before = gc.get_freeze_count()
+    gc.collect()
+    assert gone() is None  # the pass still frees the rings nothing refers to
+    assert gc.get_freeze_count() > before  # and what survived it (this ring among it) is frozen
+    assert alive.self is alive
 
 
 def test_sphinxs_forked_processes_freeze_what_survives_each_full_pass(tiny_site):

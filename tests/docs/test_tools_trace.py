@@ -81,6 +81,15 @@ def test_summaries_are_small_whatever_the_tensor():
     # Infinite entries are counted apart: the statistics are the finite ones' (no "mean -inf", no "std nan").
     stats = trace.summarize(torch.tensor([float("inf"), 1.0, -float("inf"), -float("inf")])).stats
     assert stats == {"mean": 1.0, "std": 0.0, "min": 1.0, "max": 1.0, "-inf": 2, "+inf": 1}
+    # A NaN among finite entries is counted apart too, and an empty tensor has no statistics.
+    assert trace.summarize(torch.tensor([1.0, float("nan"), 3.0])).stats == {
+        "mean": 2.0,
+        "std": 1.0,
+        "min": 1.0,
+        "max": 3.0,
+        "nan": 1,
+    }
+    assert trace.summarize(torch.ones(0, 3)).stats == {}
     with pytest.raises(TypeError, match="tensor"):
         trace.summarize([1, 2])
 

@@ -22,14 +22,18 @@ files that llama.cpp's own Python package writes (``tests/test_trained.py``).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import hashlib
 import importlib.metadata
 import json
 import os
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import gguf
 import safetensors.torch
@@ -108,6 +112,27 @@ def _generated_ids() -> float:
 CACHE_ENV = "LT_SITE_CACHE"
 
 
+@contextlib.contextmanager
+def each_parse_once() -> Iterator[None]:
+    """``transformers``' reading of a GGUF file, with what it computes again and again computed once.
+
+    ``from_pretrained(folder, gguf_file=...)`` parses the file with ``gguf``'s
+    ``GGUFReader`` once for the config and once for the weights, and
+    ``AutoTokenizer`` once more: three parses of the header and its 49,152
+    tokens (about 4 s each for SmolLM2).  Mapping the file's tensor names, it
+    builds ``gguf``'s table of names (``get_tensor_name_map``) once per module
+    of the model (397 times for SmolLM2, about 4 s in all).  Both are functions
+    of their arguments that ``transformers`` only reads from; while this is
+    open, each is computed once per argument and the same object is handed
+    back: the same reading, parsed once (``tests/docs/test_tools_families.py``
+    compares the two on a small file).
+    """
+    readers = functools.lru_cache(maxsize=None)(gguf.GGUFReader)
+    name_maps = functools.lru_cache(maxsize=None)(gguf.get_tensor_name_map)
+    with mock.patch.object(gguf, "GGUFReader", readers), mock.patch.object(gguf, "get_tensor_name_map", name_maps):
+        yield
+
+
 @lru_cache(maxsize=1)
 def _transformers_reading() -> tuple[dict[str, torch.Tensor], list[list[int]]]:
     """``transformers``' reading of the default file: every tensor, and the token ids of :data:`TEXTS`.
@@ -125,7 +150,7 @@ def _transformers_reading() -> tuple[dict[str, torch.Tensor], list[list[int]]]:
         ids = json.loads(stored.with_suffix(".json").read_text())
         return safetensors.torch.load_file(stored.with_suffix(".safetensors")), ids
     # transformers' own reading, its cost without the build's call hook (what it reached: transformers and gguf).
-    with paused(transformers, gguf):
+    with paused(transformers, gguf), each_parse_once():
         model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
         tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     # Each tensor on its own (the tied head shares the token table's storage, which safetensors refuses).

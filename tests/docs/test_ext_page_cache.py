@@ -74,6 +74,16 @@ def test_a_record_keeps_the_versions_of_the_distributions_it_reached(tmp_path):
     assert Record(salt="torch 2").changed(tmp_path, salt="torch 3") == ["salt"]
 
 
+def test_a_process_names_the_distributions_it_imported_before_any_record(tmp_path):
+    from lt_site import deps
+
+    imported = deps.installed_imports()
+    # pytest's own modules, imported long before this test: installed files only, none of the checkout's or
+    # the standard library's.
+    assert pytest.__file__ in imported and deps.__file__ not in imported and json.__file__ not in imported
+    assert Record.of(imported, tmp_path).distributions["pytest"] == pytest.__version__
+
+
 def test_reached_sees_the_class_of_a_method_defined_elsewhere(tmp_path, monkeypatch):
     # A family that only declares data (Mistral on Llama's code): its file holds no function that runs.
     (tmp_path / "parent_mod.py").write_text("class Parent:\n    def run(self):\n        return 1\n")

@@ -102,6 +102,9 @@ def small_export(tmp_path_factory):
     data = config.to_hf().to_dict()
     data["model_type"] = "bert"
     (folder / "config.json").write_text(json.dumps(data))
+    # As in the build, where the exporter's process is forked from one that imported its libraries: the
+    # tokenizer's library is loaded before the export begins.
+    load_tokenizer(folder)
     started = time.perf_counter()
     result = export_for_browser(folder / "export", checkpoint=folder, keep_fp32=True, check_texts=["time flies"])
     print(f"\nsmall export took {time.perf_counter() - started:.1f} s")
@@ -122,6 +125,9 @@ def test_the_exports_record_names_the_file_of_every_module_of_the_model(small_ex
     assert "literate_transformer/models/bert.py" in module_files
     assert module_files <= set(reached["files"]), sorted(module_files - set(reached["files"]))
     assert {"torch", "onnx", "onnxscript", "onnx-ir"} <= set(reached["distributions"])
+    # The tokenizer runs in Rust: no Python function of `tokenizers` is called, yet its version keys the export
+    # (every installed distribution its process imported counts, those imported before the export began too).
+    assert "tokenizers" in reached["distributions"]
 
 
 def test_float32_graph_computes_bert_model_forward(small_export) -> None:

@@ -133,6 +133,17 @@ def distribution_of(path: str | Path) -> str | None:
     return None
 
 
+def installed_imports() -> set[str]:
+    """The files of the modules this process imported from the installed distributions (none of the checkout).
+
+    A process forked from one that imported its libraries first (the build's exports, ``forked_kernels.py``)
+    ran those imports before any record of its own started.  A record that adds these files names every
+    distribution the process holds, as a fresh process's record of its own imports would, or more.
+    """
+    files = (getattr(module, "__file__", None) for module in list(sys.modules.values()))
+    return {file for file in files if isinstance(file, str) and distribution_of(file) is not None}
+
+
 @functools.cache
 def _version(distribution: str) -> str:
     """The installed version (read once a process: a build does not install anything while it runs)."""

@@ -127,7 +127,7 @@ import literate_transformer
 from literate_transformer.core.checkpoints import load_tokenizer, resolve_checkpoint
 from literate_transformer.models.bert import BertModel
 
-from .deps import Reached, Record, paused
+from .deps import Reached, Record, installed_imports, paused
 
 #: The package's source folder.
 PACKAGE_SOURCE = Path(literate_transformer.__file__).resolve().parent
@@ -707,8 +707,10 @@ def _cached_metadata(
 
 
 def record_of(reached: Reached) -> dict[str, Any]:
-    """An export's record of what its run reached, as its JSON file keeps it."""
-    return Record.of(reached.paths, CHECKOUT, RECORDED).as_dict()
+    """An export's record of what its run reached, as its JSON file keeps it, with every installed distribution
+    its process imported (some of them before the run began: a library whose Python code the run never called,
+    a tokenizer in Rust say, still keys the export)."""
+    return Record.of(reached.paths | installed_imports(), CHECKOUT, RECORDED).as_dict()
 
 
 def _write_metadata(path: Path, metadata: dict[str, Any]) -> None:

@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import gzip
 import importlib
-import multiprocessing
 import shutil
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from forked_kernels import worker_context
 from long_lived import freeze, freeze_survivors
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
@@ -151,6 +151,8 @@ class ServedExport:
         self._add(app, "cache_dir", "", "env", str)
         # Export in a process of its own, started with the builder, beside the build's other work.
         self._add(app, "in_own_process", False, "", bool)
+        # What that process imports before its work, once for every such process (forked_kernels.worker_context).
+        self._add(app, "preload", [], "", list, tuple)
         # Where the model goes in the built site (the page's scripts find it there).
         self._add(app, "output_dir", output_dir, "html", str)
         # The page's scripts, in order, and its stylesheets (paths under _static).
@@ -198,8 +200,8 @@ class ServedExport:
             return  # an export was made before: checked (most likely found cached) in this process
         spec = self._checked_spec(self._option(app, "exporter"))  # a malformed name fails here, in this process
         logger.info("%s: checking the %s in %s, in a process of its own", self.prefix, self.what, self.cache_dir(app))
-        # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the exporter's business.
-        executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        # A new interpreter, not a copy of this one (forked_kernels.worker_context).
+        executor = ProcessPoolExecutor(max_workers=1, mp_context=worker_context(self._option(app, "preload")))
         self._pending[str(app.srcdir)] = (executor, executor.submit(run_exporter, spec, self.cache_dir(app)))
 
     def ensure_export(self, app: Sphinx) -> Any:

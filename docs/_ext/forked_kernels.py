@@ -29,12 +29,19 @@ A kernel the zygote cannot start (another command than IPython's, or a
 zygote that failed) starts the usual way, with a line in the log.
 
 The zygote is this file run as a script: ``python forked_kernels.py SOCKET MODULE...``.
+
+The build's other processes of their own, the proofs' and the two browser
+exports', start warm the same way: :func:`worker_context` forks them from
+one process that imported PyTorch and ``transformers`` once
+(``multiprocessing``'s *forkserver*), where each used to start a fresh
+interpreter and import them itself (``conf.py``'s ``*_preload`` settings).
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -43,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from long_lived import freeze_survivors
@@ -245,6 +253,42 @@ def kernel_manager_class(zygote: Zygote, log: Any) -> type:
             self._reconcile_connection_info(provisioner.connection_info)
 
     return ForkedKernelManager
+
+
+# ---------------------------------------------------------------------------
+# The build's other processes: the proofs', the exports'
+# ---------------------------------------------------------------------------
+#: What the proofs' and the exports' processes import before their work (``conf.py`` sets it as their
+#: ``*_preload``).  Only third-party modules, as for the
+#: zygote; not onnxruntime, whose import starts a thread (a process with a second thread is not safe to fork).
+WORKER_PRELOAD = (
+    "numpy",
+    "torch",
+    "transformers",
+    "transformers.modeling_utils",
+    "peft",
+    "gguf",
+    "safetensors.torch",
+    "onnx",
+    "onnxscript",
+)
+
+
+def worker_context(preload: Sequence[str] = ()) -> multiprocessing.context.BaseContext:
+    """Where a process of the build's own starts (a :class:`~concurrent.futures.ProcessPoolExecutor`'s context).
+
+    A new interpreter, never a copy of the build's process (Sphinx's state is not the worker's business): with
+    modules to ``preload``, a child of ``multiprocessing``'s forkserver, a process started once for the build
+    that imported them.  It has the build's environment when it starts, and finds its modules as a new
+    interpreter does (``PYTHONPATH``; Python 3.11's forkserver does not take the build's ``sys.path``); the
+    child then takes the build's ``sys.path`` and working folder, as a spawned one does.  There is one
+    forkserver per process: the first child started fixes what it imported.  Nothing to preload: ``spawn``.
+    """
+    if not preload:
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(preload))
+    return context
 
 
 if __name__ == "__main__":

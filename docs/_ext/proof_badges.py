@@ -32,7 +32,6 @@ own, and none when nothing any proof reached changed.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
 import re
 import time
@@ -43,6 +42,7 @@ from typing import Any
 
 from docutils import nodes
 from extension_metadata import extension_metadata
+from forked_kernels import worker_context
 from long_lived import freeze, freeze_survivors
 from lt_site.deps import ItemCache, Reached
 from runtime_trace import load_provider
@@ -202,8 +202,8 @@ def start_proofs(app: Sphinx) -> None:
         config.proof_badges_provider,
         f"{len(stale)} proofs whose code changed, and any new one" if stale else "new proofs, or a new list",
     )
-    # A new interpreter (spawn), not a copy of this one: Sphinx's own state is not the provider's business.
-    executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    # A new interpreter, not a copy of this one (forked_kernels.worker_context).
+    executor = ProcessPoolExecutor(max_workers=1, mp_context=worker_context(config.proof_badges_preload))
     future = executor.submit(measure_in_own_process, config.proof_badges_provider, _cache(app))
     app.proof_badges_pending = (executor, future, time.perf_counter())  # type: ignore[attr-defined]
 
@@ -356,6 +356,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("proof_badges_provider", "", "env", types=frozenset({str}))
     # False: measure in the build's own process (a provider that costs less than starting an interpreter).
     app.add_config_value("proof_badges_in_own_process", True, "env", types=frozenset({bool}))
+    # What that process imports before its work, once for every such process (forked_kernels.worker_context).
+    app.add_config_value("proof_badges_preload", [], "", types=frozenset({list, tuple}))
     # The folders whose files count in the proofs' records, and the checkout their paths are relative to
     # (default: the folder above conf.py's).
     app.add_config_value("proof_badges_sources", [], "env", types=frozenset({list, tuple}))

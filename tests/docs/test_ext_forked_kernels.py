@@ -3,11 +3,13 @@
 import json
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
 pytest.importorskip("nbclient", reason="nbclient is not installed (the docs extras); the kernels are not tested")
 
+import forked_kernels  # noqa: E402
 import nbformat  # noqa: E402
 from forked_kernels import Zygote, can_fork, kernel_manager_class  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
@@ -83,3 +85,19 @@ def test_only_ipythons_own_kernel_is_forked_and_a_zygote_that_cannot_fork_falls_
     logged = []
     assert not _run(tmp_path, kernel_manager_class=kernel_manager_class(gone, logged.append))["warm"]
     assert len(logged) == 1 and logged[0].startswith("a fresh kernel: the zygote could not fork one")
+
+
+def test_the_builds_own_processes_are_forked_from_one_that_imported_the_preload(tmp_path, monkeypatch):
+    assert forked_kernels.worker_context([]).get_start_method() == "spawn"  # nothing to preload: a fresh interpreter
+    # A module that says, when imported, which process imported it.
+    (tmp_path / "lt_preload_probe.py").write_text('import os\nos.environ["LT_PRELOADED_IN"] = str(os.getpid())\n')
+    # The forkserver finds its modules as a new interpreter would, with the environment's path.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    context = forked_kernels.worker_context(["lt_preload_probe"])
+    assert context.get_start_method() == "forkserver"
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        imported_in = pool.submit(os.getenv, "LT_PRELOADED_IN").result()
+        worker = pool.submit(os.getpid).result()
+    # Imported once, before the fork, by another process than this one and the worker.
+    assert imported_in is not None and int(imported_in) not in (os.getpid(), worker)
+    assert "LT_PRELOADED_IN" not in os.environ

@@ -124,7 +124,7 @@ def each_parse_once() -> Iterator[None]:
     of the model (397 times for SmolLM2, about 4 s in all).  Both are functions
     of their arguments that ``transformers`` only reads from; while this is
     open, each is computed once per argument and the same object is handed
-    back: the same reading, parsed once (``tests/docs/test_tools_families.py``
+    back: the same reading, parsed once (``tests/docs/test_tools_gguf_reading.py``
     compares the two on a small file).
     """
     readers = functools.lru_cache(maxsize=None)(gguf.GGUFReader)

@@ -208,11 +208,19 @@ executed_pages_environment = "lt_site.environment:describe"
 page_cache_salt = executed_pages_environment
 # Kernels forked from one warm process (docs/_ext/forked_kernels.py); LT_FRESH_KERNELS=1 starts each afresh.
 page_cache_fork_kernels = os.environ.get("LT_FRESH_KERNELS") != "1"
-# The proofs' and the browser exports' processes are forked, in the same way, from one process that imported
-# PyTorch and transformers once (with LT_FRESH_KERNELS=1, each starts afresh too).
-from forked_kernels import WORKER_PRELOAD  # noqa: E402
+# The proofs', the browser exports' and the gallery's processes are forked, in the same way, from one process
+# that imported PyTorch and transformers once (with LT_FRESH_KERNELS=1, each starts afresh too).
+from forked_kernels import WORKER_PRELOAD, fork_loky_workers  # noqa: E402
 
 proof_badges_preload = try_it_preload = try_prompt_preload = list(WORKER_PRELOAD if page_cache_fork_kernels else ())
+
+
+def setup(app: object) -> None:
+    """The gallery's workers too (set when Sphinx loads this file, not when a test reads its settings)."""
+    if page_cache_fork_kernels:
+        fork_loky_workers(WORKER_PRELOAD)
+
+
 # Each chapter is read (and executed) by a process on its own, those that take longest first (as the
 # build's table of execution times measures them), spreading them between the build's processes (without
 # it, one process gets most of the chapters in one chunk).  The order only changes how long a build takes.

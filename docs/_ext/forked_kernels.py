@@ -30,11 +30,12 @@ zygote that failed) starts the usual way, with a line in the log.
 
 The zygote is this file run as a script: ``python forked_kernels.py SOCKET MODULE...``.
 
-The build's other processes of their own, the proofs' and the two browser
-exports', start warm the same way: :func:`worker_context` forks them from
-one process that imported PyTorch and ``transformers`` once
-(``multiprocessing``'s *forkserver*), where each used to start a fresh
-interpreter and import them itself (``conf.py``'s ``*_preload`` settings).
+The build's other processes of their own, the proofs', the two browser
+exports' and the gallery's workers, start warm the same way:
+:func:`worker_context` forks them from one process that imported PyTorch and
+``transformers`` once (``multiprocessing``'s *forkserver*), where each used
+to start a fresh interpreter and import them itself (``conf.py``'s
+``*_preload`` settings, and :func:`fork_loky_workers`).
 """
 
 from __future__ import annotations
@@ -258,8 +259,8 @@ def kernel_manager_class(zygote: Zygote, log: Any) -> type:
 # ---------------------------------------------------------------------------
 # The build's other processes: the proofs', the exports'
 # ---------------------------------------------------------------------------
-#: What the proofs' and the exports' processes import before their work (``conf.py`` sets it as their
-#: ``*_preload``).  Only third-party modules, as for the
+#: What the proofs', the exports' and the gallery's processes import before their work (``conf.py`` sets it as
+#: the first two's ``*_preload``, and gives it to :func:`fork_loky_workers` for the gallery's).  Only third-party modules, as for the
 #: zygote; not onnxruntime, whose import starts a thread (a process with a second thread is not safe to fork).
 WORKER_PRELOAD = (
     "numpy",
@@ -271,6 +272,8 @@ WORKER_PRELOAD = (
     "safetensors.torch",
     "onnx",
     "onnxscript",
+    "matplotlib",
+    "sphinx_gallery.gen_rst",
 )
 
 
@@ -289,6 +292,20 @@ def worker_context(preload: Sequence[str] = ()) -> multiprocessing.context.BaseC
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(preload))
     return context
+
+
+def fork_loky_workers(preload: Sequence[str]) -> None:
+    """From now on, joblib's loky (the pool that runs the gallery's examples) forks its workers from the
+    forkserver of :func:`worker_context`, which imports ``preload``, instead of starting each afresh.
+
+    The first process the forkserver starts fixes what it imported: the proofs', the exports' and the
+    gallery's processes share it.  loky passes no environment of its own to a forked worker; the build's
+    (``OMP_NUM_THREADS=1``, as ``nox -s docs`` sets it) is the forkserver's.
+    """
+    from joblib.externals.loky.backend.context import set_start_method
+
+    worker_context(preload)
+    set_start_method("forkserver", force=True)
 
 
 if __name__ == "__main__":

@@ -101,3 +101,15 @@ def test_the_builds_own_processes_are_forked_from_one_that_imported_the_preload(
     # Imported once, before the fork, by another process than this one and the worker.
     assert imported_in is not None and int(imported_in) not in (os.getpid(), worker)
     assert "LT_PRELOADED_IN" not in os.environ
+    # The gallery's pool (joblib's loky) forks its workers from the same process.
+    from joblib import Parallel, delayed
+    from joblib.externals.loky import get_reusable_executor
+    from joblib.externals.loky.backend import context as loky_context
+
+    monkeypatch.setattr(loky_context, "_DEFAULT_START_METHOD", None)
+    forked_kernels.fork_loky_workers(["lt_preload_probe"])
+    try:
+        seen = Parallel(n_jobs=2, backend="loky")(delayed(os.getenv)("LT_PRELOADED_IN") for _ in range(4))
+    finally:
+        get_reusable_executor().shutdown(wait=True, kill_workers=True)
+    assert seen == [imported_in] * 4

@@ -299,6 +299,10 @@ def configure(app: Sphinx) -> None:
         started=time.time(),
         planned=[],
     )
+    # No page's outputs are stored: every page will execute (a clean build).  The zygote imports now, beside
+    # the trace, the proofs and the exports, rather than while the first page waits for it.
+    if not any(Path(SETTINGS["root_cache"]).rglob("*.json")):
+        start_zygote(app)
 
 
 def outdated_pages(app: Sphinx, env: Any, added: set, changed: set, removed: set) -> list[str]:

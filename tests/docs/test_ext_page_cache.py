@@ -8,6 +8,7 @@ importing one of its modules, executed by real kernels.
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -165,7 +166,17 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
     table = "import pathlib, tinycode\nprint(pathlib.Path(tinycode.__file__).with_name('table.txt').read_text())"
     tiny_site.write("docs/uses_b.md", _page("B", f"from tinycode.b import VALUE\nprint(VALUE)\n{table}"))
 
+    # Who starts the kernels' zygote: in a clean build, the builder's start (configure), before any page is read.
+    starts = []
+    start_zygote = page_cache.start_zygote
+
+    def noted(app):
+        starts.append(sys._getframe(1).f_code.co_name)
+        start_zygote(app)
+
+    monkeypatch.setattr(page_cache, "start_zygote", noted)
     assert tiny_site.build().warnings == ""
+    assert starts[0] == "configure", starts
     first = {page: _executed(tiny_site, page) for page in ("uses_a", "uses_b")}
     assert "a1" in tiny_site.html("uses_a") and "b1" in tiny_site.html("uses_b")
     # Each cell's seconds are kept: the build's log names the costliest, by page and first line.
@@ -187,7 +198,9 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
 
     # The module one page imported: that page executes again, the other keeps its outputs.
     (tiny_site.root / "tinycode" / "b.py").write_text("VALUE = 'b2'\n")
+    starts.clear()
     assert tiny_site.build().warnings == ""
+    assert starts and "configure" not in starts, starts  # started once a page is known to execute
     assert _executed(tiny_site, "uses_a") == first["uses_a"]
     assert _executed(tiny_site, "uses_b") > first["uses_b"]
     assert "a1" in tiny_site.html("uses_a") and "b2" in tiny_site.html("uses_b")

@@ -44,7 +44,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from forked_kernels import worker_context
+from forked_kernels import submit_in_background, worker_context
 from long_lived import freeze, freeze_survivors
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
@@ -202,7 +202,10 @@ class ServedExport:
         logger.info("%s: checking the %s in %s, in a process of its own", self.prefix, self.what, self.cache_dir(app))
         # A new interpreter, not a copy of this one (forked_kernels.worker_context).
         executor = ProcessPoolExecutor(max_workers=1, mp_context=worker_context(self._option(app, "preload")))
-        self._pending[str(app.srcdir)] = (executor, executor.submit(run_exporter, spec, self.cache_dir(app)))
+        self._pending[str(app.srcdir)] = (
+            executor,
+            submit_in_background(executor, run_exporter, spec, self.cache_dir(app)),
+        )
 
     def ensure_export(self, app: Sphinx) -> Any:
         """Export (or find the cached export) into the cache folder; remember it for this build."""

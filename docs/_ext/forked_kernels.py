@@ -51,7 +51,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from long_lived import freeze_survivors
@@ -292,6 +293,19 @@ def worker_context(preload: Sequence[str] = ()) -> multiprocessing.context.BaseC
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(preload))
     return context
+
+
+def submit_in_background(executor: Executor, function: Callable[..., Any], *args: Any) -> Future:
+    """``executor.submit(function, *args)`` from a thread of its own: a future of ``function``'s result.
+
+    A forkserver's first child starts once the server has imported its modules (several seconds); submitting
+    from a thread lets the build's own process go on meanwhile (the running examples' trace, say).
+    """
+    starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="start-worker")
+    try:
+        return starter.submit(lambda: executor.submit(function, *args).result())
+    finally:
+        starter.shutdown(wait=False)
 
 
 def fork_loky_workers(preload: Sequence[str]) -> None:

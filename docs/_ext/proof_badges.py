@@ -42,7 +42,7 @@ from typing import Any
 
 from docutils import nodes
 from extension_metadata import extension_metadata
-from forked_kernels import worker_context
+from forked_kernels import submit_in_background, worker_context
 from long_lived import freeze, freeze_survivors
 from lt_site.deps import ItemCache, Reached
 from runtime_trace import load_provider
@@ -204,7 +204,7 @@ def start_proofs(app: Sphinx) -> None:
     )
     # A new interpreter, not a copy of this one (forked_kernels.worker_context).
     executor = ProcessPoolExecutor(max_workers=1, mp_context=worker_context(config.proof_badges_preload))
-    future = executor.submit(measure_in_own_process, config.proof_badges_provider, _cache(app))
+    future = submit_in_background(executor, measure_in_own_process, config.proof_badges_provider, _cache(app))
     app.proof_badges_pending = (executor, future, time.perf_counter())  # type: ignore[attr-defined]
 
 

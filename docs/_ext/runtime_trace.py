@@ -281,7 +281,9 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("runtime_trace_sources", [], "env", types=frozenset({list, tuple}))
     app.add_config_value("runtime_trace_checkout", "", "env", types=frozenset({str}))
     app.add_config_value("runtime_trace_cache", "", "env", types=frozenset({str}))
-    app.connect("builder-inited", compute_trace)
+    # Before the gallery (priority 500): while the build's processes of their own wait for the forkserver's
+    # imports (forked_kernels.worker_context), this process traces.
+    app.connect("builder-inited", compute_trace, priority=400)
     app.connect("doctree-read", annotate_code)
     # A few kilobytes; on a page without runtime values the script finds nothing to do.
     app.add_css_file(STYLESHEET)

@@ -1,9 +1,11 @@
 """Kernels forked from a warm zygote: warm, yet started as ``python -m ipykernel_launcher`` starts one."""
 
 import json
+import operator
 import os
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
 import pytest
 
@@ -113,3 +115,27 @@ def test_the_builds_own_processes_are_forked_from_one_that_imported_the_preload(
     finally:
         get_reusable_executor().shutdown(wait=True, kill_workers=True)
     assert seen == [imported_in] * 4
+
+
+def test_a_process_is_submitted_from_a_thread_and_its_result_or_error_comes_back():
+    release = threading.Event()
+
+    class Waiting(Executor):
+        """An executor whose submit waits, as a forkserver still importing its modules makes it wait."""
+
+        def submit(self, function, *args):
+            release.wait(10)
+            done = Future()
+            try:
+                done.set_result(function(*args))
+            except Exception as error:  # noqa: BLE001 - handed back as the future's
+                done.set_exception(error)
+            return done
+
+    future = forked_kernels.submit_in_background(Waiting(), operator.add, 2, 3)
+    failing = forked_kernels.submit_in_background(Waiting(), operator.truediv, 1, 0)
+    assert not future.done() and not failing.done()  # the caller goes on while the submit waits
+    release.set()
+    assert future.result(timeout=10) == 5
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=10)

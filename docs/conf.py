@@ -210,15 +210,24 @@ page_cache_salt = executed_pages_environment
 page_cache_fork_kernels = os.environ.get("LT_FRESH_KERNELS") != "1"
 # The proofs', the browser exports' and the gallery's processes are forked, in the same way, from one process
 # that imported PyTorch and transformers once (with LT_FRESH_KERNELS=1, each starts afresh too).
-from forked_kernels import WORKER_PRELOAD, fork_loky_workers  # noqa: E402
+from forked_kernels import WORKER_PRELOAD, fork_loky_workers, stale_examples  # noqa: E402
 
 proof_badges_preload = try_it_preload = try_prompt_preload = list(WORKER_PRELOAD if page_cache_fork_kernels else ())
 
 
-def setup(app: object) -> None:
-    """The gallery's workers too (set when Sphinx loads this file, not when a test reads its settings)."""
-    if page_cache_fork_kernels:
+def _gallery_workers_forked(app: object) -> None:
+    """``builder-inited``, before the gallery: its workers too, when an example will run.  sphinx-gallery starts
+    them in every build, where each may only find its example's MD5 unchanged: then they start afresh, light,
+    rather than wait for the forkserver's imports."""
+    gallery = app.config.sphinx_gallery_conf
+    if stale_examples(Path(app.confdir, gallery["examples_dirs"]), Path(app.srcdir, gallery["gallery_dirs"])):
         fork_loky_workers(WORKER_PRELOAD)
+
+
+def setup(app: object) -> None:
+    """Connects :func:`_gallery_workers_forked` (in the build, not when a test reads this file's settings)."""
+    if page_cache_fork_kernels:
+        app.connect("builder-inited", _gallery_workers_forked, priority=450)
 
 
 # Each chapter is read (and executed) by a process on its own, those that take longest first (as the

@@ -53,6 +53,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from long_lived import freeze_survivors
@@ -306,6 +307,19 @@ def submit_in_background(executor: Executor, function: Callable[..., Any], *args
         return starter.submit(lambda: executor.submit(function, *args).result())
     finally:
         starter.shutdown(wait=False)
+
+
+def stale_examples(examples_dir: str | os.PathLike[str], gallery_dir: str | os.PathLike[str]) -> list[str]:
+    """The gallery's scripts that sphinx-gallery will run in this build: those whose MD5, stored beside their
+    copy in ``gallery_dir`` when they last ran, is missing or not their text's (as ``md5sum_is_current``)."""
+    from sphinx_gallery.utils import get_md5sum
+
+    stale = []
+    for script in sorted(Path(examples_dir).glob("*.py")):
+        stored = Path(gallery_dir, script.name + ".md5")
+        if not stored.is_file() or stored.read_text() != get_md5sum(script, mode="t"):
+            stale.append(script.name)
+    return stale
 
 
 def fork_loky_workers(preload: Sequence[str]) -> None:

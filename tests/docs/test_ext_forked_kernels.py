@@ -3,6 +3,7 @@
 import json
 import operator
 import os
+import shutil
 import threading
 import time
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -139,3 +140,22 @@ def test_a_process_is_submitted_from_a_thread_and_its_result_or_error_comes_back
     assert future.result(timeout=10) == 5
     with pytest.raises(ZeroDivisionError):
         failing.result(timeout=10)
+
+
+def test_the_examples_that_will_run_are_those_sphinx_gallery_finds_stale(tmp_path):
+    from sphinx_gallery.gen_rst import md5sum_is_current
+    from sphinx_gallery.utils import get_md5sum
+
+    source, gallery = tmp_path / "gallery", tmp_path / "auto_examples"
+    source.mkdir(), gallery.mkdir()
+    for name in ("plot_kept.py", "plot_edited.py", "plot_new.py"):
+        (source / name).write_text(f"print({name!r})\n")
+    for name in ("plot_kept.py", "plot_edited.py"):  # run before: their MD5 stored beside their copy
+        (gallery / f"{name}.md5").write_text(get_md5sum(source / name, mode="t"))
+    (source / "plot_edited.py").write_text("print('edited')\n")
+    stale = forked_kernels.stale_examples(source, gallery)
+    assert stale == ["plot_edited.py", "plot_new.py"]
+    # sphinx-gallery's own check, on the copy it makes of each script, says the same.
+    for script in source.glob("*.py"):
+        shutil.copy(script, gallery / script.name)
+        assert md5sum_is_current(gallery / script.name, mode="t") == (script.name not in stale)

@@ -208,6 +208,8 @@ executed_pages_environment = "lt_site.environment:describe"
 page_cache_salt = executed_pages_environment
 # Kernels forked from one warm process (docs/_ext/forked_kernels.py); LT_FRESH_KERNELS=1 starts each afresh.
 page_cache_fork_kernels = os.environ.get("LT_FRESH_KERNELS") != "1"
+# Every page of a clean build executes: the zygote starts with the build.
+page_cache_zygote_at_start = True
 # The proofs', the browser exports' and the gallery's processes are forked, in the same way, from one process
 # that imported PyTorch and transformers once (with LT_FRESH_KERNELS=1, each starts afresh too).
 from forked_kernels import WORKER_PRELOAD, fork_loky_workers, stale_examples  # noqa: E402

@@ -299,9 +299,10 @@ def configure(app: Sphinx) -> None:
         started=time.time(),
         planned=[],
     )
-    # No page's outputs are stored: every page will execute (a clean build).  The zygote imports now, beside
-    # the trace, the proofs and the exports, rather than while the first page waits for it.
-    if not any(Path(SETTINGS["root_cache"]).rglob("*.json")):
+    # A site whose pages execute code, with no page's outputs stored: every page will execute (a clean
+    # build).  The zygote imports now, beside the trace, the proofs and the exports, rather than while the
+    # first page waits for it.
+    if config.page_cache_zygote_at_start and not any(Path(SETTINGS["root_cache"]).rglob("*.json")):
         start_zygote(app)
 
 
@@ -423,6 +424,9 @@ def setup(app: Sphinx) -> dict[str, object]:
     # Kernels forked from one process that imported PyTorch and transformers once (forked_kernels).
     app.add_config_value("page_cache_fork_kernels", True, "", types=frozenset({bool}))
     app.add_config_value("page_cache_kernel_preload", list(PRELOAD), "", types=frozenset({list, tuple}))
+    # True: a build with no page's outputs stored starts the zygote with the builder, not once a page is known
+    # to execute (for a site whose pages execute code: a site with none would start it for nothing).
+    app.add_config_value("page_cache_zygote_at_start", False, "", types=frozenset({bool}))
     app.connect("builder-inited", configure)
     app.connect("env-get-outdated", outdated_pages, priority=100)
     app.connect("env-before-read-docs", plan)

@@ -159,6 +159,7 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
         page_cache_sources = [{str(tiny_site.root / "tinycode")!r}]
         # The kernels fork from a zygote, as the book's do (a cheap module preloaded: the records must not care).
         page_cache_kernel_preload = ["numpy"]
+        page_cache_zygote_at_start = True
         """,
     )
     tiny_site.write("docs/index.md", "# Tiny\n\n```{toctree}\nuses_a\nuses_b\n```\n")

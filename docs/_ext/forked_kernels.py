@@ -259,24 +259,13 @@ def kernel_manager_class(zygote: Zygote, log: Any) -> type:
 
 
 # ---------------------------------------------------------------------------
-# The build's other processes: the proofs', the exports'
+# The build's other processes: the proofs', the exports', the gallery's
 # ---------------------------------------------------------------------------
-#: What the proofs', the exports' and the gallery's processes import before their work (``conf.py`` sets it as
-#: the first two's ``*_preload``, and gives it to :func:`fork_loky_workers` for the gallery's).  Only third-party modules, as for the
-#: zygote; not onnxruntime, whose import starts a thread (a process with a second thread is not safe to fork).
-WORKER_PRELOAD = (
-    "numpy",
-    "torch",
-    "transformers",
-    "transformers.modeling_utils",
-    "peft",
-    "gguf",
-    "safetensors.torch",
-    "onnx",
-    "onnxscript",
-    "matplotlib",
-    "sphinx_gallery.gen_rst",
-)
+#: What the proofs', the exports' and the gallery's processes import before their work: the zygote's modules and
+#: the proofs' and exporters' libraries (``conf.py`` sets it as the first two's ``*_preload``, and gives it to
+#: :func:`fork_loky_workers` for the gallery's).  Only third-party modules, as for the zygote; not onnxruntime,
+#: whose import starts a thread (a process with a second thread is not safe to fork).
+WORKER_PRELOAD = (*PRELOAD, "peft", "gguf", "safetensors.torch", "onnx", "onnxscript", "sphinx_gallery.gen_rst")
 
 
 def worker_context(preload: Sequence[str] = ()) -> multiprocessing.context.BaseContext:

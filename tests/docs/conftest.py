@@ -10,6 +10,7 @@ a fraction of a second each.
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 from pathlib import Path
@@ -80,3 +81,25 @@ class TinySite:
 def tiny_site(tmp_path: Path) -> TinySite:
     pytest.importorskip("sphinx", reason="Sphinx is not installed (the docs extras); the extension is not tested")
     return TinySite(tmp_path)
+
+
+@pytest.fixture
+def sphinx_warnings():
+    """The messages the extensions log at WARNING or above through Sphinx's logger while the test runs.
+
+    pytest's own capture of logging is off (``-p no:logging`` in ``pyproject.toml``), so a test that checks a
+    warning reads it here: a handler on the ``sphinx`` logger, the one every extension's logger sits under.
+    """
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    handler = Collect(logging.WARNING)
+    logger = logging.getLogger("sphinx")
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)

@@ -23,6 +23,40 @@ if str(EXTENSIONS) not in sys.path:
     sys.path.insert(0, str(EXTENSIONS))
 
 
+class _CompiledTemplates:
+    """Jinja's compiled templates, kept for the test process: each tiny build makes a fresh Jinja environment,
+    which would compile the theme's templates again (most of a one-page build's time).
+
+    A :class:`jinja2.BytecodeCache` (made on first use: Sphinx and Jinja are the docs extras'), keyed by the
+    template's name and file; Jinja compares the checksum of the template's source with the one stored and
+    compiles again when they differ.
+    """
+
+    cache = None
+
+    @classmethod
+    def attach(cls, app) -> None:
+        environment = getattr(getattr(app.builder, "templates", None), "environment", None)
+        if environment is None:
+            return
+        if cls.cache is None:
+            import jinja2
+
+            class InMemory(jinja2.BytecodeCache):
+                def __init__(self) -> None:
+                    self.compiled: dict[str, bytes] = {}
+
+                def load_bytecode(self, bucket) -> None:
+                    if bucket.key in self.compiled:
+                        bucket.bytecode_from_string(self.compiled[bucket.key])
+
+                def dump_bytecode(self, bucket) -> None:
+                    self.compiled[bucket.key] = bucket.bytecode_to_string()
+
+            cls.cache = InMemory()
+        environment.bytecode_cache = cls.cache
+
+
 class TinySite:
     """A temporary Sphinx project: write pages and a package, build, read the output."""
 
@@ -64,6 +98,7 @@ class TinySite:
         app = SphinxTestApp(
             buildername, srcdir=self.src, builddir=self.build_dir, confoverrides=overrides, parallel=parallel
         )
+        _CompiledTemplates.attach(app)
         try:
             app.build()
         finally:

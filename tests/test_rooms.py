@@ -10,6 +10,7 @@ lazy exports) are not arrows: nothing is imported before it is asked for.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,9 @@ def _imported(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
     return found
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports (read once: the tests only read it)."""
     graph = {}
     for module, path in MODULES.items():
         arrows = set()

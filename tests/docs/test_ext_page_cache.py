@@ -149,10 +149,23 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
     )
     # The kernels are other processes: they find the package through PYTHONPATH.
     monkeypatch.setenv("PYTHONPATH", str(tiny_site.root))
+    # Where the site's trace starts (builder-inited, priority 400), the zygote is already importing.
+    tiny_site.write(
+        "zygote_probe.py",
+        """
+        import page_cache
+
+        SEEN = []
+
+
+        def setup(app):
+            app.connect("builder-inited", lambda app: SEEN.append(bool(page_cache.SETTINGS.get("zygote"))), 400)
+        """,
+    )
     tiny_site.write(
         "docs/conf.py",
         f"""
-        extensions = ["myst_nb", "executed_pages", "page_cache"]
+        extensions = ["myst_nb", "executed_pages", "page_cache", "zygote_probe"]
         nb_execution_mode = "cache"
         page_cache_root = "../_pagecache"
         page_cache_checkout = {str(tiny_site.root)!r}
@@ -178,6 +191,9 @@ def test_a_page_executes_again_only_when_a_file_its_run_reached_changed(tiny_sit
     monkeypatch.setattr(page_cache, "start_zygote", noted)
     assert tiny_site.build().warnings == ""
     assert starts[0] == "configure", starts
+    import zygote_probe
+
+    assert zygote_probe.SEEN == [True]
     first = {page: _executed(tiny_site, page) for page in ("uses_a", "uses_b")}
     assert "a1" in tiny_site.html("uses_a") and "b1" in tiny_site.html("uses_b")
     # Each cell's seconds are kept: the build's log names the costliest, by page and first line.

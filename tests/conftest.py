@@ -72,8 +72,8 @@ def _seed():
     """Every test starts from the same random state.
 
     Without CUDA this seeds the CPU's generator alone: ``torch.manual_seed`` would also queue the seed
-    for each device that has not started, formatting the caller's whole stack once per device to do so (about
-    half a millisecond at a test's depth, two thousand times a run).
+    for each device that has not started, formatting the caller's whole stack once per device to do so (0.3 ms
+    to 0.4 ms under a fixture's 40 or so frames, two thousand times a run).
     """
     import torch
 

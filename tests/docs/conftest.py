@@ -25,7 +25,7 @@ if str(EXTENSIONS) not in sys.path:
 
 class _CompiledTemplates:
     """Jinja's compiled templates, kept for the test process: each tiny build makes a fresh Jinja environment,
-    which would compile the theme's templates again (most of a one-page build's time).
+    which would compile the theme's templates again (about half of a one-page build's time).
 
     A :class:`jinja2.BytecodeCache` (made on first use: Sphinx and Jinja are the docs extras'), keyed by the
     template's name and file; Jinja compares the checksum of the template's source with the one stored and

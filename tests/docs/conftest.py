@@ -10,6 +10,7 @@ a fraction of a second each.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import textwrap
@@ -23,7 +24,8 @@ if str(EXTENSIONS) not in sys.path:
     sys.path.insert(0, str(EXTENSIONS))
 
 
-class _CompiledTemplates:
+@functools.cache
+def _compiled_templates():
     """Jinja's compiled templates, kept for the test process: each tiny build makes a fresh Jinja environment,
     which would compile the theme's templates again (about half of a one-page build's time).
 
@@ -31,30 +33,20 @@ class _CompiledTemplates:
     template's name and file; Jinja compares the checksum of the template's source with the one stored and
     compiles again when they differ.
     """
+    import jinja2
 
-    cache = None
+    class InMemory(jinja2.BytecodeCache):
+        def __init__(self) -> None:
+            self.compiled: dict[str, bytes] = {}
 
-    @classmethod
-    def attach(cls, app) -> None:
-        environment = getattr(getattr(app.builder, "templates", None), "environment", None)
-        if environment is None:
-            return
-        if cls.cache is None:
-            import jinja2
+        def load_bytecode(self, bucket) -> None:
+            if bucket.key in self.compiled:
+                bucket.bytecode_from_string(self.compiled[bucket.key])
 
-            class InMemory(jinja2.BytecodeCache):
-                def __init__(self) -> None:
-                    self.compiled: dict[str, bytes] = {}
+        def dump_bytecode(self, bucket) -> None:
+            self.compiled[bucket.key] = bucket.bytecode_to_string()
 
-                def load_bytecode(self, bucket) -> None:
-                    if bucket.key in self.compiled:
-                        bucket.bytecode_from_string(self.compiled[bucket.key])
-
-                def dump_bytecode(self, bucket) -> None:
-                    self.compiled[bucket.key] = bucket.bytecode_to_string()
-
-            cls.cache = InMemory()
-        environment.bytecode_cache = cls.cache
+    return InMemory()
 
 
 class TinySite:
@@ -98,7 +90,9 @@ class TinySite:
         app = SphinxTestApp(
             buildername, srcdir=self.src, builddir=self.build_dir, confoverrides=overrides, parallel=parallel
         )
-        _CompiledTemplates.attach(app)
+        templates = getattr(getattr(app.builder, "templates", None), "environment", None)
+        if templates is not None:
+            templates.bytecode_cache = _compiled_templates()
         try:
             app.build()
         finally:
